@@ -1,0 +1,33 @@
+"""jaxclp: Compatible Label Propagation (Zhong, Ivanov, Pang, TMLR 2022) in JAX.
+
+Pipeline stages (each a pure function of arrays): :func:`fit_mlp` -> :func:`initial_beliefs` ->
+:func:`estimate_compatibility` (:func:`sinkhorn`) -> :func:`edge_weights` / :func:`clp_operator` ->
+:func:`propagate` (iterative) or :func:`solve` (closed form). :class:`CLP` composes them for users.
+"""
+from jaxclp import datasets
+from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
+from jaxclp.clp import CLPResult, clp_beliefs
+from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
+from jaxclp.estimator import CLP
+from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
+from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
+                              true_compatibility)
+from jaxclp.metrics import accuracy, roc_auc
+from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits
+from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius
+from jaxclp.propagate import PropagateInfo, propagate
+from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
+from jaxclp.solve import METHODS, Solution, solve, solve_operator
+from jaxclp.train import TrainConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CLP", "CLPResult", "FactoredOperator", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
+    "Solution", "SpectralInfo", "TrainConfig", "accuracy", "clp_beliefs", "clp_operator", "clp_star",
+    "compatibility_distance", "correct_and_smooth", "datasets", "edge_homophily", "edge_values",
+    "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",
+    "label_propagation", "lp_operator", "node_homophily", "node_homophily_per_node", "propagate",
+    "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
+    "spmm_transpose", "true_compatibility",
+]

@@ -1,0 +1,75 @@
+"""Eager input validation: clear ``ValueError`` before any compile.
+
+Every check is skipped for traced values (inside a user's ``jax.jit``), where values are unknown; the
+public functions validate shapes (always static) and, for concrete arrays, values.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+
+def is_concrete(*xs) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def finite(name: str, x) -> None:
+    if is_concrete(x) and not bool(np.all(np.isfinite(np.asarray(x)))):
+        bad = int(np.size(x) - np.count_nonzero(np.isfinite(np.asarray(x))))
+        raise ValueError(f"{name} contains {bad} NaN/inf value(s)")
+
+
+def nonnegative(name: str, x) -> None:
+    if is_concrete(x) and bool(np.any(np.asarray(x) < 0)):
+        raise ValueError(f"{name} must be nonnegative; min is {float(np.min(np.asarray(x)))}")
+
+
+def shape(name: str, x, expected: tuple) -> None:
+    """Checks ``x.shape`` against ``expected`` where ``None`` entries match anything."""
+    s = tuple(np.shape(x))
+    if len(s) != len(expected) or any(e is not None and e != a for a, e in zip(s, expected)):
+        exp = "(" + ", ".join("?" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"{name} must have shape {exp}; got {s}")
+
+
+def alpha(a, name: str = "alpha") -> None:
+    if is_concrete(a):
+        arr = np.asarray(a)
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr >= 1):
+            raise ValueError(f"{name} must lie in the open interval (0, 1); got {arr.tolist()}")
+
+
+def labels(y, num_nodes: int, num_classes: int | None = None) -> int:
+    """Validates integer labels (n,) in [0, K); returns K (inferred as max + 1 when not given)."""
+    shape("labels", y, (num_nodes,))
+    if not is_concrete(y):
+        if num_classes is None:
+            raise ValueError("num_classes must be given when labels are traced")
+        return int(num_classes)
+    arr = np.asarray(y)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"labels must be integers; got dtype {arr.dtype}")
+    k = int(arr.max()) + 1 if num_classes is None else int(num_classes)
+    if k < 2:
+        raise ValueError(f"need at least K = 2 classes; got K = {k}")
+    if arr.min() < 0 or arr.max() >= k:
+        raise ValueError(f"labels must lie in [0, {k}); got range [{arr.min()}, {arr.max()}]")
+    return k
+
+
+def mask(name: str, m, num_nodes: int, nonempty: bool = True) -> None:
+    shape(name, m, (num_nodes,))
+    if is_concrete(m):
+        arr = np.asarray(m)
+        if arr.dtype != np.bool_:
+            raise ValueError(f"{name} must be a boolean mask; got dtype {arr.dtype}")
+        if nonempty and not arr.any():
+            raise ValueError(f"{name} is empty: it selects no node")
+
+
+def probabilities(name: str, p, num_nodes: int | None = None, num_classes: int | None = None) -> None:
+    """(n, K) nonnegative finite rows (not required to sum to one)."""
+    shape(name, p, (num_nodes, num_classes))
+    finite(name, p)
+    nonnegative(name, p)

@@ -1,0 +1,101 @@
+"""Initial beliefs, compatibility estimation and CLP edge weights (method steps 2-4)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxclp import _checks
+from jaxclp.graph import Graph, spmm
+from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
+
+
+def one_hot_train(labels: jax.Array, train_mask: jax.Array, num_classes: int) -> jax.Array:
+    """``M * Y``: (n, K) one-hot labels on training rows, zeros elsewhere."""
+    return jax.nn.one_hot(labels, num_classes) * train_mask[:, None]
+
+
+def initial_beliefs(prior: jax.Array, labels: jax.Array, train_mask: jax.Array) -> jax.Array:
+    """``B0 = M*Y + (1-M)*prior``: training rows replaced by their one-hot labels.
+
+    Args:
+        prior: (n, K) prior beliefs D (e.g. MLP softmax).
+        labels: (n,) int labels; only training entries are read.
+        train_mask: (n,) bool.
+
+    Returns:
+        (n, K) B0.
+    """
+    n, k = prior.shape
+    _checks.mask("train_mask", train_mask, n)
+    _checks.shape("labels", labels, (n,))
+    y = jax.nn.one_hot(labels, k, dtype=prior.dtype)
+    return jnp.where(train_mask[:, None], y, prior)
+
+
+def estimate_compatibility(
+    graph: Graph,
+    prior: jax.Array,
+    labels: jax.Array,
+    train_mask: jax.Array,
+    *,
+    tol: float = 1e-6,
+    max_iters: int = 1000,
+    smoothing: float = 1e-6,
+) -> tuple[jax.Array, SinkhornInfo]:
+    """Estimates the class compatibility ``H = Sinkhorn((M*Y)^T A B0)`` from training labels only.
+
+    ``A`` is the RAW adjacency (``A[r, s]`` = weight of edge s -> r), so entry (i, j) of the count matrix is
+    the belief mass of class j over the in-neighbours of training nodes of class i. Labels of non-training
+    nodes are never read (they are masked out before any arithmetic).
+
+    Args:
+        graph: the graph.
+        prior: (n, K) prior beliefs D.
+        labels: (n,) int labels (only ``train_mask`` entries are used).
+        train_mask: (n,) bool, nonempty.
+        tol, max_iters, smoothing: passed to :func:`jaxclp.sinkhorn`.
+
+    Returns:
+        ``(H, info)``: H (K, K) doubly stochastic and the Sinkhorn diagnostics.
+    """
+    n, k = prior.shape
+    _checks.shape("prior", prior, (graph.num_nodes, None))
+    _checks.probabilities("prior", prior)
+    _checks.mask("train_mask", train_mask, n)
+    _checks.labels(jnp.where(train_mask, labels, 0) if _checks.is_concrete(labels, train_mask) else labels,
+                   n, k)
+    labels = jnp.where(train_mask, labels, 0)  # test/val labels never enter the arithmetic
+    return _estimate(graph, prior, labels, train_mask, tol, max_iters, smoothing)
+
+
+@jax.jit
+def _estimate(graph, prior, labels, train_mask, tol, max_iters, smoothing):
+    b0 = initial_beliefs(prior, labels, train_mask)
+    my = one_hot_train(labels, train_mask, prior.shape[1]).astype(prior.dtype)
+    counts = my.T @ spmm(graph, graph.weights.astype(prior.dtype), b0)
+    return sinkhorn(counts, tol=tol, max_iters=max_iters, smoothing=smoothing)
+
+
+def edge_weights(graph: Graph, b0: jax.Array, H: jax.Array) -> jax.Array:
+    """Materialized CLP edge weights ``F[e, k] = (b0[s_e] @ H)[k] * b0[r_e, k]``.
+
+    For inspection and tests; propagation uses the factored form (no (m, K) tensor).
+
+    Args:
+        graph: the graph with m edges.
+        b0: (n, K) initial beliefs.
+        H: (K, K) compatibility.
+
+    Returns:
+        (m, K) edge weights.
+    """
+    _checks.shape("b0", b0, (graph.num_nodes, None))
+    _checks.shape("H", H, (b0.shape[1], b0.shape[1]))
+    return _edge_weights(graph, b0, H)
+
+
+@jax.jit
+def _edge_weights(graph, b0, H):
+    g = b0 @ H
+    return g[graph.senders] * b0[graph.receivers]

@@ -1,0 +1,288 @@
+"""Graph container, constructors, adjacency normalization and sparse products.
+
+A :class:`Graph` stores a directed edge list: messages flow ``senders[e] -> receivers[e]``, and the
+(dense-equivalent) adjacency is ``A[receivers[e], senders[e]] = weights[e]``, so ``(A @ X)[r]`` sums
+``X[s]`` over the in-edges ``s -> r``. Edges are always kept sorted by receiver (then sender) so that
+segment reductions run with ``indices_are_sorted=True``.
+
+Constructors (``from_edge_index``, ``from_scipy``, ``from_networkx``) run on the host with numpy; everything
+else is a pure, jit-able function of arrays. ``num_nodes`` is static metadata of the pytree, so shapes are
+static under ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Normalization = Literal["sym", "row", "none"]
+NORMALIZATIONS = ("sym", "row", "none")
+SelfLoops = Literal["drop", "keep", "add"]
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["senders", "receivers", "weights"],
+    meta_fields=["num_nodes", "symmetric"],
+)
+@dataclasses.dataclass(frozen=True)
+class Graph:
+    """A directed, weighted graph as an edge list sorted by receiver.
+
+    Attributes:
+        senders: (m,) int32, source node of each edge.
+        receivers: (m,) int32, target node of each edge (sorted ascending).
+        weights: (m,) float, raw edge weight (1.0 for an unweighted graph).
+        num_nodes: static int n.
+        symmetric: static bool, True when for every edge s->r the edge r->s exists with the same weight
+            (checked by the constructors; ``Ahat`` is then symmetric for ``"sym"`` and ``"none"``).
+    """
+
+    senders: jax.Array
+    receivers: jax.Array
+    weights: jax.Array
+    num_nodes: int
+    symmetric: bool = False
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.senders.shape[0])
+
+    @property
+    def n_node(self) -> jax.Array:
+        """(1,) number of nodes, as in ``jraph.GraphsTuple``."""
+        return jnp.asarray([self.num_nodes], dtype=jnp.int32)
+
+    # ------------------------------------------------------------------ constructors (host side)
+    @classmethod
+    def from_edge_index(
+        cls,
+        edge_index,
+        num_nodes: int,
+        *,
+        weights=None,
+        symmetrize: bool = True,
+        deduplicate: bool = True,
+        self_loops: SelfLoops = "drop",
+    ) -> "Graph":
+        """Builds a graph from a (2, m) edge index (row 0 senders, row 1 receivers).
+
+        Args:
+            edge_index: (2, m) integer array-like.
+            num_nodes: n; every index must lie in [0, n).
+            weights: optional (m,) nonnegative edge weights (default 1).
+            symmetrize: add the reverse of every edge (undirected graph).
+            deduplicate: merge repeated (sender, receiver) pairs into one edge whose weight is the largest
+                of the merged ones (so a 0/1 graph stays 0/1).
+            self_loops: ``"drop"`` removes loops, ``"keep"`` keeps the file's loops, ``"add"`` removes them and
+                adds exactly one loop of weight 1 per node.
+
+        Returns:
+            A Graph with edges sorted by (receiver, sender).
+
+        Raises:
+            ValueError: bad shape, non-integer or out-of-range indices, negative or non-finite weights.
+        """
+        ei = np.asarray(edge_index)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}")
+        if ei.size and not np.issubdtype(ei.dtype, np.integer):
+            if not np.all(np.equal(np.mod(ei, 1), 0)):
+                raise ValueError("edge_index must contain integers")
+        ei = ei.astype(np.int64)
+        num_nodes = int(num_nodes)
+        if num_nodes < 1:
+            raise ValueError(f"num_nodes must be >= 1; got {num_nodes}")
+        if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
+            bad = ei[(ei < 0) | (ei >= num_nodes)]
+            raise ValueError(
+                f"edge_index has node ids out of range [0, {num_nodes}): e.g. {bad[:5].tolist()}")
+        m = ei.shape[1]
+        if weights is None:
+            w = np.ones(m, dtype=np.float64)
+        else:
+            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if w.shape[0] != m:
+                raise ValueError(f"weights must have shape ({m},); got {w.shape}")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ValueError("weights must be finite and nonnegative")
+        if self_loops not in ("drop", "keep", "add"):
+            raise ValueError(f"self_loops must be 'drop', 'keep' or 'add'; got {self_loops!r}")
+        s, r = ei[0], ei[1]
+        if self_loops in ("drop", "add"):
+            keep = s != r
+            s, r, w = s[keep], r[keep], w[keep]
+        if symmetrize:
+            s, r, w = np.concatenate([s, r]), np.concatenate([r, s]), np.concatenate([w, w])
+        if self_loops == "add":
+            loop = np.arange(num_nodes)
+            s, r, w = np.concatenate([s, loop]), np.concatenate([r, loop]), np.concatenate(
+                [w, np.ones(num_nodes)])
+        order = np.lexsort((s, r))
+        s, r, w = s[order], r[order], w[order]
+        if deduplicate and s.size:
+            key = r * num_nodes + s
+            first = np.ones(key.shape[0], dtype=bool)
+            first[1:] = key[1:] != key[:-1]
+            seg = np.cumsum(first) - 1
+            wmax = np.full(int(first.sum()), -np.inf)
+            np.maximum.at(wmax, seg, w)
+            s, r, w = s[first], r[first], wmax
+        sym = _is_symmetric(s, r, w, num_nodes)
+        return cls(
+            senders=jnp.asarray(s, dtype=jnp.int32),
+            receivers=jnp.asarray(r, dtype=jnp.int32),
+            weights=jnp.asarray(w, dtype=jnp.float32),
+            num_nodes=num_nodes,
+            symmetric=sym,
+        )
+
+    @classmethod
+    def from_scipy(cls, matrix, **kwargs) -> "Graph":
+        """Builds a graph from a square scipy sparse (or dense) matrix with ``A[r, s]`` = weight of s -> r.
+
+        Keyword arguments are passed to :meth:`from_edge_index` (default: symmetrize, deduplicate, drop loops;
+        pass ``symmetrize=False`` to keep the direction).
+        """
+        import scipy.sparse as sp
+
+        a = sp.coo_matrix(matrix)
+        if a.shape[0] != a.shape[1]:
+            raise ValueError(f"adjacency must be square; got {a.shape}")
+        nz = a.data != 0
+        ei = np.stack([a.col[nz], a.row[nz]])
+        return cls.from_edge_index(ei, a.shape[0], weights=a.data[nz], **kwargs)
+
+    @classmethod
+    def from_networkx(cls, g, nodelist=None, weight: str | None = None, **kwargs) -> "Graph":
+        """Builds a graph from a networkx (Di)Graph; node i of the result is ``nodelist[i]``.
+
+        Args:
+            g: networkx graph. Undirected graphs are symmetrized; directed ones keep direction unless
+                ``symmetrize=True`` is passed.
+            nodelist: node order (default ``list(g.nodes)``): the id -> index map is explicit.
+            weight: edge attribute to use as weight (default unweighted).
+        """
+        nodes = list(g.nodes) if nodelist is None else list(nodelist)
+        index = {v: i for i, v in enumerate(nodes)}
+        if len(index) != len(nodes):
+            raise ValueError("nodelist has repeated nodes")
+        edges = list(g.edges(data=True))
+        try:
+            ei = np.array([[index[u] for u, _, _ in edges], [index[v] for _, v, _ in edges]],
+                          dtype=np.int64).reshape(2, -1)
+        except KeyError as err:
+            raise ValueError(f"edge endpoint {err.args[0]!r} is not in nodelist") from None
+        w = None if weight is None else np.array([d.get(weight, 1.0) for _, _, d in edges])
+        kwargs.setdefault("symmetrize", not g.is_directed())
+        return cls.from_edge_index(ei, len(nodes), weights=w, **kwargs)
+
+    # ------------------------------------------------------------------ conversions
+    def to_jraph(self, nodes=None):
+        """Returns a ``jraph.GraphsTuple`` with the raw weights as ``edges``."""
+        import jraph
+
+        return jraph.GraphsTuple(
+            nodes=nodes, edges=self.weights, senders=self.senders, receivers=self.receivers,
+            n_node=self.n_node, n_edge=jnp.asarray([self.num_edges], dtype=jnp.int32), globals=None)
+
+    @classmethod
+    def from_jraph(cls, gt, **kwargs) -> "Graph":
+        """Builds a Graph from a single-graph ``jraph.GraphsTuple`` (``edges`` used as weights if 1-D)."""
+        n = int(np.asarray(gt.n_node).sum())
+        w = None
+        if gt.edges is not None and np.ndim(gt.edges) == 1:
+            w = np.asarray(gt.edges)
+        kwargs.setdefault("symmetrize", False)
+        kwargs.setdefault("deduplicate", False)
+        kwargs.setdefault("self_loops", "keep")
+        return cls.from_edge_index(np.stack([np.asarray(gt.senders), np.asarray(gt.receivers)]), n,
+                                   weights=w, **kwargs)
+
+    def to_scipy(self, normalization: Normalization = "none"):
+        """Returns ``Ahat`` as a scipy CSR matrix (float64), ``Ahat[r, s]`` for edge s -> r."""
+        import scipy.sparse as sp
+
+        w = np.asarray(edge_values(self, normalization), dtype=np.float64)
+        return sp.csr_matrix((w, (np.asarray(self.receivers), np.asarray(self.senders))),
+                             shape=(self.num_nodes, self.num_nodes))
+
+    def to_dense(self, normalization: Normalization = "none") -> jax.Array:
+        """Returns ``Ahat`` as a dense (n, n) array. Only for small graphs."""
+        w = edge_values(self, normalization)
+        return jnp.zeros((self.num_nodes, self.num_nodes), w.dtype).at[self.receivers, self.senders].add(w)
+
+    def in_degree(self) -> jax.Array:
+        """(n,) weighted in-degree, sum of weights of edges into each node."""
+        return jax.ops.segment_sum(self.weights, self.receivers, self.num_nodes, indices_are_sorted=True)
+
+    def out_degree(self) -> jax.Array:
+        """(n,) weighted out-degree."""
+        return jax.ops.segment_sum(self.weights, self.senders, self.num_nodes)
+
+
+def _is_symmetric(s, r, w, n) -> bool:
+    if s.size == 0:
+        return True
+    fwd = np.lexsort((s, r))
+    bwd = np.lexsort((r, s))
+    return bool(np.array_equal(s[fwd], r[bwd]) and np.array_equal(r[fwd], s[bwd])
+                and np.allclose(w[fwd], w[bwd]))
+
+
+def _safe_inv(x):
+    return jnp.where(x > 0, 1.0 / jnp.where(x > 0, x, 1.0), 0.0)
+
+
+def check_normalization(normalization: str) -> None:
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}")
+
+
+def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array:
+    """Entries of the normalized adjacency ``Ahat`` on the edges.
+
+    ``"sym"``: ``A[r,s] / sqrt(deg_in(r) deg_out(s))``; ``"row"``: ``A[r,s] / deg_in(r)`` (rows of Ahat sum
+    to 1 for nodes with in-edges); ``"none"``: the raw weights. Degrees are weighted; a zero degree gives a
+    zero row/column, never a NaN.
+
+    Returns:
+        (m,) values aligned with ``graph.senders`` / ``graph.receivers``.
+    """
+    check_normalization(normalization)
+    w = graph.weights
+    if normalization == "none":
+        return w
+    d_in = graph.in_degree()
+    if normalization == "row":
+        return w * _safe_inv(d_in)[graph.receivers]
+    d_out = graph.out_degree()
+    return w * jnp.sqrt(_safe_inv(d_in))[graph.receivers] * jnp.sqrt(_safe_inv(d_out))[graph.senders]
+
+
+def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
+    """Sparse product ``Ahat @ x``: ``out[r] = sum_{e: s->r} values[e] * x[s]``.
+
+    Args:
+        graph: the graph (edges sorted by receiver).
+        values: (m,) edge values (e.g. from :func:`edge_values`) or (m, K) per-class values.
+        x: (n,) or (n, K).
+
+    Returns:
+        Array of the shape of ``x``.
+    """
+    xs = x[graph.senders]
+    v = values if (values.ndim == xs.ndim) else values.reshape(values.shape + (1,) * (xs.ndim - values.ndim))
+    return jax.ops.segment_sum(v * xs, graph.receivers, graph.num_nodes, indices_are_sorted=True)
+
+
+def spmm_transpose(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
+    """Sparse product ``Ahat.T @ x``: ``out[s] = sum_{e: s->r} values[e] * x[r]``."""
+    xr = x[graph.receivers]
+    v = values if (values.ndim == xr.ndim) else values.reshape(values.shape + (1,) * (xr.ndim - values.ndim))
+    return jax.ops.segment_sum(v * xr, graph.senders, graph.num_nodes)

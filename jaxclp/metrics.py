@@ -1,0 +1,40 @@
+"""Evaluation metrics over node masks (jit-able, vmappable)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxclp.train import masked_accuracy
+
+accuracy = masked_accuracy
+
+
+def roc_auc(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+    """Binary ROC-AUC over ``mask`` (ties count one half), as ``sklearn.metrics.roc_auc_score``.
+
+    Args:
+        scores: (n, 2) class scores (column 1 is the positive score) or (n,) positive scores.
+        labels: (n,) labels in {0, 1}.
+        mask: (n,) bool.
+
+    Returns:
+        () AUC; NaN only when the mask holds a single class (AUC is then undefined).
+    """
+    s = scores[:, 1] if scores.ndim == 2 else scores
+    pos = mask & (labels == 1)
+    neg = mask & (labels == 0)
+    neg_sorted = jnp.sort(jnp.where(neg, s, jnp.inf))
+    lower = jnp.searchsorted(neg_sorted, s, side="left")
+    upto = jnp.searchsorted(neg_sorted, s, side="right")
+    wins = jnp.sum(jnp.where(pos, lower + 0.5 * (upto - lower), 0.0))
+    return wins / (jnp.sum(pos) * jnp.sum(neg))
+
+
+def evaluate(metric: str, scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+    """Dispatches ``"accuracy"`` or ``"roc_auc"``."""
+    if metric == "accuracy":
+        return accuracy(scores, labels, mask)
+    if metric == "roc_auc":
+        return roc_auc(scores, labels, mask)
+    raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")

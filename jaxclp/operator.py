@@ -1,0 +1,186 @@
+"""The CLP propagation operator in factored form, and its spectral radius.
+
+For class k the CLP operator is ``A^F_k[r, s] = Ahat[r, s] * F[e, k]`` with ``F[e, k] = G[s, k] * b0[r, k]``
+and ``G = b0 @ H``, i.e. ``A^F_k = diag(b0[:, k]) Ahat diag(G[:, k])``. All K operators therefore share ONE
+sparse matrix, and applying all of them to an (n, K) block ``X`` is a single SpMM::
+
+    op(X) = left * (Ahat @ (right * X)),   left = b0, right = G          (n, K) each
+
+Label propagation is the same operator with ``left = right = 1``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxclp import _checks
+from jaxclp.graph import Graph, Normalization, edge_values, spmm, spmm_transpose
+
+
+class FactoredOperator(NamedTuple):
+    """K operators ``diag(left[:, k]) Ahat diag(right[:, k])`` sharing one sparse ``Ahat``.
+
+    Attributes:
+        graph: the graph (static ``num_nodes``).
+        values: (m,) entries of ``Ahat`` on the edges.
+        left: (n, K) row scaling (b0 for CLP).
+        right: (n, K) column scaling (b0 @ H for CLP).
+    """
+
+    graph: Graph
+    values: jax.Array
+    left: jax.Array
+    right: jax.Array
+
+    def matvec(self, x: jax.Array) -> jax.Array:
+        """(n, K) -> (n, K): column k is ``A^F_k @ x[:, k]``."""
+        return self.left * spmm(self.graph, self.values, self.right * x)
+
+    def rmatvec(self, x: jax.Array) -> jax.Array:
+        """(n, K) -> (n, K): column k is ``A^F_k.T @ x[:, k]``."""
+        return self.right * spmm_transpose(self.graph, self.values, self.left * x)
+
+    def diagonal(self) -> jax.Array:
+        """(n, K) diagonal of each operator (nonzero only where the graph has self-loops)."""
+        g = self.graph
+        loop = jnp.where(g.senders == g.receivers, self.values, 0.0)
+        d = jax.ops.segment_sum(loop, g.receivers, g.num_nodes, indices_are_sorted=True)
+        return self.left * d[:, None] * self.right
+
+    def edge_matrix(self) -> jax.Array:
+        """(m, K) materialized per-class edge values ``Ahat[e] * left[r_e, k] * right[s_e, k]``."""
+        g = self.graph
+        return self.values[:, None] * self.left[g.receivers] * self.right[g.senders]
+
+    def to_dense(self) -> jax.Array:
+        """(K, n, n) dense operators. Only for small graphs."""
+        n = self.graph.num_nodes
+        a = jnp.zeros((n, n), self.values.dtype).at[self.graph.receivers, self.graph.senders].add(self.values)
+        return self.left.T[:, :, None] * a[None] * self.right.T[:, None, :]
+
+
+def clp_operator(graph: Graph, b0: jax.Array, H: jax.Array, *,
+                 normalization: Normalization = "sym") -> FactoredOperator:
+    """Builds the K CLP operators ``A^F_k = diag(b0[:, k]) Ahat diag((b0 @ H)[:, k])``.
+
+    Args:
+        graph: the graph.
+        b0: (n, K) initial beliefs.
+        H: (K, K) compatibility matrix.
+        normalization: adjacency normalization for ``Ahat`` ("sym", "row" or "none").
+    """
+    _checks.shape("b0", b0, (graph.num_nodes, None))
+    _checks.shape("H", H, (b0.shape[1], b0.shape[1]))
+    values = edge_values(graph, normalization).astype(b0.dtype)
+    return FactoredOperator(graph, values, b0, b0 @ H.astype(b0.dtype))
+
+
+def lp_operator(graph: Graph, num_classes: int, *, normalization: Normalization = "sym",
+                dtype=jnp.float32) -> FactoredOperator:
+    """The label-propagation operator ``Ahat`` repeated for K classes (``left = right = 1``)."""
+    values = edge_values(graph, normalization).astype(dtype)
+    ones = jnp.ones((graph.num_nodes, num_classes), dtype)
+    return FactoredOperator(graph, values, ones, ones)
+
+
+class SpectralInfo(NamedTuple):
+    """Per-class spectral radius of the operators and its bounds.
+
+    Attributes:
+        rho: (K,) power-iteration estimate of rho(A^F_k).
+        converged: (K,) bool, relative change of the estimate <= tol.
+        iterations: (K,) int32 power iterations used.
+        lower: (K,) Collatz-Wielandt lower bound ``min_i (A x)_i / x_i`` at the final positive iterate.
+        upper: (K,) Collatz-Wielandt upper bound ``max_i (A x)_i / x_i`` (over entries with x_i > 0).
+        row_sum_bound: (K,) max row sum (infinity norm), an upper bound on rho.
+        col_sum_bound: (K,) max column sum (1-norm), an upper bound on rho.
+    """
+
+    rho: jax.Array
+    converged: jax.Array
+    iterations: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+    row_sum_bound: jax.Array
+    col_sum_bound: jax.Array
+
+    @property
+    def bound(self) -> jax.Array:
+        """(K,) cheapest rigorous upper bound ``min(row_sum_bound, col_sum_bound)``."""
+        return jnp.minimum(self.row_sum_bound, self.col_sum_bound)
+
+
+def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
+    """(K,) max row sums and (K,) max column sums of the (nonnegative) operators: bounds on rho."""
+    ones = jnp.ones_like(op.left)
+    return op.matvec(ones).max(axis=0), op.rmatvec(ones).max(axis=0)
+
+
+@jax.jit
+def _power(op: FactoredOperator, tol, max_iters):
+    n, k = op.left.shape
+    x0 = jnp.ones((n, k), op.left.dtype) / jnp.sqrt(n)
+
+    def cond(s):
+        _, _, it, active, _ = s
+        return (it < max_iters) & jnp.any(active)
+
+    def body(s):
+        x, lam, it, active, count = s
+        y = op.matvec(x) + x  # shift by I: aperiodic, same Perron vector, eigenvalue rho + 1
+        nrm = jnp.linalg.norm(y, axis=0)  # = ||(A + I) x|| with ||x|| = 1
+        done = jnp.abs(nrm - lam) <= tol * jnp.abs(nrm - 1.0)  # relative change of rho = nrm - 1
+        x = jnp.where(active[None, :], y / jnp.where(nrm > 0, nrm, 1.0), x)
+        lam = jnp.where(active, nrm, lam)
+        return x, lam, it + 1, active & ~done, count + active.astype(jnp.int32)
+
+    init = (x0, jnp.zeros((k,), x0.dtype), jnp.int32(0), jnp.ones((k,), bool), jnp.zeros((k,), jnp.int32))
+    x, lam, _, active, count = jax.lax.while_loop(cond, body, init)
+    ax = op.matvec(x)
+    pos = x > 0
+    ratio = jnp.where(pos, ax / jnp.where(pos, x, 1.0), 0.0)
+    lower = jnp.where(jnp.all(pos, axis=0), ratio.min(axis=0), 0.0)
+    upper = ratio.max(axis=0)
+    rows, cols = norm_bounds(op)
+    rho = jnp.clip(lam - 1.0, lower, jnp.minimum(upper, jnp.minimum(rows, cols)))
+    return SpectralInfo(rho=rho, converged=~active, iterations=count, lower=lower, upper=upper,
+                        row_sum_bound=rows, col_sum_bound=cols)
+
+
+def spectral_radius(
+    graph: Graph,
+    b0: jax.Array,
+    H: jax.Array,
+    *,
+    normalization: Normalization = "sym",
+    tol: float = 1e-6,
+    max_iters: int = 1000,
+) -> SpectralInfo:
+    """Per-class spectral radius ``rho(A^F_k)`` by power iteration, with cheap rigorous bounds.
+
+    The power iteration runs on ``A^F_k + I`` (nonnegative, aperiodic) from the all-ones vector, all classes
+    at once. Returned are the estimate, the Collatz-Wielandt bounds at the final iterate and the row/column
+    sum bounds. The iteration ``B <- (1-a) D + a A^F_k B`` converges iff ``a * rho < 1``.
+
+    Args:
+        graph: the graph.
+        b0: (n, K) initial beliefs.
+        H: (K, K) compatibility.
+        normalization: "sym", "row" or "none".
+        tol: relative change of the estimate at which a class stops.
+        max_iters: maximal number of power iterations.
+
+    Returns:
+        A :class:`SpectralInfo` of (K,) arrays.
+    """
+    return operator_spectral_radius(clp_operator(graph, b0, H, normalization=normalization),
+                                    tol=tol, max_iters=max_iters)
+
+
+def operator_spectral_radius(op: FactoredOperator, *, tol: float = 1e-6,
+                             max_iters: int = 1000) -> SpectralInfo:
+    """:func:`spectral_radius` for an already built :class:`FactoredOperator`."""
+    return _power(op, tol, max_iters)

@@ -1,0 +1,336 @@
+"""Closed-form CLP: solve ``(I - alpha A^F_k) x_k = (1 - alpha) D_k`` for every class k.
+
+Methods (all classes are solved together, one K-wide SpMM per operator application; every column has its
+own convergence test and iteration count):
+
+* ``"dense"``: dense LU per class, O(K n^2) memory; small graphs only.
+* ``"cg"``: conjugate gradients on the symmetrized system. Valid only when ``Ahat`` is symmetric (an
+  undirected graph with "sym" or "none" normalization): then ``S A^F_k S^{-1} = diag(c) Ahat diag(c)`` with
+  ``S = diag(sqrt(g/b))``, ``c = sqrt(b g)`` (``b = b0[:, k]``, ``g = (b0 H)[:, k]``) is symmetric and
+  ``I - alpha diag(c) Ahat diag(c)`` is SPD when ``alpha rho < 1``. Nodes with ``b = 0`` (zero rows) are
+  eliminated first, nodes with ``g = 0`` (zero columns) are solved after.
+* ``"bicgstab"``: BiCGStab on the nonsymmetric system (2 SpMMs per iteration).
+* ``"gmres"``: ``jax.scipy.sparse.linalg.gmres`` per class (vmapped); it does not report its iteration
+  count, so ``iterations`` is -1.
+* ``"jacobi"``: Jacobi iteration (diagonal = self-loops; without self-loops it equals "neumann").
+* ``"neumann"``: the plain iteration ``x <- (1-alpha) D + alpha A^F_k x`` from ``x = (1-alpha) D``
+  (truncated Neumann series).
+* ``"auto"``: see :func:`choose_method`; the choice is reported in ``Solution.method``.
+
+The residual in :class:`Solution` is always recomputed by us from the returned value, never taken from a
+solver, and ``converged`` means ``relative_residual <= tol``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxclp import _checks
+from jaxclp.graph import Graph, Normalization, check_normalization
+from jaxclp.operator import FactoredOperator, clp_operator, norm_bounds
+from jaxclp.propagate import residual
+
+Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
+METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
+DENSE_MAX_NODES = 300
+NEUMANN_MAX_CONTRACTION = 0.9
+
+
+class Solution(NamedTuple):
+    """Result of :func:`solve` (a lineax-style solution with our own diagnostics).
+
+    Attributes:
+        value: (n, K) solution, or (A, n, K) for a vector of A alphas.
+        converged: (K,) bool (or (A, K)): ``relative_residual <= tol``.
+        iterations: (K,) int32 (or (A, K)) iterations of the method (-1 where unknown; 0 for "dense").
+        residual: (K,) ``||(1-a) D_k - (I - a A^F_k) x_k||_2`` computed from ``value``.
+        relative_residual: (K,) residual / ``||(1-a) D_k||_2``.
+        rho_bound: (K,) ``min(max row sum, max column sum)`` of A^F_k, an upper bound on its spectral radius.
+        method: the method used (str).
+    """
+
+    value: jax.Array
+    converged: jax.Array
+    iterations: jax.Array
+    residual: jax.Array
+    relative_residual: jax.Array
+    rho_bound: jax.Array
+    method: str
+
+
+def _safe_div(a, b):
+    return jnp.where(b != 0, a / jnp.where(b != 0, b, 1.0), 0.0)
+
+
+def _dot(a, b):
+    return jnp.sum(a * b, axis=0)
+
+
+# --------------------------------------------------------------------------- column-wise Krylov kernels
+def cg_columns(matvec, rhs, tol, max_iters):
+    """Conjugate gradients, every column of ``rhs`` (n, K) an independent SPD system.
+
+    Returns:
+        ``(x, iterations)``: (n, K) and (K,) int32. A column stops when ``||r|| <= tol ||rhs||``.
+    """
+    bnorm = jnp.linalg.norm(rhs, axis=0)
+    x = jnp.zeros_like(rhs)
+    rs = _dot(rhs, rhs)
+    active = jnp.sqrt(rs) > tol * bnorm
+    state = (x, rhs, rhs, rs, active, jnp.zeros(rhs.shape[1], jnp.int32), jnp.int32(0))
+
+    def cond(s):
+        return jnp.any(s[4]) & (s[6] < max_iters)
+
+    def body(s):
+        x, r, p, rs, active, its, it = s
+        ap = matvec(p)
+        a = jnp.where(active, _safe_div(rs, _dot(p, ap)), 0.0)
+        x = x + a * p
+        r = r - a * ap
+        rs_new = _dot(r, r)
+        beta = _safe_div(rs_new, rs)
+        p = jnp.where(active, r + beta * p, p)
+        its = its + active.astype(jnp.int32)
+        active = active & (jnp.sqrt(rs_new) > tol * bnorm)
+        return x, r, p, jnp.where(active, rs_new, rs), active, its, it + 1
+
+    x, *_, its, _ = jax.lax.while_loop(cond, body, state)
+    return x, its
+
+
+def bicgstab_columns(matvec, rhs, tol, max_iters):
+    """BiCGStab, every column of ``rhs`` (n, K) an independent (nonsymmetric) system.
+
+    Returns:
+        ``(x, iterations)``: (n, K) and (K,) int32.
+    """
+    k = rhs.shape[1]
+    bnorm = jnp.linalg.norm(rhs, axis=0)
+    one = jnp.ones((k,), rhs.dtype)
+    zeros = jnp.zeros_like(rhs)
+    active = jnp.linalg.norm(rhs, axis=0) > tol * bnorm
+    state = (zeros, rhs, rhs, zeros, zeros, one, one, one, active, jnp.zeros(k, jnp.int32), jnp.int32(0))
+
+    def cond(s):
+        return jnp.any(s[8]) & (s[10] < max_iters)
+
+    def body(s):
+        x, r, rhat, p, v, rho, alpha, omega, active, its, it = s
+        rho_new = _dot(rhat, r)
+        beta = _safe_div(rho_new, rho) * _safe_div(alpha, omega)
+        p_new = r + beta * (p - omega * v)
+        v_new = matvec(p_new)
+        alpha_new = _safe_div(rho_new, _dot(rhat, v_new))
+        s_vec = r - alpha_new * v_new
+        t = matvec(s_vec)
+        omega_new = _safe_div(_dot(t, s_vec), _dot(t, t))
+        x_new = x + alpha_new * p_new + omega_new * s_vec
+        r_new = s_vec - omega_new * t
+        sel = active[None, :]
+        x = jnp.where(sel, x_new, x)
+        r = jnp.where(sel, r_new, r)
+        p = jnp.where(sel, p_new, p)
+        v = jnp.where(sel, v_new, v)
+        rho = jnp.where(active, rho_new, rho)
+        alpha = jnp.where(active, alpha_new, alpha)
+        omega = jnp.where(active, omega_new, omega)
+        its = its + active.astype(jnp.int32)
+        rnorm = jnp.linalg.norm(r_new, axis=0)
+        # stop on convergence or breakdown (rho or omega vanish); breakdown shows in our own residual check
+        active = active & (rnorm > tol * bnorm) & (rho_new != 0) & (omega_new != 0)
+        return x, r, rhat, p, v, rho, alpha, omega, active, its, it + 1
+
+    out = jax.lax.while_loop(cond, body, state)
+    return out[0], out[9]
+
+
+def stationary_columns(step, x0, rhs_norm, tol, max_iters):
+    """Fixed-point iteration ``x <- step(x)`` per column until ``||x_new - x|| <= tol * ||rhs||``.
+
+    For ``x <- c + M x`` the increment equals the residual of the previous iterate, so this is a residual test.
+    """
+    k = x0.shape[1]
+
+    def cond(s):
+        return jnp.any(s[1]) & (s[3] < max_iters)
+
+    def body(s):
+        x, active, its, it = s
+        x_new = step(x)
+        diff = jnp.linalg.norm(x_new - x, axis=0)
+        x = jnp.where(active[None, :], x_new, x)
+        its = its + active.astype(jnp.int32)
+        return x, active & (diff > tol * rhs_norm), its, it + 1
+
+    x, _, its, _ = jax.lax.while_loop(cond, body, (x0, jnp.ones((k,), bool), jnp.zeros(k, jnp.int32),
+                                                    jnp.int32(0)))
+    return x, its
+
+
+# --------------------------------------------------------------------------- one alpha, one method
+def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters):
+    rhs = (1.0 - alpha) * prior
+    k = rhs.shape[1]
+
+    def matvec(x):
+        return x - alpha * op.matvec(x)
+
+    if method == "dense":
+        a = op.to_dense()  # (K, n, n)
+        n = rhs.shape[0]
+        m = jnp.eye(n, dtype=rhs.dtype)[None] - alpha * a
+        x = jax.vmap(jnp.linalg.solve, in_axes=(0, 0))(m, rhs.T).T
+        return x, jnp.zeros((k,), jnp.int32)
+    if method == "neumann":
+        rn = jnp.linalg.norm(rhs, axis=0)
+        return stationary_columns(lambda x: rhs + alpha * op.matvec(x), rhs, rn, tol, max_iters)
+    if method == "jacobi":
+        d = 1.0 - alpha * op.diagonal()
+        rn = jnp.linalg.norm(rhs, axis=0)
+        return stationary_columns(lambda x: (rhs + alpha * op.matvec(x) - (1.0 - d) * x) / d, rhs / d, rn,
+                                  tol, max_iters)
+    if method == "bicgstab":
+        return bicgstab_columns(matvec, rhs, tol, max_iters)
+    if method == "gmres":
+        def one_class(left, right, b):
+            sub = op._replace(left=left[:, None], right=right[:, None])
+            x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub.matvec(v[:, None])[:, 0], b,
+                                                 tol=tol, atol=0.0, restart=30, maxiter=max_iters)
+            return x
+        x = jax.vmap(one_class, in_axes=(1, 1, 1), out_axes=1)(op.left, op.right, rhs)
+        return x, jnp.full((k,), -1, jnp.int32)
+    if method == "cg":
+        return _cg_symmetrized(op, rhs, alpha, tol, max_iters)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
+    """CG on ``diag(c) Ahat diag(c)`` (valid for symmetric Ahat); see the module docstring."""
+    b, g = op.left, op.right
+    tiny = jnp.finfo(rhs.dtype).tiny ** 0.5
+    fixed = b <= tiny  # zero rows: x = rhs there
+    active = (~fixed) & (g > tiny)  # the coupled, symmetrizable part
+    x_fixed = jnp.where(fixed, rhs, 0.0)
+    rhs2 = jnp.where(active, rhs + alpha * op.matvec(x_fixed), 0.0)
+    c = jnp.where(active, jnp.sqrt(b * g), 0.0)
+    s = jnp.where(active, jnp.sqrt(_safe_div(g, b)), 0.0)
+    sym = FactoredOperator(op.graph, op.values, c, c)
+    y, its = cg_columns(lambda v: v - alpha * sym.matvec(v), s * rhs2, tol * 1e-1, max_iters)
+    x_partial = jnp.where(active, _safe_div(y, s), x_fixed)
+    # one exact sweep fills in the zero-column nodes (and refines the rest)
+    x = rhs + alpha * op.matvec(jnp.where(active | fixed, x_partial, 0.0))
+    x = jnp.where(fixed, rhs, x)
+    return x, its
+
+
+def _solve_kernel(op, prior, alphas, method, tol, max_iters):
+    def one(alpha):
+        x, its = _solve_one(op, prior, alpha, method, tol, max_iters)
+        res, rel = residual(op, prior, x, alpha)
+        return x, its, res, rel
+
+    if alphas.ndim == 0:
+        return one(alphas)
+    if method == "dense":  # K dense n x n matrices per alpha: map over alphas to bound memory
+        return jax.lax.map(one, alphas)
+    return jax.vmap(one)(alphas)
+
+
+_solve_jit = jax.jit(_solve_kernel, static_argnames=("method", "max_iters"))
+
+
+# --------------------------------------------------------------------------- public API
+def cg_valid(graph: Graph, normalization: Normalization) -> bool:
+    """True when ``Ahat`` is symmetric, so the CLP system can be symmetrized for CG."""
+    return bool(graph.symmetric) and normalization in ("sym", "none")
+
+
+def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: float | None) -> str:
+    """The method ``"auto"`` uses.
+
+    The plain Neumann iteration when the rigorous bound ``alpha * rho_bound <= NEUMANN_MAX_CONTRACTION``
+    (it then reaches 1e-6 within ``log(1e-6) / log(bound)`` SpMMs, one SpMM a step, no inner products:
+    with the paper's normalized CLP operator rho is about 0.05 and a handful of steps suffice); otherwise
+    dense LU for tiny graphs (n <= ``DENSE_MAX_NODES``), CG on the symmetrized system where valid, else
+    BiCGStab. Measurements behind these thresholds: ``benchmarks/results/SUMMARY.md``.
+    """
+    if alpha_rho_bound is not None and alpha_rho_bound <= NEUMANN_MAX_CONTRACTION:
+        return "neumann"
+    if graph.num_nodes <= DENSE_MAX_NODES:
+        return "dense"
+    return "cg" if cg_valid(graph, normalization) else "bicgstab"
+
+
+def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto", tol: float = 1e-6,
+                   max_iters: int = 10_000, symmetric_ok: bool | None = None,
+                   normalization: Normalization = "sym") -> Solution:
+    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation)."""
+    alphas = jnp.asarray(alpha, dtype=prior.dtype)
+    if alphas.ndim > 1:
+        raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
+    _checks.alpha(alphas)
+    rows, cols = norm_bounds(op)
+    rho_bound = jnp.minimum(rows, cols)
+    if method == "auto":
+        bound = None
+        if _checks.is_concrete(alphas, rho_bound):
+            bound = float(np.max(np.asarray(alphas))) * float(np.max(np.asarray(rho_bound)))
+        method = choose_method(op.graph, normalization, bound)
+    elif method not in METHODS:
+        raise ValueError(f"method must be 'auto' or one of {METHODS}; got {method!r}")
+    if method == "cg" and not (cg_valid(op.graph, normalization) if symmetric_ok is None else symmetric_ok):
+        raise ValueError(
+            "method='cg' needs a symmetric Ahat (an undirected graph with normalization 'sym' or 'none'): "
+            "A^F_k is not symmetrizable otherwise and CG would return a wrong answer. "
+            "Use 'bicgstab', 'gmres' or 'dense'.")
+    x, its, res, rel = _solve_jit(op, prior, alphas, method, tol, max_iters)
+    return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
+                    rho_bound=rho_bound, method=method)
+
+
+def solve(
+    graph: Graph,
+    b0: jax.Array,
+    H: jax.Array,
+    prior: jax.Array,
+    *,
+    alpha,
+    normalization: Normalization = "sym",
+    method: Method = "auto",
+    tol: float = 1e-6,
+    max_iters: int = 10_000,
+) -> Solution:
+    """Closed-form CLP ``B[:, k] = (1-alpha) (I - alpha A^F_k)^{-1} prior[:, k]`` for all classes.
+
+    Args:
+        graph: the graph.
+        b0: (n, K) initial beliefs.
+        H: (K, K) compatibility.
+        prior: (n, K) prior D.
+        alpha: scalar in (0, 1), or a 1-D array of alphas (solved together, vmapped; the value is then
+            (A, n, K)).
+        normalization: "sym", "row" or "none".
+        method: "auto" or one of ``METHODS`` (see the module docstring).
+        tol: relative residual target per class.
+        max_iters: iteration cap of the iterative methods.
+
+    Returns:
+        A :class:`Solution`.
+    """
+    n = graph.num_nodes
+    _checks.shape("b0", b0, (n, None))
+    k = b0.shape[1]
+    _checks.shape("prior", prior, (n, k))
+    _checks.shape("H", H, (k, k))
+    _checks.probabilities("b0", b0)
+    _checks.probabilities("prior", prior)
+    _checks.finite("H", H)
+    check_normalization(normalization)
+    op = clp_operator(graph, b0, H, normalization=normalization)
+    return solve_operator(op, prior.astype(b0.dtype), alpha=alpha, method=method, tol=tol,
+                          max_iters=max_iters, normalization=normalization)
