@@ -41,6 +41,8 @@ class CLP:
         method: closed-form solver ("auto" by default).
         metric: "accuracy" or "roc_auc" for validation selection.
         seed: PRNG seed for the MLP (or pass ``key`` to :meth:`fit`).
+        num_classes: K; inferred as ``max(train/val labels) + 1`` when None (pass it to have out-of-range
+            labels rejected).
 
     Attributes (after fit):
         alpha_, normalization_, l1_normalize_, prior_source_: the selected configuration.
@@ -53,7 +55,8 @@ class CLP:
     def __init__(self, *, hidden: Sequence[int] = (64,), dropout: float = 0.5, lr: float = 0.01,
                  weight_decay: float = 5e-5, epochs: int = 500, patience: int = 50, optimizer: str = "adam",
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
-                 num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0):
+                 num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
+                 num_classes: int | None = None):
         self.hidden = tuple(hidden)
         self.dropout = dropout
         self.cfg = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, patience=patience,
@@ -67,6 +70,7 @@ class CLP:
         self.method = method
         self.metric = metric
         self.seed = seed
+        self.num_classes = num_classes
 
     def fit(self, graph: Graph, features, labels, train_mask, val_mask, *, key=None, prior=None) -> "CLP":
         """Trains the MLP, estimates H and selects alpha and the variant on validation.
@@ -92,7 +96,7 @@ class CLP:
         _checks.shape("labels", y, (n,))
         seen = tm | vm
         y = np.where(seen, y, 0)  # labels outside train/val are never read
-        k = _checks.labels(y, n)
+        k = _checks.labels(y, n, self.num_classes)
         self.num_classes_ = k
         y = jnp.asarray(y, jnp.int32)
         if prior is None:

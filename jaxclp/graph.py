@@ -137,7 +137,7 @@ class Graph:
         return cls(
             senders=jnp.asarray(s, dtype=jnp.int32),
             receivers=jnp.asarray(r, dtype=jnp.int32),
-            weights=jnp.asarray(w, dtype=jnp.float32),
+            weights=jnp.asarray(w, dtype=jnp.result_type(float)),  # float64 under jax_enable_x64
             num_nodes=num_nodes,
             symmetric=sym,
         )

@@ -23,7 +23,8 @@ def edge_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
     _checks.shape("labels", labels, (graph.num_nodes,))
     keep = _nonloop(graph)
     same = (labels[graph.senders] == labels[graph.receivers]) & keep
-    return jnp.sum(same) / jnp.maximum(jnp.sum(keep), 1)
+    f = jnp.result_type(float)
+    return jnp.sum(same, dtype=f) / jnp.maximum(jnp.sum(keep, dtype=f), 1)
 
 
 def node_homophily_per_node(graph: Graph, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -34,8 +35,9 @@ def node_homophily_per_node(graph: Graph, labels: jax.Array) -> tuple[jax.Array,
         ``has_neighbors == False`` have no defined h_v and must be excluded by the caller.
     """
     _checks.shape("labels", labels, (graph.num_nodes,))
-    keep = _nonloop(graph).astype(jnp.float32)
-    same = (labels[graph.senders] == labels[graph.receivers]).astype(jnp.float32) * keep
+    f = jnp.result_type(float)
+    keep = _nonloop(graph).astype(f)
+    same = (labels[graph.senders] == labels[graph.receivers]).astype(f) * keep
     n = graph.num_nodes
     num = jax.ops.segment_sum(same, graph.receivers, n, indices_are_sorted=True)
     deg = jax.ops.segment_sum(keep, graph.receivers, n, indices_are_sorted=True)
@@ -45,7 +47,7 @@ def node_homophily_per_node(graph: Graph, labels: jax.Array) -> tuple[jax.Array,
 def node_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
     """Mean of ``h_v`` over nodes that have at least one neighbour."""
     h, ok = node_homophily_per_node(graph, labels)
-    return jnp.sum(jnp.where(ok, h, 0.0)) / jnp.maximum(jnp.sum(ok), 1)
+    return jnp.sum(jnp.where(ok, h, 0.0)) / jnp.maximum(jnp.sum(ok, dtype=h.dtype), 1)
 
 
 def compatibility_counts(graph: Graph, labels: jax.Array, num_classes: int) -> jax.Array:

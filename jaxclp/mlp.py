@@ -108,9 +108,13 @@ _fit_mlp_jit = jax.jit(fit_mlp_kernel, static_argnames=("num_classes", "hidden",
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
 def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classes, hidden=(64,),
                    dropout=0.5, cfg=TrainConfig()) -> MLPResult:
-    """:func:`fit_mlp` vmapped over S splits: keys (S, 2), masks (S, n) -> prior (S, n, K)."""
+    """:func:`fit_mlp` vmapped over S splits: keys (S,), masks (S, n) -> prior (S, n, K).
+
+    ``labels`` is (n,) shared, or (S, n) per split (e.g. with each split's test labels set to -1).
+    """
     f = functools.partial(fit_mlp_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
-    return jax.vmap(f, in_axes=(0, None, None, 0, 0))(keys, features, labels, train_masks, val_masks)
+    label_axis = 0 if labels.ndim == 2 else None
+    return jax.vmap(f, in_axes=(0, None, label_axis, 0, 0))(keys, features, labels, train_masks, val_masks)
 
 
 def mlp_param_count(num_features: int, num_classes: int, hidden: Sequence[int] = (64,)) -> int:

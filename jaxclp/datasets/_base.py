@@ -1,0 +1,216 @@
+"""Core containers of the data layer: :class:`RawData` (what a format parser returns) and :class:`Dataset`.
+
+A parser turns the published files into a :class:`RawData`: an edge index exactly as the file lists it
+(direction, duplicates and self-loops kept) but already mapped to node indices through an explicit
+id -> index map, plus labels, features and published splits aligned with those indices. :func:`build_dataset`
+then applies the graph options (symmetrize, deduplicate, self-loops) and returns a frozen :class:`Dataset`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+from jaxclp.graph import Graph
+
+__all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labels", "undirected_edges"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RawData:
+    """Parsed content of a dataset's files, before the graph options are applied.
+
+    Attributes:
+        edge_index: (2, m) int64 node indices in [0, num_nodes); row 0 = source, row 1 = target, exactly as
+            listed in the file (direction, duplicate lines and self-loops kept).
+        num_nodes: n.
+        labels: (n,) int32 class ids in [0, num_classes).
+        num_classes: C.
+        features: (n, d) float32 dense array, scipy sparse CSR matrix, or None when the dataset has no features.
+        splits: None, or a tuple ``(train, val, test)`` of bool arrays of shape (num_splits, n).
+        node_ids: (n,) original node id of each index (the explicit id -> index map), or None when the
+            ids in the files already are the indices 0..n-1.
+        info: free-form metadata (e.g. original label values).
+    """
+
+    edge_index: np.ndarray
+    num_nodes: int
+    labels: np.ndarray
+    num_classes: int
+    features: Any = None
+    splits: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    node_ids: np.ndarray | None = None
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        n = int(self.num_nodes)
+        ei = np.asarray(self.edge_index)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}")
+        if ei.size and (ei.min() < 0 or ei.max() >= n):
+            raise ValueError(f"edge_index has node indices outside [0, {n})")
+        lab = np.asarray(self.labels)
+        if lab.shape != (n,):
+            raise ValueError(f"labels must have shape ({n},); got {lab.shape}")
+        if lab.size and (lab.min() < 0 or lab.max() >= self.num_classes):
+            raise ValueError(f"labels must lie in [0, {self.num_classes}); got [{lab.min()}, {lab.max()}]")
+        if self.features is not None and self.features.shape[0] != n:
+            raise ValueError(f"features must have {n} rows; got shape {self.features.shape}")
+        if self.splits is not None:
+            for part in self.splits:
+                if part.ndim != 2 or part.shape[1] != n or part.dtype != np.bool_:
+                    raise ValueError(f"split masks must be bool arrays of shape (num_splits, {n}); "
+                                     f"got {part.dtype} {part.shape}")
+        if self.node_ids is not None and np.asarray(self.node_ids).shape != (n,):
+            raise ValueError(f"node_ids must have shape ({n},)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+    """A node-classification dataset.
+
+    Attributes:
+        name: registry name, e.g. ``"texas"``.
+        graph: :class:`jaxclp.graph.Graph` with n nodes (by default undirected: both directions of each
+            unique edge, no self-loops).
+        features: (n, d) float32 array, or None when the dataset has no node features (airports,
+            deezer-europe without its features file). A scipy CSR matrix if ``sparse_features=True`` was
+            asked for.
+        labels: (n,) int32 class ids, 0-based.
+        num_classes: C.
+        splits: None, or the published fixed splits as a :class:`jaxclp.datasets.splits.Splits` with bool
+            arrays ``train``, ``val``, ``test`` of shape (num_splits, n).
+        metric: ``"accuracy"`` or ``"roc_auc"``.
+        node_ids: (n,) original node id of index i (explicit id -> index map), or None if ids == indices.
+        info: metadata (source files, original label values, generation parameters, ...).
+    """
+
+    name: str
+    graph: Graph
+    features: Any
+    labels: np.ndarray
+    num_classes: int
+    splits: Any = None
+    metric: str = "accuracy"
+    node_ids: np.ndarray | None = None
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        """n."""
+        return int(self.graph.num_nodes)
+
+    @property
+    def num_features(self) -> int:
+        """d, or 0 when there are no features."""
+        return 0 if self.features is None else int(self.features.shape[1])
+
+    @property
+    def num_undirected_edges(self) -> int:
+        """Number of unique undirected non-loop edges of :attr:`graph`."""
+        return int(undirected_edges(self.graph).shape[1])
+
+    def edge_homophily(self) -> float:
+        """Fraction of unique undirected non-loop edges joining two nodes of the same class."""
+        return edge_homophily(self.graph, self.labels)
+
+    def __repr__(self) -> str:
+        nsp = None if self.splits is None else self.splits.train.shape[0]
+        return (f"Dataset(name={self.name!r}, num_nodes={self.num_nodes}, num_edges={self.graph.num_edges}, "
+                f"num_features={self.num_features}, num_classes={self.num_classes}, splits={nsp}, "
+                f"metric={self.metric!r})")
+
+
+def undirected_edges(graph_or_edge_index, num_nodes: int | None = None) -> np.ndarray:
+    """Unique undirected non-loop edges.
+
+    Args:
+        graph_or_edge_index: a :class:`Graph` or a (2, m) integer edge index.
+        num_nodes: n (only needed for an edge index; default max index + 1).
+
+    Returns:
+        (2, E) int64 array with row 0 < row 1, sorted lexicographically.
+    """
+    if isinstance(graph_or_edge_index, Graph):
+        s = np.asarray(graph_or_edge_index.senders, dtype=np.int64)
+        r = np.asarray(graph_or_edge_index.receivers, dtype=np.int64)
+        n = graph_or_edge_index.num_nodes
+    else:
+        ei = np.asarray(graph_or_edge_index, dtype=np.int64)
+        s, r = ei[0], ei[1]
+        n = int(num_nodes) if num_nodes is not None else (int(ei.max()) + 1 if ei.size else 1)
+    lo, hi = np.minimum(s, r), np.maximum(s, r)
+    keep = lo != hi
+    key = np.unique(lo[keep] * n + hi[keep])
+    return np.stack([key // n, key % n])
+
+
+def edge_homophily(graph_or_edge_index, labels) -> float:
+    """Edge homophily: fraction of unique undirected non-loop edges whose ends share a label.
+
+    Args:
+        graph_or_edge_index: a :class:`Graph` or a (2, m) edge index.
+        labels: (n,) integer labels.
+
+    Returns:
+        h in [0, 1] (NaN for a graph without edges).
+    """
+    labels = np.asarray(labels)
+    e = undirected_edges(graph_or_edge_index, labels.shape[0])
+    if e.shape[1] == 0:
+        return float("nan")
+    return float(np.mean(labels[e[0]] == labels[e[1]]))
+
+
+def encode_labels(raw) -> tuple[np.ndarray, np.ndarray]:
+    """Maps arbitrary label values to 0..C-1 (sorted order, like sklearn's LabelEncoder).
+
+    Args:
+        raw: (n,) label values.
+
+    Returns:
+        ``(labels, classes)``: (n,) int32 codes and (C,) the original value of each code.
+    """
+    classes, codes = np.unique(np.asarray(raw), return_inverse=True)
+    return codes.astype(np.int32).reshape(-1), classes
+
+
+def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = False, self_loops: str = "drop",
+                  deduplicate: bool = True, sparse_features: bool = False, info=None) -> Dataset:
+    """Applies the graph options to parsed data and returns a :class:`Dataset`.
+
+    Args:
+        raw: parsed data.
+        name: dataset name.
+        metric: evaluation metric name.
+        directed: keep the file's edge direction (default: symmetrize).
+        self_loops: ``"drop"`` (default), ``"keep"`` (the file's loops) or ``"add"`` (one loop per node).
+        deduplicate: merge repeated edges (default True).
+        sparse_features: return features as a scipy CSR matrix instead of a dense array.
+        info: extra metadata merged into ``raw.info``.
+    """
+    from jaxclp.datasets.splits import Splits
+
+    graph = Graph.from_edge_index(raw.edge_index, raw.num_nodes, symmetrize=not directed,
+                                  deduplicate=deduplicate, self_loops=self_loops)
+    feats = raw.features
+    if feats is not None:
+        if sparse_features:
+            feats = sp.csr_matrix(feats, dtype=np.float32)
+        elif sp.issparse(feats):
+            feats = np.asarray(feats.toarray(), dtype=np.float32)
+        else:
+            feats = np.ascontiguousarray(feats, dtype=np.float32)
+    splits = None
+    if raw.splits is not None:
+        splits = Splits(train=raw.splits[0], val=raw.splits[1], test=raw.splits[2], seeds=None,
+                        name=f"{name}/published")
+    meta = dict(raw.info)
+    meta.update(info or {})
+    meta.update(directed=directed, self_loops=self_loops, deduplicate=deduplicate)
+    return Dataset(name=name, graph=graph, features=feats, labels=np.asarray(raw.labels, dtype=np.int32),
+                   num_classes=int(raw.num_classes), splits=splits, metric=metric,
+                   node_ids=None if raw.node_ids is None else np.asarray(raw.node_ids), info=meta)

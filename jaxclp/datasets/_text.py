@@ -1,0 +1,140 @@
+"""Fast, strict parsing of numeric text tables (vectorized through numpy's C parser, no per-line Python)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+__all__ = ["read_bytes", "parse_table", "split_header", "IdIndex"]
+
+
+def read_bytes(path) -> bytes:
+    """Reads a whole file as bytes."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def split_header(data: bytes, header_lines: int, where: str = "file") -> tuple[list[bytes], bytes]:
+    """Splits off the first ``header_lines`` lines.
+
+    Returns:
+        ``(header_lines_list, body)``.
+    """
+    header = []
+    pos = 0
+    for _ in range(header_lines):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            raise ValueError(f"{where}: expected {header_lines} header line(s), file is too short")
+        header.append(data[pos:nl].rstrip(b"\r"))
+        pos = nl + 1
+    return header, data[pos:]
+
+
+_SEPARATORS = b",\t;"
+_TO_SPACE = bytes.maketrans(_SEPARATORS, b" " * len(_SEPARATORS))
+
+
+def parse_table(data: bytes, ncols: int, *, header_lines: int = 0, dtype=np.int64, where: str = "file",
+                replace: dict[bytes, bytes] | None = None) -> np.ndarray:
+    """Parses a rectangular numeric text table.
+
+    Separators may be spaces, tabs, commas or semicolons, line ends LF or CRLF. Every non-blank line must
+    hold exactly ``ncols`` numbers.
+
+    Args:
+        data: file content.
+        ncols: number of columns.
+        header_lines: lines to skip at the top.
+        dtype: numpy dtype of the result.
+        where: file name for error messages.
+        replace: byte substitutions applied first (e.g. ``{b"True": b"1"}``).
+
+    Returns:
+        (rows, ncols) array.
+
+    Raises:
+        ValueError: non-numeric tokens or rows with a different number of columns.
+    """
+    _, body = split_header(data, header_lines, where)
+    for old, new in (replace or {}).items():
+        body = body.replace(old, new)
+    body = body.translate(_TO_SPACE)
+    lines = [ln for ln in body.split(b"\n") if ln.strip()] if ncols > 1 else None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            flat = np.fromstring(body, dtype=dtype, sep=" ") if body.strip() else np.zeros(0, dtype)
+    except (ValueError, DeprecationWarning) as err:
+        raise ValueError(f"{where}: could not parse numeric table ({err})") from None
+    nrows = len(lines) if lines is not None else flat.size
+    if flat.size != nrows * ncols:
+        raise ValueError(f"{where}: expected {ncols} numbers on each of {nrows} lines, "
+                         f"got {flat.size} numbers in total")
+    return flat.reshape(nrows, ncols)
+
+
+class IdIndex:
+    """Explicit map from original node ids to node indices 0..n-1.
+
+    Args:
+        ids: (n,) original ids; ``ids[i]`` is the id of node i. Must be unique.
+        where: file name for error messages.
+    """
+
+    def __init__(self, ids, where: str = "node list"):
+        self.ids = np.asarray(ids)
+        self.where = where
+        self._order = np.argsort(self.ids, kind="stable")
+        self._sorted = self.ids[self._order]
+        if self._sorted.size > 1 and np.any(self._sorted[1:] == self._sorted[:-1]):
+            dup = self._sorted[1:][self._sorted[1:] == self._sorted[:-1]]
+            raise ValueError(f"{where}: repeated node ids, e.g. {dup[:5].tolist()}")
+
+    @classmethod
+    def from_rows(cls, row_ids, where: str = "node list") -> tuple["IdIndex", np.ndarray]:
+        """Builds the map from the id column of a node file (one row per node).
+
+        Rule: if the ids are exactly 0..n-1 (in any row order) node index = id; otherwise node index = row
+        number in the file. Never depends on the order in which nodes appear in an edge list.
+
+        Args:
+            row_ids: (n,) id of each row of the node file.
+            where: file name for error messages.
+
+        Returns:
+            ``(index, row_to_index)``: the map, and (n,) index of each file row (use it to place per-row data:
+            ``data_by_index[row_to_index] = data_by_row``).
+        """
+        row_ids = np.asarray(row_ids)
+        n = row_ids.shape[0]
+        if np.issubdtype(row_ids.dtype, np.integer) and n and row_ids.min() == 0 and row_ids.max() == n - 1 \
+                and np.unique(row_ids).size == n:
+            return cls(np.arange(n, dtype=row_ids.dtype), where), row_ids.astype(np.int64)
+        return cls(row_ids, where), np.arange(n, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def is_identity(self) -> bool:
+        """True when ids[i] == i for all i."""
+        return bool(np.array_equal(self.ids, np.arange(len(self))))
+
+    def index(self, query, what: str = "ids") -> np.ndarray:
+        """Maps ids to indices; raises ValueError naming unknown ids."""
+        q = np.asarray(query)
+        pos = np.searchsorted(self._sorted, q)
+        pos_c = np.minimum(pos, max(len(self) - 1, 0))
+        ok = (pos < len(self)) & (self._sorted[pos_c] == q) if len(self) else np.zeros(q.shape, bool)
+        if not np.all(ok):
+            bad = np.unique(q[~ok])
+            raise ValueError(f"{what} contain {bad.size} node id(s) that are not in {self.where}, "
+                             f"e.g. {bad[:5].tolist()}")
+        return self._order[pos_c].astype(np.int64)
+
+
+def basename(path) -> str:
+    return os.path.basename(str(path))

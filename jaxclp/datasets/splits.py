@@ -1,0 +1,152 @@
+"""Train/validation/test splits: seeded random splits as in the CLP paper, and published fixed splits.
+
+The CLP paper evaluates on random splits that are *not* class-balanced: for each split the nodes are permuted
+uniformly at random and the first ``train`` fraction is used for training, the next ``val`` fraction for
+validation and the rest for testing. Split densities: sparse 5/5/90, medium 10/10/80, dense 48/32/20 (%).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["Splits", "SPLIT_KINDS", "random_splits", "published_splits", "split_sizes"]
+
+SPLIT_KINDS: dict[str, tuple[float, float]] = {
+    "sparse": (0.05, 0.05),
+    "medium": (0.10, 0.10),
+    "dense": (0.48, 0.32),
+}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Splits:
+    """A stack of train/validation/test splits.
+
+    Attributes:
+        train: (num_splits, n) bool masks.
+        val: (num_splits, n) bool masks.
+        test: (num_splits, n) bool masks.
+        seeds: the seed of each split (None for published splits).
+        name: description, e.g. ``"sparse"`` or ``"texas/published"``.
+    """
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    seeds: list[int] | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        shapes = {np.shape(self.train), np.shape(self.val), np.shape(self.test)}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise ValueError(f"train/val/test must be (num_splits, n) arrays of one shape; got {shapes}")
+        for k in ("train", "val", "test"):
+            a = getattr(self, k)
+            if a.dtype != np.bool_:
+                object.__setattr__(self, k, np.asarray(a).astype(bool))
+        if self.seeds is not None and len(self.seeds) != self.num_splits:
+            raise ValueError(f"{len(self.seeds)} seeds for {self.num_splits} splits")
+
+    @property
+    def num_splits(self) -> int:
+        return int(self.train.shape[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.train.shape[1])
+
+    def __len__(self) -> int:
+        return self.num_splits
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Masks of split ``i``: ``(train, val, test)``, each (n,) bool."""
+        return self.train[i], self.val[i], self.test[i]
+
+    def indices(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node indices of split ``i``: ``(train_idx, val_idx, test_idx)`` int arrays."""
+        return tuple(np.flatnonzero(m) for m in self[i])
+
+    def sizes(self) -> np.ndarray:
+        """(num_splits, 3) numbers of train/val/test nodes."""
+        return np.stack([self.train.sum(1), self.val.sum(1), self.test.sum(1)], axis=1)
+
+
+def split_sizes(num_nodes: int, train: float, val: float) -> tuple[int, int, int]:
+    """Sizes ``(n_train, n_val, n_test)``: rounded fractions, test = the rest."""
+    n_train = int(round(train * num_nodes))
+    n_val = int(round(val * num_nodes))
+    n_val = min(n_val, num_nodes - n_train)
+    return n_train, n_val, num_nodes - n_train - n_val
+
+
+def _fractions(kind_or_fractions) -> tuple[float, float, str]:
+    if isinstance(kind_or_fractions, str):
+        if kind_or_fractions not in SPLIT_KINDS:
+            raise ValueError(f"unknown split kind {kind_or_fractions!r}; use one of {list(SPLIT_KINDS)} or a "
+                             "(train, val) fraction tuple")
+        tr, va = SPLIT_KINDS[kind_or_fractions]
+        return tr, va, kind_or_fractions
+    try:
+        tr, va = (float(x) for x in kind_or_fractions)
+    except (TypeError, ValueError):
+        raise ValueError(f"kind_or_fractions must be a split kind or a (train, val) pair; got "
+                         f"{kind_or_fractions!r}") from None
+    if not (0 < tr < 1 and 0 <= va < 1 and tr + va < 1):
+        raise ValueError(f"fractions must satisfy 0 < train, 0 <= val, train + val < 1; got ({tr}, {va})")
+    return tr, va, f"{tr:g}/{va:g}/{1 - tr - va:g}"
+
+
+def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 10, seed: int = 0) -> Splits:
+    """Random, not class-balanced, train/val/test splits.
+
+    Split ``i`` uses ``numpy.random.default_rng(seed + i)``: a uniform permutation of the nodes; the first
+    ``round(train * n)`` are train, the next ``round(val * n)`` validation, the rest test.
+
+    Args:
+        num_nodes: n.
+        kind_or_fractions: ``"sparse"`` (5/5/90), ``"medium"`` (10/10/80), ``"dense"`` (48/32/20) or a
+            ``(train, val)`` pair of fractions (test = the rest).
+        num_splits: number of splits.
+        seed: base seed; the seeds used are recorded in ``Splits.seeds``.
+
+    Returns:
+        :class:`Splits` with masks of shape (num_splits, n): disjoint, covering all nodes.
+    """
+    n = int(num_nodes)
+    if n < 1:
+        raise ValueError(f"num_nodes must be >= 1; got {num_nodes}")
+    if int(num_splits) < 1:
+        raise ValueError(f"num_splits must be >= 1; got {num_splits}")
+    tr, va, name = _fractions(kind_or_fractions)
+    n_train, n_val, _ = split_sizes(n, tr, va)
+    seeds = [int(seed) + i for i in range(int(num_splits))]
+    role = np.empty((len(seeds), n), dtype=np.int8)  # 0 train, 1 val, 2 test
+    ranks = np.empty(n, dtype=np.int8)
+    ranks[:n_train] = 0
+    ranks[n_train:n_train + n_val] = 1
+    ranks[n_train + n_val:] = 2
+    for i, s in enumerate(seeds):
+        perm = np.random.default_rng(s).permutation(n)
+        role[i, perm] = ranks
+    return Splits(train=role == 0, val=role == 1, test=role == 2, seeds=seeds, name=name)
+
+
+def published_splits(dataset) -> Splits:
+    """The published fixed splits of a dataset (e.g. the 10 Geom-GCN splits).
+
+    Raises:
+        ValueError: the dataset has none.
+    """
+    if getattr(dataset, "splits", None) is None:
+        raise ValueError(f"dataset {getattr(dataset, 'name', dataset)!r} has no published splits; "
+                         "use random_splits(...)")
+    return dataset.splits
+
+
+def stack_splits(splits: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], name: str = "") -> Splits:
+    """Builds :class:`Splits` from a list of ``(train, val, test)`` (n,) masks."""
+    tr, va, te = (np.stack([s[k] for s in splits]).astype(bool) for k in range(3))
+    return Splits(train=tr, val=va, test=te, name=name)

@@ -1,0 +1,510 @@
+"""GNN baselines: GCN (Kipf & Welling, 2017) and H2GCN (Zhu et al., 2020), in jraph + flax linen.
+
+Message passing runs on ``jraph.GraphsTuple`` edge lists (``senders -> receivers``) with jraph's segment
+ops: a layer computes ``out[r] = sum_{e: s->r} edges[e] * h[s]``, i.e. ``Ahat @ h`` where the
+``GraphsTuple.edges`` field holds the (precomputed) normalized coefficients ``Ahat[r, s]``. The coefficients
+are computed once per fit, outside the training loop; the loop itself is :func:`jaxclp.train.train_full_batch`
+(optax, jitted ``lax.while_loop`` with validation early stopping), so every fit is one XLA program and
+``fit_*_splits`` vmaps it over splits.
+
+* **GCN**: ``H <- ReLU(Ahat Dropout(H) W + b)`` per hidden layer, then a last layer without ReLU, with
+  ``Ahat = D^-1/2 (A + I) D^-1/2`` (weighted degrees of ``A + I``). The loops are added to a copy of the
+  edge list inside :func:`gcn_normalized_graph`; the user's :class:`~jaxclp.graph.Graph` is untouched.
+* **H2GCN**: ego / neighbour separation (aggregations without self-loops), 1-hop and 2-hop neighbourhoods
+  (2-hop = nodes at distance exactly 2, see :func:`two_hop_graph`), each with its own symmetric
+  normalization ``D_h^-1/2 A_h D_h^-1/2``; ``r0 = ReLU(X W_e)``, ``r_k = [A1 r_{k-1} || A2 r_{k-1}]`` for
+  ``k = 1..K`` (K = 2 rounds), and ``logits = Dropout([r0 || r1 || ... || rK]) W_c + b_c``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+from jaxclp import _checks
+from jaxclp.graph import Graph, edge_values
+from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
+
+MODELS = ("gcn", "h2gcn")
+
+
+# ----------------------------------------------------------------------------------- message passing
+def propagate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool = False) -> jax.Array:
+    """One message-passing step ``out[r] = sum_{e: s->r} graph.edges[e] * h[s]`` (= ``Ahat @ h``).
+
+    Args:
+        graph: ``jraph.GraphsTuple`` whose ``edges`` are (E,) scalar edge coefficients.
+        h: (n, p) node representations.
+        receivers_sorted: promise that ``graph.receivers`` is sorted ascending (true for every graph built by
+            jaxclp); enables the sorted segment reduction.
+
+    Returns:
+        (n, p) aggregated representations.
+    """
+    messages = graph.edges[:, None].astype(h.dtype) * h[graph.senders]
+    return jraph.segment_sum(messages, graph.receivers, num_segments=h.shape[0],
+                             indices_are_sorted=receivers_sorted)
+
+
+def gcn_normalized_graph(graph: Graph, nodes=None) -> jraph.GraphsTuple:
+    """GCN propagation graph ``Ahat = D^-1/2 (A + I) D^-1/2`` as a GraphsTuple (edges = coefficients).
+
+    A self-loop of weight 1 is added to every node that has none (nodes whose edge list already holds a loop
+    keep it, with its weight; a graph built with ``self_loops="add"`` is therefore not double-looped). Degrees
+    are the weighted in-degree (receiver) and out-degree (sender) of ``A + I``; for an undirected graph this
+    is exactly Kipf & Welling's renormalization. Pure and jit-able; ``graph`` is not modified.
+
+    Args:
+        graph: the input graph (n nodes, m edges).
+        nodes: optional (n, d) node features stored in the result's ``nodes``.
+
+    Returns:
+        ``jraph.GraphsTuple`` with ``m + n`` edges sorted by receiver; ``edges`` (m + n,) float32 holds
+        ``Ahat[r, s]`` (added loops that duplicate an existing loop have coefficient 0).
+    """
+    n = graph.num_nodes
+    s, r, w = graph.senders, graph.receivers, graph.weights
+    has_loop = jax.ops.segment_sum(((s == r) & (w > 0)).astype(jnp.int32), r, n, indices_are_sorted=True) > 0
+    loops = jnp.arange(n, dtype=s.dtype)
+    s2 = jnp.concatenate([s, loops])
+    r2 = jnp.concatenate([r, loops])
+    w2 = jnp.concatenate([w, jnp.where(has_loop, 0.0, 1.0).astype(w.dtype)])
+    order = jnp.lexsort((s2, r2))
+    looped = Graph(senders=s2[order], receivers=r2[order], weights=w2[order], num_nodes=n,
+                   symmetric=graph.symmetric)
+    values = edge_values(looped, "sym").astype(jnp.float32)
+    return looped.to_jraph(nodes=nodes)._replace(edges=values)
+
+
+def two_hop_graph(graph: Graph) -> Graph:
+    """The exact-2-hop neighbourhood graph of H2GCN (host-side, scipy sparse).
+
+    Node ``s`` is a 2-hop neighbour of ``r`` iff there is a path ``s -> u -> r`` through edges of positive
+    weight, ``s != r`` and ``s -> r`` is not itself an edge (for an undirected graph: shortest-path distance
+    exactly 2). Self-loops of ``graph`` are ignored. Edge weights of the result are 1.
+
+    Args:
+        graph: the input graph; its arrays must be concrete (not traced).
+
+    Returns:
+        A :class:`~jaxclp.graph.Graph` on the same n nodes, edges sorted by receiver.
+
+    Raises:
+        ValueError: if called on traced arrays (inside ``jax.jit``).
+    """
+    import scipy.sparse as sp
+
+    if not _checks.is_concrete(graph.senders, graph.receivers, graph.weights):
+        raise ValueError("two_hop_graph runs on the host: call it outside jax.jit and pass the result in")
+    n = graph.num_nodes
+    s = np.asarray(graph.senders, np.int64)
+    r = np.asarray(graph.receivers, np.int64)
+    keep = (np.asarray(graph.weights) > 0) & (s != r)
+    a = sp.csr_matrix((np.ones(int(keep.sum()), np.int64), (r[keep], s[keep])), shape=(n, n))
+    a.sum_duplicates()
+    a.data[:] = 1
+    reach = (a @ a).tocsr()  # reach[r, s] = number of walks s -> u -> r
+    reach = (reach - reach.multiply(a)).tocoo()  # drop the 1-hop pairs
+    sel = (reach.data > 0) & (reach.row != reach.col)  # and the node itself
+    ei = np.stack([reach.col[sel], reach.row[sel]]).astype(np.int64)
+    return Graph.from_edge_index(ei, n, weights=np.ones(ei.shape[1]), symmetrize=False, deduplicate=True,
+                                 self_loops="drop")
+
+
+def h2gcn_normalized_graphs(graph: Graph, two_hop: Graph | None = None,
+                            nodes=None) -> tuple[jraph.GraphsTuple, jraph.GraphsTuple]:
+    """H2GCN propagation graphs ``A1 = D1^-1/2 A D1^-1/2`` and ``A2 = D2^-1/2 A_2hop D2^-1/2`` (no loops).
+
+    Self-loops of ``graph`` get coefficient 0 (ego/neighbour separation: the ego representation is kept
+    apart by the concatenation). ``A1`` uses the graph's edge weights (for a 0/1 graph: the 1-hop
+    neighbourhood sets); ``A2`` is binary. Isolated nodes get zero rows, never NaN.
+
+    Args:
+        graph: the input graph.
+        two_hop: its :func:`two_hop_graph` (computed on the host when omitted; pass it to reuse it or to
+            call this function under ``jax.jit``).
+        nodes: optional (n, d) features stored in the first result's ``nodes``.
+
+    Returns:
+        ``(hop1, hop2)``: ``jraph.GraphsTuple`` s whose ``edges`` are the normalized coefficients (float32).
+    """
+    if two_hop is None:
+        two_hop = two_hop_graph(graph)
+    _check_two_hop(graph, two_hop)
+    no_loops = Graph(senders=graph.senders, receivers=graph.receivers,
+                     weights=jnp.where(graph.senders == graph.receivers, 0.0, graph.weights).astype(
+                         graph.weights.dtype),
+                     num_nodes=graph.num_nodes, symmetric=graph.symmetric)
+    hop1 = no_loops.to_jraph(nodes=nodes)._replace(edges=edge_values(no_loops, "sym").astype(jnp.float32))
+    hop2 = two_hop.to_jraph()._replace(edges=edge_values(two_hop, "sym").astype(jnp.float32))
+    return hop1, hop2
+
+
+def _check_two_hop(graph: Graph, two_hop: Graph) -> None:
+    if not isinstance(two_hop, Graph):
+        raise ValueError(f"two_hop must be a jaxclp Graph; got {type(two_hop).__name__}")
+    if two_hop.num_nodes != graph.num_nodes:
+        raise ValueError(f"two_hop has {two_hop.num_nodes} nodes but graph has {graph.num_nodes}")
+
+
+# ------------------------------------------------------------------------------------------ modules
+class GCNConv(nn.Module):
+    """One graph convolution ``Ahat (h W) + b`` (no activation).
+
+    Attributes:
+        features: output width p'.
+        receivers_sorted: see :func:`propagate`.
+    """
+
+    features: int
+    receivers_sorted: bool = False
+
+    @nn.compact
+    def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
+        """(n, p) -> (n, p'); ``graph.edges`` are the coefficients ``Ahat[r, s]``."""
+        kernel = self.param("kernel", nn.initializers.glorot_uniform(), (h.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+        return h @ kernel + bias
+
+
+class GCN(nn.Module):
+    """Kipf & Welling GCN: ``len(hidden) + 1`` graph convolutions (2 layers by default).
+
+    Layer ``l``: ``H <- Ahat Dropout(H) W_l + b_l``, followed by ReLU except after the last layer. The
+    parameters are ``params["conv{l}"]["kernel"]`` (p_l, p_{l+1}) and ``["bias"]`` (p_{l+1},).
+
+    Attributes:
+        hidden: hidden widths (``(64,)`` -> 2 layers; ``()`` -> a single linear propagation layer).
+        num_classes: K output logits.
+        dropout: dropout rate on the input of every layer (training only).
+        receivers_sorted: see :func:`propagate`.
+    """
+
+    hidden: Sequence[int]
+    num_classes: int
+    dropout: float = 0.5
+    receivers_sorted: bool = False
+
+    @nn.compact
+    def __call__(self, graph: jraph.GraphsTuple, *, train: bool) -> jax.Array:
+        """Args: ``graph`` with ``nodes`` (n, d) features and ``edges`` the GCN coefficients
+        (:func:`gcn_normalized_graph`). Returns: (n, K) logits."""
+        h = graph.nodes
+        widths = tuple(self.hidden) + (self.num_classes,)
+        for i, width in enumerate(widths):
+            h = nn.Dropout(self.dropout, deterministic=not train)(h)
+            h = GCNConv(width, receivers_sorted=self.receivers_sorted, name=f"conv{i}")(graph, h)
+            if i < len(widths) - 1:
+                h = nn.relu(h)
+        return h
+
+
+class H2GCN(nn.Module):
+    """H2GCN (Zhu et al., 2020) with ego/neighbour separation, 1- and 2-hop neighbourhoods, concatenation.
+
+    ``r0 = ReLU(X W_e)`` (n, p); ``r_k = [A1 r_{k-1} || A2 r_{k-1}]`` (n, 2^k p) for ``k = 1..num_rounds``;
+    ``logits = Dropout([r0 || r1 || ... || r_K]) W_c + b_c`` with ``(2^(K+1) - 1) p`` inputs (7p for K=2).
+    Parameters: ``params["embed"]["kernel"]`` (d, p) (no bias, as in the paper) and
+    ``params["classify"]["kernel"]`` ((2^(K+1)-1) p, K), ``["bias"]`` (K,). The representations are sown
+    into the ``"intermediates"`` collection as ``r0, r1, ..., final``.
+
+    Attributes:
+        hidden: embedding width p.
+        num_classes: K output logits.
+        dropout: dropout rate on the final representation (training only).
+        num_rounds: K aggregation rounds (2 in the paper).
+        receivers_sorted: see :func:`propagate`.
+    """
+
+    hidden: int
+    num_classes: int
+    dropout: float = 0.5
+    num_rounds: int = 2
+    receivers_sorted: bool = False
+
+    @nn.compact
+    def __call__(self, hop1: jraph.GraphsTuple, hop2: jraph.GraphsTuple, *, train: bool) -> jax.Array:
+        """Args: ``hop1`` with ``nodes`` (n, d) features and ``edges`` the A1 coefficients, ``hop2`` with the
+        A2 coefficients (:func:`h2gcn_normalized_graphs`). Returns: (n, K) logits."""
+        r = nn.relu(nn.Dense(self.hidden, use_bias=False, name="embed")(hop1.nodes))
+        self.sow("intermediates", "r0", r)
+        reps = [r]
+        for k in range(1, self.num_rounds + 1):
+            r = jnp.concatenate([propagate(hop1, r, receivers_sorted=self.receivers_sorted),
+                                 propagate(hop2, r, receivers_sorted=self.receivers_sorted)], axis=-1)
+            self.sow("intermediates", f"r{k}", r)
+            reps.append(r)
+        final = jnp.concatenate(reps, axis=-1)
+        self.sow("intermediates", "final", final)
+        final = nn.Dropout(self.dropout, deterministic=not train)(final)
+        return nn.Dense(self.num_classes, name="classify")(final)
+
+
+# ------------------------------------------------------------------------------------------ fitting
+class GNNResult(NamedTuple):
+    """Output of :func:`fit_gcn` / :func:`fit_h2gcn` (every field gains a leading S axis for ``*_splits``).
+
+    Attributes:
+        prior: (n, K) softmax output at the selected parameters.
+        params: the selected parameters (flax variables dict).
+        info: :class:`jaxclp.train.TrainInfo`.
+    """
+
+    prior: jax.Array
+    params: dict
+    info: TrainInfo
+
+
+def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout, *, scalar_hidden,
+              splits=False, keys=None):
+    """Eager checks of the fit_* inputs; returns ``(num_classes, hidden)`` normalized to int / tuple."""
+    if not isinstance(graph, Graph):
+        raise ValueError(f"graph must be a jaxclp Graph; got {type(graph).__name__}")
+    n = graph.num_nodes
+    _checks.shape("features", features, (n, None))
+    _checks.finite("features", features)
+    _checks.shape("labels", labels, (n,))
+    if _checks.is_concrete(labels) and not np.issubdtype(np.asarray(labels).dtype, np.integer):
+        raise ValueError(f"labels must be integers; got dtype {np.asarray(labels).dtype}")
+    num_classes = int(num_classes)
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be >= 2; got {num_classes}")
+    if splits:
+        _checks.shape("train_masks", train_mask, (None, n))
+        s = np.shape(train_mask)[0]
+        _checks.shape("val_masks", val_mask, (s, n))
+        if keys is not None and np.shape(keys)[0] != s:
+            raise ValueError(f"keys must have a leading axis of size {s} (one per split); got {np.shape(keys)}")
+        for i in range(s) if _checks.is_concrete(train_mask, val_mask) else ():
+            _checks.mask(f"train_masks[{i}]", np.asarray(train_mask)[i], n)
+            _checks.mask(f"val_masks[{i}]", np.asarray(val_mask)[i], n, nonempty=False)
+        seen = np.any(np.asarray(train_mask) | np.asarray(val_mask), axis=0) if _checks.is_concrete(
+            train_mask, val_mask) else None
+    else:
+        _checks.mask("train_mask", train_mask, n)
+        _checks.mask("val_mask", val_mask, n, nonempty=False)
+        seen = np.asarray(train_mask) | np.asarray(val_mask) if _checks.is_concrete(train_mask, val_mask) else None
+    if seen is not None and _checks.is_concrete(labels):
+        y = np.asarray(labels)[seen]
+        if y.size and (y.min() < 0 or y.max() >= num_classes):
+            raise ValueError(f"labels on train/val nodes must lie in [0, {num_classes}); "
+                             f"got range [{y.min()}, {y.max()}]")
+    if scalar_hidden != (np.ndim(hidden) == 0):
+        want = "an int (embedding width)" if scalar_hidden else "a sequence of widths"
+        raise ValueError(f"hidden must be {want}; got {hidden!r}")
+    hidden_t = (int(hidden),) if scalar_hidden else tuple(int(h) for h in hidden)
+    if any(h < 1 for h in hidden_t):
+        raise ValueError(f"hidden widths must be positive; got {hidden!r}")
+    if not 0.0 <= float(dropout) < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1); got {dropout}")
+    return num_classes, (hidden_t[0] if scalar_hidden else hidden_t)
+
+
+def _gcn_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
+    """Unvalidated, jit/vmap-able body of :func:`fit_gcn`."""
+    model = GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, receivers_sorted=True)
+    gt = gcn_normalized_graph(graph, nodes=features)
+    init_key, drop_key = jax.random.split(key)
+    params = model.init(init_key, gt, train=False)
+
+    def apply_fn(p, k, train):
+        return model.apply(p, gt, train=train, rngs={"dropout": k})
+
+    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
+    prior = jax.nn.softmax(model.apply(best, gt, train=False), axis=-1)
+    return GNNResult(prior, best, info)
+
+
+def _h2gcn_kernel(key, graph, two_hop, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout,
+                  num_rounds, cfg):
+    """Unvalidated, jit/vmap-able body of :func:`fit_h2gcn`."""
+    model = H2GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, num_rounds=num_rounds,
+                  receivers_sorted=True)
+    hop1, hop2 = h2gcn_normalized_graphs(graph, two_hop, nodes=features)
+    init_key, drop_key = jax.random.split(key)
+    params = model.init(init_key, hop1, hop2, train=False)
+
+    def apply_fn(p, k, train):
+        return model.apply(p, hop1, hop2, train=train, rngs={"dropout": k})
+
+    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
+    prior = jax.nn.softmax(model.apply(best, hop1, hop2, train=False), axis=-1)
+    return GNNResult(prior, best, info)
+
+
+_GCN_STATIC = ("num_classes", "hidden", "dropout", "cfg")
+_H2GCN_STATIC = ("num_classes", "hidden", "dropout", "num_rounds", "cfg")
+_fit_gcn_jit = jax.jit(_gcn_kernel, static_argnames=_GCN_STATIC)
+_fit_h2gcn_jit = jax.jit(_h2gcn_kernel, static_argnames=_H2GCN_STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=_GCN_STATIC)
+def _fit_gcn_splits_jit(keys, graph, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
+                        cfg):
+    f = functools.partial(_gcn_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
+    return jax.vmap(f, in_axes=(0, None, None, None, 0, 0))(keys, graph, features, labels, train_masks,
+                                                            val_masks)
+
+
+@functools.partial(jax.jit, static_argnames=_H2GCN_STATIC)
+def _fit_h2gcn_splits_jit(keys, graph, two_hop, features, labels, train_masks, val_masks, *, num_classes, hidden,
+                          dropout, num_rounds, cfg):
+    f = functools.partial(_h2gcn_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout,
+                          num_rounds=num_rounds, cfg=cfg)
+    return jax.vmap(f, in_axes=(0, None, None, None, None, 0, 0))(keys, graph, two_hop, features, labels,
+                                                                  train_masks, val_masks)
+
+
+def fit_gcn(
+    key: jax.Array,
+    graph: Graph,
+    features: jax.Array,
+    labels: jax.Array,
+    train_mask: jax.Array,
+    val_mask: jax.Array,
+    *,
+    num_classes: int,
+    hidden: Sequence[int] = (64,),
+    dropout: float = 0.5,
+    cfg: TrainConfig = TrainConfig(),
+) -> GNNResult:
+    """Trains a GCN full-batch (jitted loop, early stopping on validation accuracy).
+
+    Args:
+        key: PRNG key (initialisation and dropout).
+        graph: the graph (n nodes); self-loops are added inside the normalization
+            (:func:`gcn_normalized_graph`).
+        features: (n, d) float features (cast to float32).
+        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
+        train_mask, val_mask: (n,) bool.
+        num_classes: K.
+        hidden: hidden widths; ``(64,)`` is the 2-layer GCN.
+        dropout: dropout rate on every layer's input.
+        cfg: optimiser settings.
+
+    Returns:
+        :class:`GNNResult` with prior (n, K).
+
+    Raises:
+        ValueError: shape mismatch, NaN/inf features, non-boolean or empty train mask, train/val labels out
+            of [0, K), bad ``hidden`` / ``dropout``.
+    """
+    num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
+                                    scalar_hidden=False)
+    return _fit_gcn_jit(key, graph, jnp.asarray(features, jnp.float32), jnp.asarray(labels), train_mask,
+                        val_mask, num_classes=num_classes, hidden=hidden,
+                        dropout=float(dropout), cfg=cfg)
+
+
+def fit_gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks, *, num_classes: int,
+                   hidden: Sequence[int] = (64,), dropout: float = 0.5, cfg: TrainConfig = TrainConfig()
+                   ) -> GNNResult:
+    """:func:`fit_gcn` vmapped over S splits: keys (S, ...), masks (S, n) -> prior (S, n, K).
+
+    Split ``i`` gives the same result as ``fit_gcn(keys[i], ..., train_masks[i], val_masks[i])`` (up to
+    floating-point reassociation under vmap).
+    """
+    num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
+                                    dropout, scalar_hidden=False, splits=True, keys=keys)
+    return _fit_gcn_splits_jit(keys, graph, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+                               train_masks, val_masks, num_classes=num_classes, hidden=hidden,
+                               dropout=float(dropout), cfg=cfg)
+
+
+def fit_h2gcn(
+    key: jax.Array,
+    graph: Graph,
+    features: jax.Array,
+    labels: jax.Array,
+    train_mask: jax.Array,
+    val_mask: jax.Array,
+    *,
+    num_classes: int,
+    hidden: int = 64,
+    dropout: float = 0.5,
+    num_rounds: int = 2,
+    two_hop: Graph | None = None,
+    cfg: TrainConfig = TrainConfig(),
+) -> GNNResult:
+    """Trains H2GCN full-batch (jitted loop, early stopping on validation accuracy).
+
+    Args:
+        key: PRNG key (initialisation and dropout).
+        graph: the graph (n nodes); its self-loops are ignored.
+        features: (n, d) float features (cast to float32).
+        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
+        train_mask, val_mask: (n,) bool.
+        num_classes: K.
+        hidden: embedding width p (the final representation has ``(2^(R+1) - 1) p`` = 7p columns).
+        dropout: dropout rate on the final representation.
+        num_rounds: R aggregation rounds (2 in the paper).
+        two_hop: precomputed :func:`two_hop_graph` of ``graph`` (computed on the host when omitted).
+        cfg: optimiser settings.
+
+    Returns:
+        :class:`GNNResult` with prior (n, K).
+
+    Raises:
+        ValueError: as :func:`fit_gcn`, plus a ``two_hop`` graph of the wrong size.
+    """
+    num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
+                                    scalar_hidden=True)
+    two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
+    return _fit_h2gcn_jit(key, graph, two_hop, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+                          train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
+                          dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
+
+
+def fit_h2gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks, *, num_classes: int,
+                     hidden: int = 64, dropout: float = 0.5, num_rounds: int = 2, two_hop: Graph | None = None,
+                     cfg: TrainConfig = TrainConfig()) -> GNNResult:
+    """:func:`fit_h2gcn` vmapped over S splits: keys (S, ...), masks (S, n) -> prior (S, n, K)."""
+    num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
+                                    dropout, scalar_hidden=True, splits=True, keys=keys)
+    two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
+    return _fit_h2gcn_splits_jit(keys, graph, two_hop, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+                                 train_masks, val_masks, num_classes=num_classes, hidden=int(hidden),
+                                 dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
+
+
+def _two_hop_or_check(graph, two_hop, num_rounds):
+    if int(num_rounds) < 1:
+        raise ValueError(f"num_rounds must be >= 1; got {num_rounds}")
+    if two_hop is None:
+        return two_hop_graph(graph)
+    _check_two_hop(graph, two_hop)
+    return two_hop
+
+
+def gnn_param_count(model: str, num_features: int, num_classes: int, hidden=None, *, num_rounds: int = 2) -> int:
+    """Number of trainable parameters of a GNN baseline.
+
+    Args:
+        model: ``"gcn"`` or ``"h2gcn"``.
+        num_features: d.
+        num_classes: K.
+        hidden: GCN hidden widths (default ``(64,)``) or H2GCN embedding width (default 64).
+        num_rounds: H2GCN rounds.
+
+    Returns:
+        GCN: ``sum_l (p_l p_{l+1} + p_{l+1})``; H2GCN: ``d p + (2^(R+1) - 1) p K + K``.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}; got {model!r}")
+    g = Graph.from_edge_index(np.zeros((2, 0), np.int64), 1)
+    x = jnp.zeros((1, int(num_features)), jnp.float32)
+    if model == "gcn":
+        net = GCN(hidden=(64,) if hidden is None else tuple(hidden), num_classes=num_classes)
+        init = lambda: net.init(jax.random.key(0), gcn_normalized_graph(g, x), train=False)  # noqa: E731
+    else:
+        net = H2GCN(hidden=64 if hidden is None else int(hidden), num_classes=num_classes, num_rounds=num_rounds)
+        init = lambda: net.init(jax.random.key(0), *h2gcn_normalized_graphs(g, g, nodes=x),  # noqa: E731
+                                train=False)
+    params = jax.eval_shape(init)  # shapes only: nothing is compiled or run
+    return count_params(params)

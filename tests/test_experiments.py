@@ -1,0 +1,64 @@
+"""The experiment runner: records, resumability, and that selection never sees test labels."""
+
+import dataclasses
+import json
+
+import numpy as np
+
+import jaxclp
+from experiments import runner
+from experiments.methods import select, visible_labels
+from experiments.summary import markdown
+
+METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp")
+
+
+def _dataset(labels=None):
+    ds = jaxclp.datasets.synthetic(h=0.2, avg_degree=5, num_classes=3, nodes_per_class=40, seed=0)
+    return ds if labels is None else dataclasses.replace(ds, labels=labels)
+
+
+def _results(tmp_path, ds, name):
+    out = tmp_path / name
+    recs = runner.run(ds, "medium", METHODS, runs=2, out=out, epochs=15, progress=False)
+    return out, recs
+
+
+def test_records_resume_and_test_label_isolation(tmp_path):
+    ds = _dataset()
+    out, recs = _results(tmp_path, ds, "a")
+    assert len(recs) == 2 * len(METHODS)
+    lines = (out / runner.RESULTS_FILE).read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["type"] == "header" and header["jax"] and "git_commit" in header
+    for r in recs:
+        assert {"dataset", "split", "run", "seed", "method", "metric", "val", "test", "params",
+                "seconds"} <= set(r)
+        assert 0.0 <= r["test"] <= 1.0 and 0.0 <= r["val"] <= 1.0
+    # resumable: nothing left to do, file unchanged
+    before = (out / runner.RESULTS_FILE).read_text()
+    assert runner.run(ds, "medium", METHODS, runs=2, out=out, epochs=15, progress=False) == []
+    assert (out / runner.RESULTS_FILE).read_text() == before
+    # scramble only the test labels of both splits: val scores and choices must not move
+    sp = runner.get_splits(ds, "medium", 2, 0)
+    test_any = sp.test.any(0) & ~(sp.train | sp.val).any(0)
+    y = np.asarray(ds.labels).copy()
+    y[test_any] = (y[test_any] + 1) % 3
+    _, recs2 = _results(tmp_path, _dataset(labels=y), "b")
+    key = lambda r: (r["run"], r["method"])
+    a, b = {key(r): r for r in recs}, {key(r): r for r in recs2}
+    for k in a:
+        assert a[k]["params"] == b[k]["params"], k
+        assert a[k]["val"] == b[k]["val"], k
+    assert any(a[k]["test"] != b[k]["test"] for k in a)
+    text = markdown(runner.read_records(out / runner.RESULTS_FILE))
+    assert "| syn" in text and "clp" in text and "±" in text
+
+
+def test_visible_labels_and_select():
+    y = np.array([0, 1, 2, 1])
+    tr = np.array([True, False, False, False])
+    va = np.array([False, True, False, False])
+    np.testing.assert_array_equal(visible_labels(y, tr, va), [0, 1, -1, -1])
+    cands = {"a": np.eye(3)[[0, 0, 0, 0]], "b": np.eye(3)[[0, 1, 0, 0]]}
+    assert select(cands, visible_labels(y, tr, va), va, "accuracy") == ("b", 1.0)
