@@ -9,6 +9,8 @@ from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propa
 from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.estimator import CLP
+from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
+                        gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph)
 from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
                               true_compatibility)
@@ -23,7 +25,9 @@ from jaxclp.train import TrainConfig
 __version__ = "0.1.0"
 
 __all__ = [
-    "CLP", "CLPResult", "FactoredOperator", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
+    "CLP", "CLPResult", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
+    "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
+    "two_hop_graph", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
     "Solution", "SpectralInfo", "TrainConfig", "accuracy", "clp_beliefs", "clp_operator", "clp_star",
     "compatibility_distance", "correct_and_smooth", "datasets", "edge_homophily", "edge_values",
     "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",

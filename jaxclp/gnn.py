@@ -35,7 +35,7 @@ MODELS = ("gcn", "h2gcn")
 
 
 # ----------------------------------------------------------------------------------- message passing
-def propagate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool = False) -> jax.Array:
+def aggregate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool = False) -> jax.Array:
     """One message-passing step ``out[r] = sum_{e: s->r} graph.edges[e] * h[s]`` (= ``Ahat @ h``).
 
     Args:
@@ -159,7 +159,7 @@ class GCNConv(nn.Module):
 
     Attributes:
         features: output width p'.
-        receivers_sorted: see :func:`propagate`.
+        receivers_sorted: see :func:`aggregate`.
     """
 
     features: int
@@ -170,7 +170,7 @@ class GCNConv(nn.Module):
         """(n, p) -> (n, p'); ``graph.edges`` are the coefficients ``Ahat[r, s]``."""
         kernel = self.param("kernel", nn.initializers.glorot_uniform(), (h.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
-        return h @ kernel + bias
+        return aggregate(graph, h @ kernel, receivers_sorted=self.receivers_sorted) + bias
 
 
 class GCN(nn.Module):
@@ -183,7 +183,7 @@ class GCN(nn.Module):
         hidden: hidden widths (``(64,)`` -> 2 layers; ``()`` -> a single linear propagation layer).
         num_classes: K output logits.
         dropout: dropout rate on the input of every layer (training only).
-        receivers_sorted: see :func:`propagate`.
+        receivers_sorted: see :func:`aggregate`.
     """
 
     hidden: Sequence[int]
@@ -219,7 +219,7 @@ class H2GCN(nn.Module):
         num_classes: K output logits.
         dropout: dropout rate on the final representation (training only).
         num_rounds: K aggregation rounds (2 in the paper).
-        receivers_sorted: see :func:`propagate`.
+        receivers_sorted: see :func:`aggregate`.
     """
 
     hidden: int
@@ -236,8 +236,8 @@ class H2GCN(nn.Module):
         self.sow("intermediates", "r0", r)
         reps = [r]
         for k in range(1, self.num_rounds + 1):
-            r = jnp.concatenate([propagate(hop1, r, receivers_sorted=self.receivers_sorted),
-                                 propagate(hop2, r, receivers_sorted=self.receivers_sorted)], axis=-1)
+            r = jnp.concatenate([aggregate(hop1, r, receivers_sorted=self.receivers_sorted),
+                                 aggregate(hop2, r, receivers_sorted=self.receivers_sorted)], axis=-1)
             self.sow("intermediates", f"r{k}", r)
             reps.append(r)
         final = jnp.concatenate(reps, axis=-1)

@@ -1,0 +1,421 @@
+"""GNN baselines (GCN, H2GCN): hand-computed layers on tiny graphs, 2-hop sets, training and vmapping."""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import networkx as nx
+import numpy as np
+import pytest
+
+from jaxclp.gnn import (GCN, H2GCN, GNNResult, aggregate, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
+                        gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs,
+                        two_hop_graph)
+from jaxclp.graph import Graph
+from jaxclp.train import TrainConfig
+
+RTOL = 1e-5  # float32 model arithmetic vs float64 numpy; structural mistakes are O(1)
+S6, S3, S2 = np.sqrt(6.0), np.sqrt(3.0), np.sqrt(2.0)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def undirected(edges, n, **kw):
+    return Graph.from_edge_index(np.asarray(edges).T, n, **kw)
+
+
+def path4():
+    return undirected([(0, 1), (1, 2), (2, 3)], 4)
+
+
+def triangle_pendant():
+    """Triangle 0-1-2 with the pendant 3 attached to 2."""
+    return undirected([(0, 1), (1, 2), (0, 2), (2, 3)], 4)
+
+
+def dense(gt, n):
+    """Dense ``M[r, s] = sum of edges[e]`` of a GraphsTuple (independent of the library's densifier)."""
+    m = np.zeros((n, n))
+    np.add.at(m, (np.asarray(gt.receivers), np.asarray(gt.senders)), np.asarray(gt.edges, np.float64))
+    return m
+
+
+def sym_norm(a):
+    """D_in^-1/2 A D_out^-1/2 with zero rows/columns for zero degrees (dense numpy)."""
+    din, dout = a.sum(1), a.sum(0)
+    ri = np.where(din > 0, 1 / np.sqrt(np.where(din > 0, din, 1)), 0)
+    ro = np.where(dout > 0, 1 / np.sqrt(np.where(dout > 0, dout, 1)), 0)
+    return ri[:, None] * a * ro[None, :]
+
+
+def in_neighbours(g):
+    """{receiver: set(senders)} of a Graph (edges with positive weight)."""
+    out = {v: set() for v in range(g.num_nodes)}
+    for s, r, w in zip(np.asarray(g.senders), np.asarray(g.receivers), np.asarray(g.weights)):
+        if w > 0:
+            out[int(r)].add(int(s))
+    return out
+
+
+# The small tests jit their calls: one compilation per test instead of one per eager primitive.
+normalized_gcn = jax.jit(gcn_normalized_graph)
+normalized_h2gcn = jax.jit(h2gcn_normalized_graphs)  # pass two_hop explicitly (host-side)
+
+
+def apply(model, params, *graphs, **kw):
+    return jax.jit(model.apply, static_argnames=("train", "mutable"))(params, *graphs, **kw)
+
+
+def init_shapes(model, *graphs):
+    return jax.eval_shape(lambda: model.init(jax.random.key(0), *graphs, train=False))
+
+
+def same_structure(a, b):
+    """Same pytree structure and leaf shapes (``b`` may hold ShapeDtypeStructs)."""
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        assert np.shape(x) == np.shape(y)
+
+
+# ------------------------------------------------------------------------------------- GCN normalization
+def test_gcn_normalized_adjacency_path_by_hand():
+    g = path4()
+    ahat = dense(normalized_gcn(g), 4)
+    # degrees of A + I: [2, 3, 3, 2]
+    expected = np.array([
+        [1 / 2, 1 / S6, 0, 0],
+        [1 / S6, 1 / 3, 1 / 3, 0],
+        [0, 1 / 3, 1 / 3, 1 / S6],
+        [0, 0, 1 / S6, 1 / 2],
+    ])
+    np.testing.assert_allclose(ahat, expected, rtol=RTOL, atol=1e-7)
+
+
+def test_gcn_normalization_weighted_loops_and_user_graph_untouched():
+    ei = np.array([[0, 1, 0, 2, 4], [1, 2, 2, 3, 4]])  # 4 -> 4 is a loop (dropped by default); 4 isolated
+    w = np.array([2.0, 0.5, 1.0, 3.0, 7.0])
+    g = Graph.from_edge_index(ei, 5, weights=w)
+    before = [np.asarray(x).copy() for x in (g.senders, g.receivers, g.weights)]
+    gt = normalized_gcn(g)
+    a = np.zeros((5, 5))
+    for s, r, wj in zip(*ei, w):
+        if s != r:
+            a[r, s] = a[s, r] = wj
+    np.testing.assert_allclose(dense(gt, 5), sym_norm(a + np.eye(5)), rtol=RTOL, atol=1e-7)
+    assert dense(gt, 5)[4, 4] == pytest.approx(1.0)  # isolated node: only its loop, no NaN
+    assert np.all(np.diff(np.asarray(gt.receivers)) >= 0)
+    for x, y in zip(before, (g.senders, g.receivers, g.weights)):
+        np.testing.assert_array_equal(x, np.asarray(y))
+    assert g.num_edges == 8
+
+    # A graph that already holds one loop per node is not double-looped: same operator.
+    g_loops = Graph.from_edge_index(ei, 5, weights=w, self_loops="add")
+    np.testing.assert_allclose(dense(normalized_gcn(g_loops), 5), dense(gt, 5), rtol=RTOL, atol=1e-7)
+
+
+# -------------------------------------------------------------------------------------------- GCN layers
+def test_gcn_one_layer_output_by_hand():
+    g = path4()
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]], np.float32)
+    w = np.array([[1.0, 2.0, 0.0], [-1.0, 0.5, 1.0]], np.float32)
+    b = np.array([0.1, -2.0, -0.5], np.float32)  # outputs of both signs: no ReLU on the last layer
+    model = GCN(hidden=(), num_classes=3, dropout=0.5)
+    gt = normalized_gcn(g, jnp.asarray(x))
+    params = {"params": {"conv0": {"kernel": jnp.asarray(w), "bias": jnp.asarray(b)}}}
+    same_structure(params, init_shapes(model, gt))
+    out = np.asarray(apply(model, params, gt, train=False), np.float64)
+    a = np.zeros((4, 4))
+    a[[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]] = 1
+    expected = sym_norm(a + np.eye(4)) @ (x @ w) + b
+    assert expected.min() < -0.1 and expected.max() > 0.1
+    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=1e-6)
+    # node 0 by hand: (1/2) x0 W + (1/sqrt 6) x1 W + b
+    np.testing.assert_allclose(out[0], 0.5 * x[0] @ w + x[1] @ w / S6 + b, rtol=RTOL, atol=1e-6)
+
+
+def test_gcn_two_layers_relu_and_dropout():
+    g = triangle_pendant()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 3)).astype(np.float32)
+    w0 = rng.normal(size=(3, 5)).astype(np.float32)
+    rng.normal(size=5)
+    w1 = rng.normal(size=(5, 2)).astype(np.float32)
+    b0 = np.array([0.5, 0.2, -0.1, 1.0, 0.3], np.float32)  # hidden pre-activations of both signs
+    b1 = np.array([-0.7, -1.5], np.float32)  # logits of both signs
+    model = GCN(hidden=(5,), num_classes=2, dropout=0.5)
+    gt = normalized_gcn(g, jnp.asarray(x))
+    params = {"params": {"conv0": {"kernel": w0, "bias": b0}, "conv1": {"kernel": w1, "bias": b1}}}
+    same_structure(params, init_shapes(model, gt))
+    a = np.asarray(g.to_dense("none"), np.float64)
+    ahat = sym_norm(a + np.eye(4))
+    h = np.maximum(ahat @ (x @ w0) + b0, 0)
+    expected = ahat @ (h @ w1) + b1
+    pre = ahat @ (x @ w0) + b0
+    assert pre.min() < -0.1 and pre.max() > 0.1  # the hidden ReLU matters...
+    assert expected.min() < -0.1 and expected.max() > 0.1  # ...and one at the end would change the logits
+    out = apply(model, params, gt, train=False)
+    np.testing.assert_allclose(np.asarray(out, np.float64), expected, rtol=RTOL, atol=1e-5)
+    # dropout is active in training mode only
+    trained = apply(model, params, gt, train=True, rngs={"dropout": jax.random.key(1)})
+    assert not np.allclose(np.asarray(trained), np.asarray(out))
+
+
+# ---------------------------------------------------------------------------------------- 2-hop graphs
+@pytest.mark.parametrize("builder,expected", [
+    (path4, {0: {2}, 1: {3}, 2: {0}, 3: {1}}),
+    (triangle_pendant, {0: {3}, 1: {3}, 2: set(), 3: {0, 1}}),
+    (lambda: undirected([(i, (i + 1) % 5) for i in range(5)], 5),  # 5-cycle
+     {i: {(i + 2) % 5, (i + 3) % 5} for i in range(5)}),
+    (lambda: undirected([(0, 1), (1, 2), (2, 3), (3, 0)], 4),  # 4-cycle: 2 paths to the opposite node
+     {0: {2}, 1: {3}, 2: {0}, 3: {1}}),
+    (lambda: undirected([(0, 1), (1, 2), (0, 0), (1, 1)], 4, self_loops="keep"),  # loops ignored, 3 isolated
+     {0: {2}, 1: set(), 2: {0}, 3: set()}),
+])
+def test_two_hop_exact_sets(builder, expected):
+    th = two_hop_graph(builder())
+    assert in_neighbours(th) == expected
+    assert np.all(np.asarray(th.weights) == 1.0)
+    assert np.all(np.diff(np.asarray(th.receivers)) >= 0)
+
+
+def test_two_hop_matches_networkx_distance_two():
+    nxg = nx.gnp_random_graph(40, 0.08, seed=3)
+    th = two_hop_graph(Graph.from_networkx(nxg, nodelist=range(40)))
+    dist = dict(nx.all_pairs_shortest_path_length(nxg, cutoff=2))
+    expected = {v: {u for u, d in dist[v].items() if d == 2} for v in range(40)}
+    assert in_neighbours(th) == expected
+    assert th.symmetric
+
+
+def test_two_hop_directed():
+    g = Graph.from_edge_index(np.array([[0, 1, 3, 0], [1, 2, 1, 4]]), 5, symmetrize=False)
+    th = two_hop_graph(g)  # walks 0->1->2 and 3->1->2; 0 -> 4 has no 2-walk
+    assert in_neighbours(th) == {0: set(), 1: set(), 2: {0, 3}, 3: set(), 4: set()}
+
+
+def test_two_hop_refuses_traced_graph():
+    with pytest.raises(ValueError, match="host"):
+        jax.jit(two_hop_graph)(path4())
+
+
+# ----------------------------------------------------------------------------------------------- H2GCN
+# triangle 0-1-2 + pendant 3-2. A1 degrees [2, 2, 3, 1]; 2-hop pairs {0,3}, {1,3}: degrees [1, 1, 0, 2].
+A1_TP = np.array([
+    [0, 1 / 2, 1 / S6, 0],
+    [1 / 2, 0, 1 / S6, 0],
+    [1 / S6, 1 / S6, 0, 1 / S3],
+    [0, 0, 1 / S3, 0],
+])
+A2_TP = np.array([
+    [0, 0, 0, 1 / S2],
+    [0, 0, 0, 1 / S2],
+    [0, 0, 0, 0],
+    [1 / S2, 1 / S2, 0, 0],
+])
+
+
+def test_h2gcn_normalized_graphs_by_hand():
+    g = triangle_pendant()
+    hop1, hop2 = normalized_h2gcn(g, two_hop_graph(g))
+    np.testing.assert_allclose(dense(hop1, 4), A1_TP, rtol=RTOL, atol=1e-7)
+    np.testing.assert_allclose(dense(hop2, 4), A2_TP, rtol=RTOL, atol=1e-7)
+
+
+def test_h2gcn_drops_self_loops_from_aggregation():
+    g_loops = undirected([(0, 1), (1, 2), (0, 2), (2, 3), (0, 0), (3, 3)], 4, self_loops="keep")
+    hop1, hop2 = normalized_h2gcn(g_loops, two_hop_graph(g_loops))
+    np.testing.assert_allclose(dense(hop1, 4), A1_TP, rtol=RTOL, atol=1e-7)
+    np.testing.assert_allclose(dense(hop2, 4), A2_TP, rtol=RTOL, atol=1e-7)
+
+
+def test_h2gcn_aggregation_and_concatenation_by_hand():
+    p, k = 2, 3
+    x = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [1.0, 1.0, 0.0], [-1.0, 2.0, 1.0]], np.float32)
+    we = np.array([[1.0, -1.0], [0.5, 2.0], [1.0, 0.0]], np.float32)
+    rng = np.random.default_rng(1)
+    wc = rng.normal(size=(7 * p, k)).astype(np.float32)
+    bc = np.array([0.1, 0.0, -0.3], np.float32)
+    model = H2GCN(hidden=p, num_classes=k, dropout=0.5)
+    g = triangle_pendant()
+    hop1, hop2 = normalized_h2gcn(g, two_hop_graph(g), jnp.asarray(x))
+    params = {"params": {"embed": {"kernel": we}, "classify": {"kernel": wc, "bias": bc}}}
+    same_structure(params, init_shapes(model, hop1, hop2))
+    logits, state = apply(model, params, hop1, hop2, train=False, mutable=("intermediates",))
+    inter = {name: np.asarray(v[0], np.float64) for name, v in state["intermediates"].items()}
+
+    r0 = np.maximum(x @ we, 0)  # x @ we = [[3, -1], [-0.5, 2], [1.5, 1], [1, 5]]
+    np.testing.assert_allclose(r0, [[3, 0], [0, 2], [1.5, 1], [1, 5]])
+    r1 = np.concatenate([A1_TP @ r0, A2_TP @ r0], axis=1)
+    r2 = np.concatenate([A1_TP @ r1, A2_TP @ r1], axis=1)
+    final = np.concatenate([r0, r1, r2], axis=1)
+    assert inter["r0"].shape == (4, p) and inter["r1"].shape == (4, 2 * p) and inter["r2"].shape == (4, 4 * p)
+    assert inter["final"].shape == (4, 7 * p)
+    np.testing.assert_allclose(inter["r0"], r0, rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(inter["r1"], r1, rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(inter["r2"], r2, rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(inter["final"], final, rtol=RTOL, atol=1e-6)
+    # by hand: node 3's 1-hop part of r1 is r0[2] / sqrt(3); its 2-hop part (r0[0] + r0[1]) / sqrt(2)
+    np.testing.assert_allclose(inter["r1"][3], np.r_[r0[2] / S3, (r0[0] + r0[1]) / S2], rtol=RTOL)
+    np.testing.assert_allclose(inter["r1"][2, p:], 0.0)  # node 2 has no 2-hop neighbour
+    np.testing.assert_allclose(np.asarray(logits, np.float64), final @ wc + bc, rtol=RTOL, atol=1e-5)
+
+
+def test_aggregate_matches_dense():
+    g = triangle_pendant()
+    gt = normalized_gcn(g)
+    h = jnp.asarray(np.random.default_rng(2).normal(size=(4, 3)), jnp.float32)
+    for sorted_ in (False, True):
+        out = jax.jit(aggregate, static_argnames="receivers_sorted")(gt, h, receivers_sorted=sorted_)
+        np.testing.assert_allclose(np.asarray(out), dense(gt, 4) @ np.asarray(h), rtol=RTOL, atol=1e-6)
+
+
+def test_param_counts():
+    d, k = 10, 3
+    assert gnn_param_count("gcn", d, k) == d * 64 + 64 + 64 * k + k
+    assert gnn_param_count("gcn", d, k, hidden=(8, 4)) == d * 8 + 8 + 8 * 4 + 4 + 4 * k + k
+    assert gnn_param_count("h2gcn", d, k) == d * 64 + 7 * 64 * k + k
+    assert gnn_param_count("h2gcn", d, k, hidden=16, num_rounds=1) == d * 16 + 3 * 16 * k + k
+    with pytest.raises(ValueError, match="model"):
+        gnn_param_count("gat", d, k)
+
+
+# ---------------------------------------------------------------------------------------------- training
+CFG = TrainConfig(epochs=150, patience=40)
+K = 3
+
+
+def planted_partition(seed, n=240, p_in=0.06, p_out=0.004, d=16, signal=0.6, splits=2):
+    """Homophilous planted partition; features alone are weak (an MLP reaches ~65% accuracy here)."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(K), n // K)
+    rng.shuffle(y)
+    prob = np.where(y[:, None] == y[None, :], p_in, p_out)
+    r, c = np.nonzero(np.triu(rng.random((n, n)) < prob, 1))
+    g = Graph.from_edge_index(np.stack([r, c]), n)
+    mu = rng.normal(size=(K, d))
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    x = (signal * np.sqrt(d) / 2 * mu[y] + rng.normal(size=(n, d))).astype(np.float32)
+    tr = np.zeros((splits, n), bool)
+    va = np.zeros((splits, n), bool)
+    for i in range(splits):
+        perm = rng.permutation(n)
+        tr[i, perm[:60]] = True
+        va[i, perm[60:120]] = True
+    return g, x, y, tr, va
+
+
+@pytest.fixture(scope="module")
+def task():
+    return planted_partition(0)
+
+
+def _fit(name, key, g, x, y, tr, va):
+    f = fit_gcn if name == "gcn" else fit_h2gcn
+    return f(key, g, x, y, tr, va, num_classes=K, cfg=CFG)
+
+
+@pytest.fixture(scope="module", params=["gcn", "h2gcn"])
+def fitted(request, task):
+    """Per-split fits and the vmapped fit of the same splits/keys (2 compilations per model)."""
+    name = request.param
+    g, x, y, tr, va = task
+    keys = jax.random.split(jax.random.key(42), tr.shape[0])
+    t0 = time.perf_counter()
+    single = [_fit(name, keys[i], g, x, y, tr[i], va[i]) for i in range(tr.shape[0])]
+    jax.block_until_ready(single[-1].prior)
+    t1 = time.perf_counter()
+    splits_fn = fit_gcn_splits if name == "gcn" else fit_h2gcn_splits
+    batched = splits_fn(keys, g, x, y, tr, va, num_classes=K, cfg=CFG)
+    jax.block_until_ready(batched.prior)
+    print(f"\n{name}: per-split fits {t1 - t0:.2f}s, vmapped fit {time.perf_counter() - t1:.2f}s")
+    return name, keys, single, batched
+
+
+def test_training_reaches_high_accuracy(task, fitted):
+    name, _, single, _ = fitted
+    g, x, y, tr, va = task
+    for i, res in enumerate(single):
+        assert isinstance(res, GNNResult)
+        assert res.prior.shape == (g.num_nodes, K)
+        np.testing.assert_allclose(np.asarray(res.prior).sum(1), 1.0, rtol=1e-5)
+        test = ~(tr[i] | va[i])
+        acc = float(np.mean(np.argmax(np.asarray(res.prior), 1)[test] == y[test]))
+        assert acc >= 0.9, f"{name} split {i}: test accuracy {acc:.3f}"
+        assert float(res.info.best_val_accuracy) >= 0.85
+        assert 0 <= int(res.info.best_epoch) < int(res.info.epochs_run) <= CFG.epochs
+
+
+def test_vmapped_splits_equal_per_split(task, fitted):
+    _, _, single, batched = fitted
+    s = len(single)
+    assert batched.prior.shape == (s, task[0].num_nodes, K)
+    for i, res in enumerate(single):
+        np.testing.assert_array_equal(np.asarray(batched.info.best_epoch[i]), np.asarray(res.info.best_epoch))
+        np.testing.assert_array_equal(np.asarray(batched.info.epochs_run[i]), np.asarray(res.info.epochs_run))
+        np.testing.assert_allclose(np.asarray(batched.prior[i]), np.asarray(res.prior), rtol=1e-4, atol=1e-5)
+        for a, b in zip(jax.tree_util.tree_leaves(batched.params), jax.tree_util.tree_leaves(res.params)):
+            np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-3, atol=1e-4)
+
+
+def test_labels_outside_train_val_are_not_read(task, fitted):
+    name, keys, single, _ = fitted
+    g, x, y, tr, va = task
+    seen = tr[0] | va[0]
+    y_alt = np.where(seen, y, np.asarray((y + 1) % K))
+    y_neg = np.where(seen, y, -1)
+    assert np.any(y_alt != y)
+    for labels in (y_alt, y_neg):
+        res = _fit(name, keys[0], g, x, labels, tr[0], va[0])
+        np.testing.assert_array_equal(np.asarray(res.prior), np.asarray(single[0].prior))
+    # ...whereas the train labels do matter
+    y_flip = np.where(tr[0], (y + 1) % K, y)
+    res = _fit(name, keys[0], g, x, y_flip, tr[0], va[0])
+    assert not np.allclose(np.asarray(res.prior), np.asarray(single[0].prior))
+
+
+# -------------------------------------------------------------------------------------------- validation
+@pytest.mark.parametrize("fit", [fit_gcn, fit_h2gcn])
+def test_bad_inputs_raise(fit):
+    g = path4()
+    x = np.ones((4, 2), np.float32)
+    y = np.array([0, 1, 0, 1])
+    tr = np.array([True, True, False, False])
+    va = np.array([False, False, True, False])
+    key = jax.random.key(0)
+    kw = dict(num_classes=2)
+    with pytest.raises(ValueError, match="features"):
+        fit(key, g, np.ones((5, 2)), y, tr, va, **kw)
+    with pytest.raises(ValueError, match="NaN"):
+        fit(key, g, np.where(np.eye(4, 2) > 0, np.nan, 1.0), y, tr, va, **kw)
+    with pytest.raises(ValueError, match="labels"):
+        fit(key, g, x, y[:3], tr, va, **kw)
+    with pytest.raises(ValueError, match="labels"):
+        fit(key, g, x, np.array([0, 2, 0, 1]), tr, va, **kw)  # train label out of range
+    with pytest.raises(ValueError, match="train_mask"):
+        fit(key, g, x, y, tr.astype(int), va, **kw)
+    with pytest.raises(ValueError, match="train_mask"):
+        fit(key, g, x, y, np.zeros(4, bool), va, **kw)
+    with pytest.raises(ValueError, match="val_mask"):
+        fit(key, g, x, y, tr, va[:3], **kw)
+    with pytest.raises(ValueError, match="dropout"):
+        fit(key, g, x, y, tr, va, dropout=1.0, **kw)
+    with pytest.raises(ValueError, match="hidden"):
+        fit(key, g, x, y, tr, va, hidden=8 if fit is fit_gcn else (8,), **kw)
+    with pytest.raises(ValueError, match="graph"):
+        fit(key, None, x, y, tr, va, **kw)
+
+
+def test_bad_split_inputs_and_two_hop_raise():
+    g = path4()
+    x = np.ones((4, 2), np.float32)
+    y = np.array([0, 1, 0, 1])
+    tr = np.array([[True, True, False, False]] * 2)
+    va = np.array([[False, False, True, False]] * 2)
+    keys = jax.random.split(jax.random.key(0), 2)
+    with pytest.raises(ValueError, match="val_masks"):
+        fit_gcn_splits(keys, g, x, y, tr, va[:1], num_classes=2)
+    with pytest.raises(ValueError, match="keys"):
+        fit_h2gcn_splits(keys[:1], g, x, y, tr, va, num_classes=2)
+    with pytest.raises(ValueError, match="train_masks"):
+        fit_gcn_splits(keys, g, x, y, tr[:, :3], va, num_classes=2)
+    with pytest.raises(ValueError, match="two_hop"):
+        fit_h2gcn(keys[0], g, x, y, tr[0], va[0], num_classes=2, two_hop=Graph.from_edge_index(np.zeros((2, 0), int), 5))
