@@ -137,6 +137,18 @@ def method_clp_paper(ctx: Context) -> dict:
     return method_clp(ctx, variants=(("sym", False, "mlp"),))
 
 
+def method_gcn(ctx: Context) -> dict:
+    r = jaxclp.fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                       num_classes=ctx.num_classes)
+    return {("gcn",): r.prior}
+
+
+def method_h2gcn(ctx: Context) -> dict:
+    r = jaxclp.fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                         num_classes=ctx.num_classes)
+    return {("h2gcn",): r.prior}
+
+
 METHODS: dict[str, Callable[[Context], dict]] = {
     "mlp": method_mlp,
     "link": method_link,
@@ -145,5 +157,7 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "clp_star": method_clp_star,
     "clp": method_clp,
     "clp_paper": method_clp_paper,
+    "gcn": method_gcn,
+    "h2gcn": method_h2gcn,
 }
 NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper"}
