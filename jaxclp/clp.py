@@ -21,7 +21,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.compat import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, Normalization, check_normalization
-from jaxclp.operator import SpectralInfo, clp_operator, operator_spectral_radius
+from jaxclp.operator import SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius
 from jaxclp.propagate import _iterate_jit
 from jaxclp.sinkhorn import SinkhornInfo
 from jaxclp.solve import Method, solve_operator
@@ -39,7 +39,7 @@ class CLPResult(NamedTuple):
         valid: (A,) bool, False where ``alpha * rho >= 1`` (the linear iteration diverges there).
         H: (K, K) estimated compatibility.
         sinkhorn: its :class:`SinkhornInfo`.
-        spectral: :class:`SpectralInfo` of the K operators.
+        spectral: :class:`SpectralInfo` of the K operators (None when not computed, see ``spectrum``).
         method: solver used ("iterate" for the L1-normalized variant).
         converged: (A, K) solver convergence (all True for the iterative variant).
     """
@@ -67,6 +67,7 @@ def clp_beliefs(
     num_iters: int = 50,
     method: Method = "auto",
     tol: float = 1e-6,
+    spectrum: bool = True,
 ) -> CLPResult:
     """Runs CLP steps 2-5 for a grid of alphas (closed form, vmapped over alphas; or iterative for L1).
 
@@ -80,6 +81,9 @@ def clp_beliefs(
         num_iters: steps of the iterative (L1) variant.
         method: closed-form solver (see :func:`jaxclp.solve`).
         tol: solver tolerance.
+        spectrum: compute the per-class spectral radius for the result (power iteration). When False it is
+            computed only where validity needs it ("none" normalization beyond the a-priori and norm
+            bounds), and ``spectral`` is None otherwise.
 
     Returns:
         :class:`CLPResult`.
@@ -94,15 +98,19 @@ def clp_beliefs(
     b0 = initial_beliefs(prior, labels, train_mask)
     d = prior if prior_source == "mlp" else b0
     op = clp_operator(graph, b0, H, normalization=normalization)
-    spectral = operator_spectral_radius(op)
     n, k = prior.shape
+    amax = float(np.max(np.asarray(alphas)))
+    proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
+    spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
     if l1_normalize:
         beliefs = jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))(alphas)
         valid = np.ones(alphas.shape[0], bool)
         return CLPResult(beliefs, alphas, valid, H, sk, spectral, "iterate",
                          jnp.ones((alphas.shape[0], k), bool))
-    rho = float(np.max(np.asarray(spectral.upper if normalization == "none" else spectral.rho)))
-    valid = np.asarray(alphas) * rho < 1.0
+    if proven:
+        valid = np.ones(alphas.shape[0], bool)
+    else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
+        valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
     beliefs = jnp.zeros((alphas.shape[0], n, k), prior.dtype)
     converged = jnp.zeros((alphas.shape[0], k), bool)
     used = "none"

@@ -152,6 +152,7 @@ class Graph:
         import scipy.sparse as sp
 
         a = sp.coo_matrix(matrix)
+        a.sum_duplicates()  # scipy semantics: repeated (row, col) entries add up to the matrix entry
         if a.shape[0] != a.shape[1]:
             raise ValueError(f"adjacency must be square; got {a.shape}")
         nz = a.data != 0
@@ -229,8 +230,8 @@ class Graph:
 def _is_symmetric(s, r, w, n) -> bool:
     if s.size == 0:
         return True
-    fwd = np.lexsort((s, r))
-    bwd = np.lexsort((r, s))
+    fwd = np.lexsort((w, s, r))  # weight in the key: parallel edges with different weights
+    bwd = np.lexsort((w, r, s))
     return bool(np.array_equal(s[fwd], r[bwd]) and np.array_equal(r[fwd], s[bwd])
                 and np.allclose(w[fwd], w[bwd]))
 

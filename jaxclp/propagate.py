@@ -11,7 +11,8 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization, spmm
-from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, norm_bounds, operator_spectral_radius
+from jaxclp.operator import (FactoredOperator, SpectralInfo, a_priori_bound, clp_operator, norm_bounds,
+                             operator_spectral_radius)
 
 Engine = Literal["factored", "edgewise"]
 
@@ -74,11 +75,13 @@ def residual(op: FactoredOperator, prior: jax.Array, x: jax.Array, alpha) -> tup
     return res, res / jnp.where(den > 0, den, 1.0)
 
 
-def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str = "CLP") -> SpectralInfo | None:
+def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str = "CLP",
+                   normalization: Normalization | None = None) -> SpectralInfo | None:
     """Checks ``alpha * rho(A^F_k) < 1`` for every class k (eager; skipped for traced input).
 
-    Uses the cheap row/column-sum bound first and runs the power iteration only when that bound does not
-    already prove convergence.
+    Uses the a-priori bound (:func:`jaxclp.operator.a_priori_bound`, rho <= 1 for normalized CLP operators)
+    and the cheap row/column-sum bound first, and runs the power iteration only when neither already proves
+    convergence.
 
     Raises:
         ValueError: (``throw=True``) naming the first divergent class, its rho and the largest alpha that
@@ -87,6 +90,8 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
     if not _checks.is_concrete(alpha, op.left, op.right, op.values):
         return None
     a = float(np.max(np.asarray(alpha)))
+    if normalization is not None and a * a_priori_bound(op, normalization) < 1.0:
+        return None
     rows, cols = norm_bounds(op)
     if a * float(jnp.max(jnp.minimum(rows, cols))) < 1.0:
         return None
@@ -160,7 +165,7 @@ def propagate(
     if _checks.is_concrete(num_iters) and int(num_iters) < 0:
         raise ValueError(f"num_iters must be >= 0; got {num_iters}")
     op = clp_operator(graph, b0, H, normalization=normalization)
-    spectral = None if l1_normalize else check_spectrum(op, alpha, throw=throw)
+    spectral = None if l1_normalize else check_spectrum(op, alpha, throw=throw, normalization=normalization)
     edge_matrix = op.edge_matrix() if engine == "edgewise" else None
     b = _iterate_jit(op, prior.astype(b0.dtype), b0, jnp.asarray(alpha, b0.dtype), num_iters,
                      l1_normalize=l1_normalize, edge_matrix=edge_matrix)
