@@ -40,7 +40,7 @@ def estimate_compatibility(
     train_mask: jax.Array,
     *,
     tol: float = 1e-6,
-    max_iters: int = 1000,
+    max_iters: int = 100_000,
     smoothing: float = 1e-6,
 ) -> tuple[jax.Array, SinkhornInfo]:
     """Estimates the class compatibility ``H = Sinkhorn((M*Y)^T A B0)`` from training labels only.

@@ -30,7 +30,7 @@ def sinkhorn(
     C: jax.Array,
     *,
     tol: float = 1e-6,
-    max_iters: int = 1000,
+    max_iters: int = 100_000,
     smoothing: float = 1e-6,
 ) -> tuple[jax.Array, SinkhornInfo]:
     """Scales a nonnegative (K, K) matrix to a doubly-stochastic one, ``diag(u) C diag(v)``.
@@ -44,7 +44,9 @@ def sinkhorn(
     Args:
         C: (K, K) nonnegative, finite matrix.
         tol: stop when ``max |row sums - 1| <= tol``.
-        max_iters: maximal number of sweeps.
+        max_iters: maximal number of sweeps. Inputs close to having no total support (zero rows/columns
+            after the tiny smoothing, or entries spanning 1e-30..1e30) need thousands of sweeps; each sweep
+            is O(K^2) and the loop exits as soon as ``tol`` is met, so the cap is generous.
         smoothing: relative epsilon added to every entry (documented above).
 
     Returns:

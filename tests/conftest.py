@@ -1,0 +1,59 @@
+"""Test configuration: float64 everywhere, plus shared fixtures.
+
+``jax_enable_x64`` must be set before any jax array is created, so it is the first thing done here
+(pytest imports conftest.py before the test modules).
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import zlib  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))  # `import reference` from every test module
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class CompileCounter:
+    """Counts XLA backend compilations (jax.monitoring events) while active."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, event, duration_secs, **kwargs):
+        if event == COMPILE_EVENT:
+            self.count += 1
+
+
+@contextlib.contextmanager
+def count_compiles():
+    counter = CompileCounter()
+    jax.monitoring.register_event_duration_secs_listener(counter)
+    try:
+        yield counter
+    finally:
+        jax.monitoring.unregister_event_duration_listener(counter)
+
+
+@pytest.fixture
+def compile_counter():
+    """Context-manager factory: ``with compile_counter() as c: ...; c.count``."""
+    return count_compiles
+
+
+@pytest.fixture
+def rng(request):
+    """A numpy Generator seeded from the test's node id (deterministic per test)."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    return np.random.default_rng(seed)
+
+
+def pytest_configure(config):
+    assert jax.config.jax_enable_x64, "x64 must be enabled before tests run"

@@ -1,0 +1,383 @@
+"""Graph construction, conversion, normalization and sparse products vs the numpy reference."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import reference as ref
+from jaxclp import Graph, edge_values, spmm, spmm_transpose
+
+NORMS = ("sym", "row", "none")
+# Semantics tests: a wrong normalization/orientation is an O(1) error, so 1e-6 is a sharp test (and it
+# stays independent of the float32 weight storage reported in test_weights_keep_float64_precision).
+RTOL = 1e-6
+
+
+def dyadic_weights(rng, m):
+    """Random weights exactly representable in float32 (multiples of 1/8 in [0.125, 4])."""
+    return rng.integers(1, 33, size=m) / 8.0
+
+
+def graph_triples(g):
+    return (np.asarray(g.senders, np.int64), np.asarray(g.receivers, np.int64),
+            np.asarray(g.weights, np.float64))
+
+
+def sorted_triples(s, r, w):
+    order = np.lexsort((w, s, r))
+    return s[order], r[order], w[order]
+
+
+def assert_sorted_by_receiver(g):
+    s, r, _ = graph_triples(g)
+    key = r * g.num_nodes + s
+    assert np.all(np.diff(r) >= 0), "edges are not sorted by receiver"
+    assert np.all(np.diff(key) >= 0), "edges are not sorted by (receiver, sender)"
+
+
+# ------------------------------------------------------------------------------------ from_edge_index
+@pytest.mark.parametrize("symmetrize,deduplicate,self_loops",
+                         list(itertools.product([True, False], [True, False], ["drop", "keep", "add"])))
+def test_from_edge_index_matches_reference(rng, symmetrize, deduplicate, self_loops):
+    n = 40
+    ei = ref.random_edge_index(rng, n, 120, loops=6, duplicates=15, isolated=5)
+    w = dyadic_weights(rng, ei.shape[1])
+    g = Graph.from_edge_index(ei, n, weights=w, symmetrize=symmetrize, deduplicate=deduplicate,
+                              self_loops=self_loops)
+    rs, rr, rw = ref.build_edges(ei, n, w, symmetrize=symmetrize, deduplicate=deduplicate,
+                                 self_loops=self_loops)
+    assert g.num_nodes == n
+    assert g.num_edges == rs.size
+    assert_sorted_by_receiver(g)
+    s, r, wg = sorted_triples(*graph_triples(g))
+    es, er, ew = sorted_triples(rs, rr, rw)
+    np.testing.assert_array_equal(s, es)
+    np.testing.assert_array_equal(r, er)
+    np.testing.assert_allclose(wg, ew, rtol=0, atol=0)
+    a = ref.dense_adjacency(rs, rr, rw, n)
+    a_sym = bool(np.array_equal(a, a.T))
+    if g.symmetric:  # soundness: CG relies on it
+        assert a_sym
+    if deduplicate:  # unique edges: edge-list symmetry <=> matrix symmetry
+        assert g.symmetric == a_sym
+    if symmetrize:  # every edge got its reverse with the same weight
+        assert g.symmetric, "symmetrized graph not flagged symmetric"
+    # isolated nodes: no edge at all (except the added self-loop)
+    iso = np.arange(n - 5, n)
+    deg = a.sum(0) + a.sum(1)
+    expected_iso_deg = 2.0 if self_loops == "add" else 0.0
+    np.testing.assert_array_equal(deg[iso], expected_iso_deg)
+    if self_loops == "add":
+        np.testing.assert_array_equal(np.diag(a), np.ones(n))
+    if self_loops == "drop":
+        assert np.all(np.diag(a) == 0)
+
+
+def test_from_edge_index_duplicates_keep_largest_weight():
+    ei = np.array([[0, 0, 0, 1], [1, 1, 1, 2]])
+    g = Graph.from_edge_index(ei, 3, weights=[1.0, 3.0, 2.0, 0.5], symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.senders), [0, 1])
+    np.testing.assert_array_equal(np.asarray(g.receivers), [1, 2])
+    np.testing.assert_array_equal(np.asarray(g.weights), [3.0, 0.5])
+    g2 = Graph.from_edge_index(ei, 3, weights=[1.0, 3.0, 2.0, 0.5], symmetrize=False, deduplicate=False)
+    assert g2.num_edges == 4
+    np.testing.assert_array_equal(np.asarray(g2.to_dense()), [[0, 0, 0], [6.0, 0, 0], [0, 0.5, 0]])
+
+
+def test_symmetric_flag_with_repeated_edges():
+    """Symmetrizing a list with a repeated edge of different weights gives a symmetric edge multiset
+    (every s->r has r->s with the same weight) and a symmetric A: the flag must say so."""
+    g = Graph.from_edge_index(np.array([[0, 0, 1], [1, 1, 0]]), 2, weights=[1.0, 2.0, 3.0],
+                              symmetrize=True, deduplicate=False)
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), [[0.0, 6.0], [6.0, 0.0]])
+    assert g.symmetric
+
+
+def test_from_edge_index_direction_and_sorting():
+    # edges 2->0, 0->1, 1->0 given unsorted; A[r, s]
+    g = Graph.from_edge_index(np.array([[2, 0, 1], [0, 1, 0]]), 3, symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.receivers), [0, 0, 1])
+    np.testing.assert_array_equal(np.asarray(g.senders), [1, 2, 0])
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), [[0, 1, 1], [1, 0, 0], [0, 0, 0]])
+    assert not g.symmetric
+
+
+def test_from_edge_index_empty_and_single_node():
+    g = Graph.from_edge_index(np.zeros((2, 0), dtype=np.int64), 4)
+    assert g.num_edges == 0 and g.num_nodes == 4 and g.symmetric
+    for norm in NORMS:
+        d = np.asarray(g.to_dense(norm))
+        assert d.shape == (4, 4) and np.all(d == 0)
+    x = jnp.ones((4, 3))
+    np.testing.assert_array_equal(np.asarray(spmm(g, edge_values(g, "sym"), x)), np.zeros((4, 3)))
+    g1 = Graph.from_edge_index(np.array([[0], [0]]), 1, self_loops="keep")
+    assert g1.num_edges == 1
+    np.testing.assert_allclose(np.asarray(g1.to_dense("sym")), [[1.0]])
+
+
+@pytest.mark.parametrize("bad", [
+    dict(edge_index=np.array([[0, 5], [1, 2]]), n=5),          # 5 >= n
+    dict(edge_index=np.array([[0, 1], [-1, 2]]), n=5),         # negative
+    dict(edge_index=np.array([[0, 1, 2]]), n=5),               # shape (1, 3)
+    dict(edge_index=np.array([[0, 1], [1, 2], [2, 3]]), n=5),  # shape (3, 2)
+    dict(edge_index=np.array([[0.5, 1.0], [1.0, 2.0]]), n=5),  # non-integer
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=0),          # no nodes
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=5, weights=[1.0, -1.0]),
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=5, weights=[1.0, np.nan]),
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=5, weights=[1.0, np.inf]),
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=5, weights=[1.0, 2.0, 3.0]),
+    dict(edge_index=np.array([[0, 1], [1, 2]]), n=5, self_loops="bogus"),
+])
+def test_from_edge_index_rejects_bad_input(bad):
+    kwargs = {k: v for k, v in bad.items() if k not in ("edge_index", "n")}
+    with pytest.raises(ValueError):
+        Graph.from_edge_index(bad["edge_index"], bad["n"], **kwargs)
+
+
+def test_out_of_range_message_names_range():
+    with pytest.raises(ValueError, match=r"out of range.*\[0, 3\)"):
+        Graph.from_edge_index(np.array([[0, 7], [1, 2]]), 3)
+
+
+def test_weights_keep_float64_precision():
+    """With jax_enable_x64 the edge weights (and Ahat) must be float64, not rounded to float32."""
+    w = np.array([0.1, 0.3, 1.0 / 3.0, 0.7])
+    ei = np.array([[0, 1, 2, 3], [1, 2, 3, 0]])
+    g = Graph.from_edge_index(ei, 4, weights=w, symmetrize=False)
+    assert g.weights.dtype == jnp.float64, f"weights stored as {g.weights.dtype} under x64"
+    np.testing.assert_allclose(np.asarray(g.weights, np.float64), w[np.argsort(ei[1])], rtol=1e-15)
+    for norm in NORMS:
+        expect = ref.normalize(ref.dense_adjacency(ei[0], ei[1], w, 4), norm)
+        np.testing.assert_allclose(np.asarray(g.to_dense(norm), np.float64), expect, rtol=1e-13, atol=0)
+
+
+# ------------------------------------------------------------------------------------ from_scipy
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dense"])
+def test_from_scipy_directed(rng, fmt):
+    n = 30
+    a = sp.random(n, n, density=0.1, random_state=np.random.RandomState(1), format="coo")
+    a.data = dyadic_weights(rng, a.nnz)
+    a.setdiag(0)
+    a.eliminate_zeros()
+    m = {"csr": a.tocsr(), "coo": a.tocoo(), "dense": a.toarray()}[fmt]
+    g = Graph.from_scipy(m, symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), a.toarray())
+    assert_sorted_by_receiver(g)
+    # direction: A[r, s] = weight of s -> r
+    for s, r, w in zip(*graph_triples(g)):
+        assert a.toarray()[r, s] == w
+
+
+def test_from_scipy_default_symmetrizes_with_max(rng):
+    n = 25
+    a = sp.random(n, n, density=0.15, random_state=np.random.RandomState(2), format="csr")
+    a.data = dyadic_weights(rng, a.nnz)
+    g = Graph.from_scipy(a)
+    dense = a.toarray()
+    np.fill_diagonal(dense, 0.0)  # loops dropped by default
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), np.maximum(dense, dense.T))
+    assert g.symmetric
+
+
+def test_from_scipy_coo_with_repeated_entries_matches_matrix():
+    """scipy semantics: repeated COO entries ADD UP; the graph must represent the same matrix."""
+    data, row, col = np.array([1.0, 2.0, 5.0]), np.array([0, 0, 1]), np.array([1, 1, 0])
+    m = sp.coo_matrix((data.copy(), (row.copy(), col.copy())), shape=(2, 2))
+    g = Graph.from_scipy(m, symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), [[0.0, 3.0], [5.0, 0.0]])
+    # the caller's matrix is left untouched
+    assert m.nnz == 3
+    np.testing.assert_array_equal(m.data, data)
+    np.testing.assert_array_equal(m.row, row)
+    np.testing.assert_array_equal(m.col, col)
+
+
+def test_from_scipy_drops_explicit_zeros_and_rejects_non_square():
+    m = sp.csr_matrix((np.array([0.0, 2.0]), (np.array([0, 1]), np.array([1, 0]))), shape=(3, 3))
+    g = Graph.from_scipy(m, symmetrize=False)
+    assert g.num_edges == 1
+    with pytest.raises(ValueError):
+        Graph.from_scipy(sp.csr_matrix(np.ones((2, 3))))
+
+
+# ------------------------------------------------------------------------------------ from_networkx
+def test_from_networkx_directed_with_nodelist(rng):
+    G = nx.DiGraph()
+    names = [f"v{i}" for i in range(12)]
+    G.add_nodes_from(names)  # some stay isolated
+    edges = [("v0", "v3", 2.0), ("v3", "v0", 0.5), ("v5", "v1", 1.5), ("v7", "v7", 4.0), ("v2", "v9", 1.0)]
+    for u, v, w in edges:
+        G.add_edge(u, v, w=w)
+    nodelist = list(rng.permutation(names))
+    index = {v: i for i, v in enumerate(nodelist)}
+    g = Graph.from_networkx(G, nodelist=nodelist, weight="w", self_loops="keep")
+    assert g.num_nodes == 12 and not g.symmetric
+    expect = np.zeros((12, 12))
+    for u, v, w in edges:
+        expect[index[v], index[u]] = w
+    np.testing.assert_array_equal(np.asarray(g.to_dense()), expect)
+    # unweighted: every edge weight 1; loops dropped by default
+    g1 = Graph.from_networkx(G, nodelist=nodelist)
+    expect1 = (expect > 0).astype(float)
+    np.fill_diagonal(expect1, 0.0)
+    np.testing.assert_array_equal(np.asarray(g1.to_dense()), expect1)
+
+
+def test_from_networkx_undirected_symmetrized_and_default_order():
+    G = nx.Graph()
+    G.add_nodes_from([10, 20, 30, 40])
+    G.add_edges_from([(10, 20), (20, 30)])
+    g = Graph.from_networkx(G)
+    assert g.symmetric
+    np.testing.assert_array_equal(np.asarray(g.to_dense()),
+                                  [[0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]])
+    g2 = Graph.from_networkx(G, nodelist=[40, 30, 20, 10])
+    np.testing.assert_array_equal(np.asarray(g2.to_dense()),
+                                  [[0, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]])
+
+
+def test_from_networkx_bad_nodelist():
+    G = nx.path_graph(4)
+    with pytest.raises(ValueError):
+        Graph.from_networkx(G, nodelist=[0, 1, 2])  # node 3 missing
+    with pytest.raises(ValueError):
+        Graph.from_networkx(G, nodelist=[0, 1, 2, 3, 3])
+
+
+# ------------------------------------------------------------------------------------ jraph
+def test_jraph_roundtrip(rng):
+    n = 20
+    ei = ref.random_edge_index(rng, n, 50, loops=3, duplicates=4, isolated=2)
+    g = Graph.from_edge_index(ei, n, weights=dyadic_weights(rng, ei.shape[1]), symmetrize=False,
+                              deduplicate=False, self_loops="keep")
+    gt = g.to_jraph()
+    np.testing.assert_array_equal(np.asarray(gt.n_node), [n])
+    np.testing.assert_array_equal(np.asarray(gt.n_edge), [g.num_edges])
+    np.testing.assert_array_equal(np.asarray(gt.senders), np.asarray(g.senders))
+    np.testing.assert_array_equal(np.asarray(gt.receivers), np.asarray(g.receivers))
+    np.testing.assert_array_equal(np.asarray(gt.edges), np.asarray(g.weights))
+    back = Graph.from_jraph(gt)
+    assert back.num_nodes == n and back.symmetric == g.symmetric
+    for x, y in zip(graph_triples(back), graph_triples(g)):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(np.asarray(back.to_dense("sym")), np.asarray(g.to_dense("sym")))
+
+
+# ------------------------------------------------------------------------------------ normalization
+def _graph_case(rng, case, n=40):
+    if case == "undirected":
+        ei = ref.random_edge_index(rng, n, 100, isolated=4)
+        return Graph.from_edge_index(ei, n, weights=dyadic_weights(rng, ei.shape[1]))
+    if case == "directed_loops_dups":
+        ei = ref.random_edge_index(rng, n, 100, loops=5, duplicates=10, isolated=4)
+        return Graph.from_edge_index(ei, n, weights=dyadic_weights(rng, ei.shape[1]), symmetrize=False,
+                                     deduplicate=False, self_loops="keep")
+    if case == "added_loops":
+        ei = ref.random_edge_index(rng, n, 80, isolated=4)
+        return Graph.from_edge_index(ei, n, self_loops="add")
+    raise ValueError(case)
+
+
+CASES = ("undirected", "directed_loops_dups", "added_loops")
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    """One graph per case, shared by the tests below (same shapes: eager ops compile once)."""
+    rng = np.random.default_rng(20220801)
+    return {case: _graph_case(rng, case) for case in CASES}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("norm", NORMS)
+def test_to_dense_and_edge_values_vs_reference(graphs, case, norm):
+    g = graphs[case]
+    s, r, w = graph_triples(g)
+    a = ref.dense_adjacency(s, r, w, g.num_nodes)
+    expect = ref.normalize(a, norm)
+    dense = np.asarray(g.to_dense(norm))
+    assert np.all(np.isfinite(dense))
+    np.testing.assert_allclose(dense, expect, rtol=RTOL, atol=1e-12)
+    vals = np.asarray(edge_values(g, norm))
+    np.testing.assert_allclose(vals, ref.edge_normalized_values(s, r, w, g.num_nodes, norm), rtol=RTOL)
+    csr = g.to_scipy(norm)
+    assert sp.issparse(csr) and csr.dtype == np.float64
+    np.testing.assert_allclose(csr.toarray(), expect, rtol=RTOL, atol=1e-12)
+    d_in, d_out = a.sum(1), a.sum(0)
+    np.testing.assert_allclose(np.asarray(g.in_degree()), d_in, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g.out_degree()), d_out, rtol=1e-12)
+    zero_in = d_in == 0
+    if case != "added_loops":
+        assert zero_in.any(), "test graph should have isolated nodes"
+    assert np.all(dense[zero_in] == 0)
+    if norm == "row":
+        np.testing.assert_allclose(dense[~zero_in].sum(1), 1.0, rtol=1e-6)
+    if norm == "sym" and g.symmetric:
+        np.testing.assert_allclose(dense, dense.T, rtol=1e-6, atol=1e-12)
+        # symmetric normalization of an undirected graph has spectral radius exactly 1
+        assert abs(np.max(np.abs(np.linalg.eigvals(dense))) - 1.0) < 1e-6
+
+
+def test_edge_values_known_small_graph():
+    # 0 -> 1 (w=2), 2 -> 1 (w=1), 1 -> 0 (w=4); d_in = [4, 3, 0], d_out = [2, 4, 1]
+    g = Graph.from_edge_index(np.array([[0, 2, 1], [1, 1, 0]]), 3, weights=[2.0, 1.0, 4.0], symmetrize=False)
+    # edges sorted by receiver: 1->0, 0->1, 2->1
+    np.testing.assert_allclose(np.asarray(edge_values(g, "none")), [4.0, 2.0, 1.0])
+    np.testing.assert_allclose(np.asarray(edge_values(g, "row")), [1.0, 2.0 / 3.0, 1.0 / 3.0], rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(edge_values(g, "sym")),
+                               [4.0 / np.sqrt(4 * 4), 2.0 / np.sqrt(3 * 2), 1.0 / np.sqrt(3 * 1)], rtol=1e-7)
+
+
+def test_bad_normalization_rejected():
+    g = Graph.from_edge_index(np.array([[0], [1]]), 2)
+    with pytest.raises(ValueError):
+        edge_values(g, "column")
+    with pytest.raises(ValueError):
+        g.to_dense("l1")
+
+
+# ------------------------------------------------------------------------------------ spmm
+@pytest.mark.parametrize("k", [2, 5, 17])
+@pytest.mark.parametrize("case", CASES)
+def test_spmm_and_transpose_vs_dense(graphs, rng, k, case):
+    g = graphs[case]
+    n = g.num_nodes
+    s, r, w = graph_triples(g)
+    for norm in NORMS:
+        vals = edge_values(g, norm)
+        ahat = ref.normalize(ref.dense_adjacency(s, r, w, n), norm)
+        x = rng.normal(size=(n, k))
+        # |x| ~ 1 and Ahat ~ 1: absolute 1e-6 is far below any semantic error
+        np.testing.assert_allclose(np.asarray(spmm(g, vals, jnp.asarray(x))), ahat @ x, rtol=RTOL, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(spmm_transpose(g, vals, jnp.asarray(x))), ahat.T @ x,
+                                   rtol=RTOL, atol=1e-6)
+        v = x[:, 0]
+        np.testing.assert_allclose(np.asarray(spmm(g, vals, jnp.asarray(v))), ahat @ v, rtol=RTOL, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(spmm_transpose(g, vals, jnp.asarray(v))), ahat.T @ v,
+                                   rtol=RTOL, atol=1e-6)
+    # per-class (m, K) edge values: column c uses the matrix with entries vals[:, c]
+    ev = rng.random((g.num_edges, k))
+    x = rng.normal(size=(n, k))
+    out = np.asarray(spmm(g, jnp.asarray(ev), jnp.asarray(x)))
+    out_t = np.asarray(spmm_transpose(g, jnp.asarray(ev), jnp.asarray(x)))
+    for c in range(k):
+        mc = ref.dense_adjacency(s, r, ev[:, c], n)
+        np.testing.assert_allclose(out[:, c], mc @ x[:, c], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out_t[:, c], mc.T @ x[:, c], rtol=1e-12, atol=1e-12)
+
+
+def test_spmm_is_jittable_graph_is_pytree(graphs, rng):
+    g = graphs["undirected"]
+    x = jnp.asarray(rng.normal(size=(g.num_nodes, 3)))
+    f = jax.jit(lambda gr, xx: spmm(gr, edge_values(gr, "sym"), xx))
+    np.testing.assert_allclose(np.asarray(f(g, x)), np.asarray(spmm(g, edge_values(g, "sym"), x)),
+                               rtol=1e-12)
+    leaves, treedef = jax.tree_util.tree_flatten(g)
+    assert len(leaves) == 3
+    g2 = jax.tree_util.tree_unflatten(treedef, leaves)
+    assert g2.num_nodes == g.num_nodes and g2.symmetric == g.symmetric

@@ -1,0 +1,306 @@
+"""Closed-form CLP solvers vs the dense numpy reference (np.linalg.solve)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import reference as ref
+from jaxclp import METHODS, Graph, solve
+
+N = 40
+K = 5
+
+
+@functools.lru_cache(maxsize=None)
+def make_graph(kind, n=N):
+    """One graph per kind for the module with the same n and edge count, so each method's kernel compiles
+    once (the normalization is traced). "undirected": isolated nodes + added self-loops; "directed":
+    isolated nodes, kept self-loops, repeated edges, non-unit weights."""
+    ei, kw = ref.graph_spec({"undirected": "undirected_loops", "directed": "directed"}[kind], seed=33, n=n)
+    return Graph.from_edge_index(ei, n, **kw)
+
+
+def make_problem(rng, n, k, h=None):
+    prior, labels, mask = ref.random_problem(rng, n, k)
+    b0 = ref.initial_beliefs(prior, labels, mask)
+    if h is None:
+        h = ref.sinkhorn(rng.random((k, k)) + 0.5 * np.eye(k))
+    return b0, h, prior
+
+
+def ref_ops(g, b0, h, norm):
+    return ref.clp_operators(ref.normalize(ref.graph_dense(g), norm), b0, h)
+
+
+def pick_alpha(ops, norm):
+    if norm == "none":
+        return min(0.9, 0.7 / max(ref.spectral_radii(ops).max(), 1e-3))
+    return 0.85
+
+
+def assert_solution_ok(sol, ops, prior, alpha, tol):
+    x = np.asarray(sol.value)
+    expect = ref.closed_form(ops, prior, alpha)
+    scale = np.abs(expect).max()
+    np.testing.assert_allclose(x, expect, rtol=1e-5, atol=1e-6 * scale)
+    res, rel = ref.residual(ops, prior, x, alpha)
+    rhs_norm = np.linalg.norm((1 - alpha) * prior, axis=0)
+    np.testing.assert_allclose(np.asarray(sol.residual), res, rtol=1e-4, atol=1e-6 * rhs_norm.max())
+    np.testing.assert_allclose(np.asarray(sol.relative_residual), np.asarray(sol.residual) / rhs_norm,
+                               rtol=1e-10)
+    conv = np.asarray(sol.converged)
+    np.testing.assert_array_equal(conv, np.asarray(sol.relative_residual) <= tol)
+    assert conv.all(), (sol.method, np.asarray(sol.relative_residual))
+    rows, cols = ops.sum(axis=2).max(axis=1), ops.sum(axis=1).max(axis=1)
+    np.testing.assert_allclose(np.asarray(sol.rho_bound), np.minimum(rows, cols), rtol=1e-6)
+
+
+CASES = [("undirected", "sym"), ("undirected", "none"), ("undirected", "row"),
+         ("directed", "sym"), ("directed", "row"), ("directed", "none")]
+
+
+def cg_valid(kind, norm):
+    return kind == "undirected" and norm in ("sym", "none")
+
+
+@pytest.mark.parametrize("kind,norm", CASES)
+@pytest.mark.parametrize("method", METHODS)
+def test_method_agrees_with_reference(rng, method, kind, norm):
+    g = make_graph(kind)
+    b0, h, prior = make_problem(rng, N, K)
+    ops = ref_ops(g, b0, h, norm)
+    alpha = pick_alpha(ops, norm)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    tol = 1e-9
+    if method == "cg" and not cg_valid(kind, norm):
+        with pytest.raises(ValueError, match="symmetric"):
+            solve(*args, alpha=alpha, normalization=norm, method=method, tol=tol)
+        return
+    sol = solve(*args, alpha=alpha, normalization=norm, method=method, tol=tol)
+    assert sol.method == method
+    assert sol.value.shape == (N, K) and sol.value.dtype == jnp.float64
+    assert_solution_ok(sol, ops, prior, alpha, tol)
+    its = np.asarray(sol.iterations)
+    assert its.shape == (K,)
+    if method == "dense":
+        assert np.all(its == 0)
+    elif method == "gmres":
+        assert np.all(its == -1)
+    else:
+        assert np.all(its >= 1) and np.all(its <= 10_000)
+
+
+@pytest.mark.parametrize("k,methods", [(2, ("dense",)), (17, ("dense", "bicgstab"))])
+def test_other_class_counts(rng, k, methods):
+    g = make_graph("directed")
+    b0, h, prior = make_problem(rng, N, k)
+    ops = ref_ops(g, b0, h, "sym")
+    for method in methods:
+        sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=0.9, method=method, tol=1e-9)
+        assert sol.value.shape == (N, k)
+        assert_solution_ok(sol, ops, prior, 0.9, 1e-9)
+
+
+@pytest.mark.parametrize("perm", [False, True])
+def test_cg_with_zero_rows_and_zero_columns(rng, perm):
+    """H = I or a permutation: G = b0 H vanishes where b0 does not (zero columns of A^F_k) and b0 vanishes
+    on training nodes of other classes (zero rows): the elimination in the symmetrized CG must be exact."""
+    g = make_graph("undirected")
+    h = np.eye(K)[np.roll(np.arange(K), 1)] if perm else np.eye(K)
+    b0, h, prior = make_problem(rng, N, K, h=h)
+    ops = ref_ops(g, b0, h, "sym")
+    if perm:
+        gm = b0 @ h
+        assert np.any((b0 > 0) & (gm == 0)) and np.any((b0 == 0) & (gm > 0))
+    sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=0.9, method="cg", tol=1e-9)
+    assert_solution_ok(sol, ops, prior, 0.9, 1e-9)
+
+
+def test_cg_rejected_for_directed_graph_and_row_normalization(rng):
+    b0, h, prior = make_problem(rng, N, K)
+    args = (jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    gd = make_graph("directed")
+    assert not gd.symmetric
+    for norm in ("sym", "none", "row"):
+        with pytest.raises(ValueError):
+            solve(gd, *args, alpha=0.5, normalization=norm, method="cg")
+    gu = make_graph("undirected")
+    assert gu.symmetric
+    with pytest.raises(ValueError):
+        solve(gu, *args, alpha=0.5, normalization="row", method="cg")
+
+
+def test_auto_returns_valid_method(rng):
+    for kind, norm in CASES[:2] + CASES[3:4]:
+        g = make_graph(kind)
+        b0, h, prior = make_problem(rng, N, K)
+        ops = ref_ops(g, b0, h, norm)
+        alpha = pick_alpha(ops, norm)
+        sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, normalization=norm)
+        assert sol.method in METHODS
+        assert_solution_ok(sol, ops, prior, alpha, 1e-6)
+
+
+@pytest.mark.parametrize("method", ["neumann", "jacobi", "bicgstab"])
+def test_residual_is_recomputed_from_value(rng, method):
+    """With a one-iteration budget the answer is inaccurate: the reported residual must be the true
+    residual of the returned value, and converged must be False."""
+    g = make_graph("directed")
+    b0, h, prior = make_problem(rng, N, K)
+    ops = ref_ops(g, b0, h, "sym")
+    alpha = 0.99
+    sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, method=method,
+                max_iters=1, tol=1e-12)
+    res, rel = ref.residual(ops, prior, np.asarray(sol.value), alpha)
+    assert np.all(rel > 1e-10)
+    rhs_norm = np.linalg.norm((1 - alpha) * prior, axis=0)
+    # (absolute slack: 1e-8 of ||rhs||, far below the residuals themselves)
+    np.testing.assert_allclose(np.asarray(sol.residual), res, rtol=1e-4, atol=1e-8 * rhs_norm.max())
+    np.testing.assert_allclose(np.asarray(sol.relative_residual), rel, rtol=1e-4, atol=1e-8)
+    assert not np.any(np.asarray(sol.converged))
+    assert np.all(np.asarray(sol.iterations) == 1)
+
+
+def test_converged_flag_is_exactly_relative_residual_below_tol(rng):
+    g = make_graph("directed")
+    b0, h, prior = make_problem(rng, N, K)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    rel = np.asarray(solve(*args, alpha=0.8, method="dense").relative_residual)
+    assert np.all(rel > 0) and np.all(rel < 1e-10)
+    for tol in (0.5 * rel.max(), 0.999 * np.median(rel), 2.0 * rel.max()):
+        sol = solve(*args, alpha=0.8, method="dense", tol=float(tol))
+        np.testing.assert_array_equal(np.asarray(sol.relative_residual), rel)
+        np.testing.assert_array_equal(np.asarray(sol.converged), rel <= tol)
+
+
+def test_jacobi_uses_the_diagonal():
+    """A^F_k diagonal (a graph of self-loops only): Jacobi is exact after one step, Neumann is not."""
+    n, k = 6, 2
+    g = Graph.from_edge_index(np.stack([np.arange(n), np.arange(n)]), n, self_loops="keep")
+    b0 = np.full((n, k), 0.5)
+    h = np.full((k, k), 0.5)
+    prior = np.linspace(0.1, 0.9, n * k).reshape(n, k)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    ops = ref_ops(g, b0, h, "none")
+    jac = solve(*args, alpha=0.9, normalization="none", method="jacobi", tol=1e-12)
+    neu = solve(*args, alpha=0.9, normalization="none", method="neumann", tol=1e-12)
+    for sol in (jac, neu):
+        np.testing.assert_allclose(np.asarray(sol.value), ref.closed_form(ops, prior, 0.9), rtol=1e-10)
+    assert np.all(np.asarray(jac.iterations) <= 2), np.asarray(jac.iterations)
+    assert np.all(np.asarray(neu.iterations) > 5)
+
+
+@pytest.mark.parametrize("method", ["dense", "neumann", "cg"])
+def test_vector_of_alphas_equals_separate_solves(rng, method):
+    g = make_graph("undirected")
+    b0, h, prior = make_problem(rng, N, K)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    alphas = np.array([0.3, 0.6, 0.9])
+    sol = solve(*args, alpha=jnp.asarray(alphas), method=method, tol=1e-10)
+    assert sol.value.shape == (3, N, K)
+    for name in ("converged", "iterations", "residual", "relative_residual"):
+        assert np.shape(getattr(sol, name)) == (3, K), name
+    ops = ref_ops(g, b0, h, "sym")
+    for i, a in enumerate(alphas):
+        one = solve(*args, alpha=float(a), method=method, tol=1e-10)
+        np.testing.assert_allclose(np.asarray(sol.value[i]), np.asarray(one.value), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(sol.value[i]), ref.closed_form(ops, prior, a), rtol=1e-5,
+                                   atol=1e-7)
+        np.testing.assert_array_equal(np.asarray(sol.converged[i]), np.asarray(one.converged))
+        np.testing.assert_allclose(np.asarray(sol.residual[i]), ref.residual(ops, prior, one.value, a)[0],
+                                   atol=1e-6 * np.linalg.norm(prior, axis=0).max())
+    assert np.asarray(sol.converged).all()
+
+
+@pytest.mark.parametrize("bad", ["method", "alpha_2d", "alpha_vec_out", "alpha_one", "prior_shape",
+                                 "h_shape", "prior_nan", "b0_negative", "normalization"])
+def test_solve_rejects_bad_input(rng, bad):
+    g = make_graph("undirected")
+    b0, h, prior = make_problem(rng, N, K)
+    kw = dict(alpha=0.5)
+    if bad == "method":
+        kw["method"] = "lu"
+    elif bad == "alpha_2d":
+        kw["alpha"] = jnp.full((2, 2), 0.5)
+    elif bad == "alpha_vec_out":
+        kw["alpha"] = jnp.asarray([0.5, 1.2])
+    elif bad == "alpha_one":
+        kw["alpha"] = 1.0
+    elif bad == "prior_shape":
+        prior = prior[:, :-1]
+    elif bad == "h_shape":
+        h = h[:-1]
+    elif bad == "prior_nan":
+        prior[0, 0] = np.nan
+    elif bad == "b0_negative":
+        b0[0, 0] = -1.0
+    elif bad == "normalization":
+        kw["normalization"] = "left"
+    with pytest.raises(ValueError):
+        solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), **kw)
+
+
+def test_solve_second_call_does_not_recompile(rng, compile_counter):
+    g = make_graph("directed")
+    p1 = tuple(map(jnp.asarray, make_problem(rng, N, K)))
+    p2 = tuple(map(jnp.asarray, make_problem(rng, N, K)))
+    for method in ("dense", "bicgstab"):
+        jax.block_until_ready(solve(g, *p1, alpha=0.5, method=method).value)
+        with compile_counter() as cc:
+            jax.block_until_ready(solve(g, *p2, alpha=0.7, method=method, tol=1e-8).value)
+        assert cc.count == 0, f"{method}: {cc.count} recompilation(s)"
+
+
+# ------------------------------------------------------------------------------------ property test
+HN, HK, HPAIRS = 8, 3, 8  # fixed shapes (n, K, m = 2 * HPAIRS): one compilation for all examples
+ALL_PAIRS = [(i, j) for i in range(HN) for j in range(HN)]
+
+
+@st.composite
+def small_problems(draw):
+    directed = draw(st.booleans())
+    if directed:  # 2*HPAIRS distinct directed pairs (self-loops allowed)
+        pairs = draw(st.lists(st.sampled_from(ALL_PAIRS), min_size=2 * HPAIRS, max_size=2 * HPAIRS,
+                              unique=True))
+    else:  # HPAIRS distinct unordered pairs, symmetrized
+        pairs = draw(st.lists(st.sampled_from([p for p in ALL_PAIRS if p[0] <= p[1]]), min_size=HPAIRS,
+                              max_size=HPAIRS, unique=True))
+    weights = draw(st.lists(st.integers(1, 8), min_size=len(pairs), max_size=len(pairs)))
+    prior = np.array(draw(st.lists(st.lists(st.floats(0.01, 1.0), min_size=HK, max_size=HK),
+                                   min_size=HN, max_size=HN)))
+    labels = np.array(draw(st.lists(st.integers(0, HK - 1), min_size=HN, max_size=HN)), np.int32)
+    mask = np.array(draw(st.lists(st.booleans(), min_size=HN, max_size=HN)))
+    hraw = np.array(draw(st.lists(st.lists(st.floats(0.05, 1.0), min_size=HK, max_size=HK),
+                                  min_size=HK, max_size=HK)))
+    norm = draw(st.sampled_from(["sym", "row", "none"]))
+    a0 = draw(st.floats(0.05, 0.95))
+    return directed, pairs, np.array(weights) / 2.0, prior, labels, mask, hraw, norm, a0
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(small_problems())
+def test_property_closed_form_is_fixed_point(problem):
+    directed, pairs, w, prior, labels, mask, hraw, norm, a0 = problem
+    ei = np.array(pairs, dtype=np.int64).T
+    g = Graph.from_edge_index(ei, HN, weights=w, symmetrize=not directed, deduplicate=False, self_loops="keep")
+    assert g.num_edges == 2 * HPAIRS
+    prior = prior / prior.sum(axis=1, keepdims=True)
+    b0 = ref.initial_beliefs(prior, labels, mask)
+    h = ref.sinkhorn(hraw)
+    ops = ref_ops(g, b0, h, norm)
+    rho = ref.spectral_radii(ops).max()
+    alpha = a0 / max(1.0, rho)  # alpha * rho < 1 always
+    sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, normalization=norm,
+                method="dense")
+    x = np.asarray(sol.value)
+    # fixed point of the iteration: B = (1 - a) D + a A^F_k B for every class
+    fixed = np.stack([(1 - alpha) * prior[:, c] + alpha * ops[c] @ x[:, c] for c in range(HK)], axis=1)
+    np.testing.assert_allclose(x, fixed, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(x, ref.closed_form(ops, prior, alpha), rtol=1e-6, atol=1e-9)
+    assert np.asarray(sol.converged).all()
