@@ -107,9 +107,12 @@ def method_lp(ctx: Context) -> dict:
 
 def method_cs(ctx: Context) -> dict:
     y = _labels0(ctx)
-    return {("alpha_correct", a1, "alpha_smooth", a2):
-            jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1, alpha_smooth=a2)
-            for a1 in CS_ALPHAS for a2 in CS_ALPHAS}
+    out = {}
+    for a1 in CS_ALPHAS:
+        smooth = jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
+                                           alpha_smooth=jnp.asarray(CS_ALPHAS))
+        out.update({("alpha_correct", a1, "alpha_smooth", a2): smooth[j] for j, a2 in enumerate(CS_ALPHAS)})
+    return out
 
 
 def method_clp_star(ctx: Context) -> dict:
@@ -125,7 +128,7 @@ def method_clp(ctx: Context, variants=CLP_VARIANTS) -> dict:
     cands = {}
     for norm, l1, src in variants:
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
-                                 l1_normalize=l1, prior_source=src)
+                                 l1_normalize=l1, prior_source=src, spectrum=False)
         for i, a in enumerate(ALPHAS):
             if res.valid[i]:
                 cands[("normalization", norm, "l1", l1, "prior", src, "alpha", a)] = res.beliefs[i]

@@ -64,13 +64,17 @@ def correct_and_smooth(
         prior: (n, K) base predictions D.
         labels: (n,) labels (only training entries are read).
         train_mask: (n,) bool.
-        alpha_correct, alpha_smooth: scalars in (0, 1).
+        alpha_correct: scalar in (0, 1).
+        alpha_smooth: scalar in (0, 1), or a 1-D vector (the smoothing solves are vmapped; the correction is
+            computed once).
 
     Returns:
-        (n, K) smoothed scores.
+        (n, K) smoothed scores, or (A, n, K) for a vector ``alpha_smooth``.
     """
     n, k = prior.shape
     _checks.mask("train_mask", train_mask, n)
+    if jnp.ndim(alpha_correct) != 0:
+        raise ValueError("alpha_correct must be a scalar (loop over it; alpha_smooth may be a vector)")
     y = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, k).astype(prior.dtype)
     e0 = jnp.where(train_mask[:, None], y - prior, 0.0)
     e = propagate_labels(graph, e0, alpha=alpha_correct, normalization=normalization, method=method).value
@@ -79,7 +83,8 @@ def correct_and_smooth(
     scale = jnp.where(size > 0, sigma / jnp.where(size > 0, size, 1.0), 0.0)
     z = jnp.clip(prior + scale * e, 0.0, 1.0)
     g0 = jnp.where(train_mask[:, None], y, z)
-    return propagate_labels(graph, g0, alpha=alpha_smooth, normalization=normalization, method=method).value
+    return propagate_labels(graph, g0, alpha=jnp.asarray(alpha_smooth, prior.dtype), normalization=normalization,
+                            method=method).value
 
 
 def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha,

@@ -98,3 +98,12 @@ def test_bad_alpha_raises(rng):
         jaxclp.label_propagation(g, jnp.asarray(y), jnp.asarray(tm), 4, alpha=1.0)
     with pytest.raises(ValueError, match="train_mask"):
         jaxclp.label_propagation(g, jnp.asarray(y), jnp.zeros(60, bool), 4, alpha=0.5)
+
+
+def test_correct_and_smooth_vector_alpha_equals_scalar(rng):
+    g, y, tm, d, _ = _problem(rng)
+    args = (g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm))
+    both = jaxclp.correct_and_smooth(*args, alpha_correct=0.5, alpha_smooth=jnp.array([0.2, 0.8]), method="dense")
+    for i, a2 in enumerate([0.2, 0.8]):
+        one = jaxclp.correct_and_smooth(*args, alpha_correct=0.5, alpha_smooth=a2, method="dense")
+        np.testing.assert_allclose(both[i], one, atol=1e-12)
