@@ -83,7 +83,15 @@ def variant_table(last) -> str:
 
 def write_summary(out_dir, title: str = "", filename: str = "summary.md") -> Path:
     out_dir = Path(out_dir)
-    text = markdown(read_records(out_dir / RESULTS_FILE), title)
+    records = read_records(out_dir / RESULTS_FILE)
+    if not title:  # keep the title a reproduce target gave this directory
+        old = out_dir / filename
+        first = old.read_text().splitlines()[0] if old.exists() else ""
+        title = first[3:] if first.startswith("## ") and len(first) > 3 else out_dir.name
+    text = markdown(records, title)
+    commands = sorted({" ".join(r["argv"]) for r in records if r.get("type") == "header" and r.get("argv")})
+    if commands:
+        text += "\n\nCommands that produced these records:\n\n" + "\n".join(f"    {c}" for c in commands)
     path = out_dir / filename
     path.write_text(text + "\n")
     return path
