@@ -73,3 +73,15 @@ def probabilities(name: str, p, num_nodes: int | None = None, num_classes: int |
     shape(name, p, (num_nodes, num_classes))
     finite(name, p)
     nonnegative(name, p)
+
+
+def clp_inputs(num_nodes: int, b0, H, prior) -> int:
+    """Validates the (b0, H, prior) triple of propagate/solve; returns K."""
+    shape("b0", b0, (num_nodes, None))
+    k = int(np.shape(b0)[1])
+    shape("prior", prior, (num_nodes, k))
+    shape("H", H, (k, k))
+    probabilities("b0", b0)
+    probabilities("prior", prior)
+    finite("H", H)
+    return k

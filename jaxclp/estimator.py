@@ -13,7 +13,7 @@ from jaxclp import _checks
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
-from jaxclp.mlp import MLPResult, fit_mlp
+from jaxclp.mlp import fit_mlp
 from jaxclp.train import TrainConfig
 
 

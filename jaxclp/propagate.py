@@ -150,14 +150,7 @@ def propagate(
     Returns:
         (n, K) beliefs B, or ``(B, info)`` with ``return_info=True``.
     """
-    n = graph.num_nodes
-    _checks.shape("b0", b0, (n, None))
-    k = b0.shape[1]
-    _checks.shape("prior", prior, (n, k))
-    _checks.shape("H", H, (k, k))
-    _checks.probabilities("b0", b0)
-    _checks.probabilities("prior", prior)
-    _checks.finite("H", H)
+    _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     _checks.alpha(alpha)
     check_normalization(normalization)
     if engine not in ("factored", "edgewise"):

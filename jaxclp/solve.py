@@ -322,14 +322,7 @@ def solve(
     Returns:
         A :class:`Solution`.
     """
-    n = graph.num_nodes
-    _checks.shape("b0", b0, (n, None))
-    k = b0.shape[1]
-    _checks.shape("prior", prior, (n, k))
-    _checks.shape("H", H, (k, k))
-    _checks.probabilities("b0", b0)
-    _checks.probabilities("prior", prior)
-    _checks.finite("H", H)
+    _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     check_normalization(normalization)
     op = clp_operator(graph, b0, H, normalization=normalization)
     return solve_operator(op, prior.astype(b0.dtype), alpha=alpha, method=method, tol=tol,
