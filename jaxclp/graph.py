@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, row_pointers
+
 Normalization = Literal["sym", "row", "none"]
 NORMALIZATIONS = ("sym", "row", "none")
 SelfLoops = Literal["drop", "keep", "add"]
@@ -269,6 +271,10 @@ def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array
 def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
     """Sparse product ``Ahat @ x``: ``out[r] = sum_{e: s->r} values[e] * x[s]``.
 
+    For one value per edge and an (n, K) block with K >= ``jaxclp.sparse.CSR_MIN_COLUMNS`` this runs the
+    native CSR kernel (:func:`jaxclp.sparse.csr_matmul`, differentiable and fast under vmap); otherwise
+    (vectors, K < 3, or per-class (m, K) values) a gather and a sorted ``segment_sum``.
+
     Args:
         graph: the graph (edges sorted by receiver).
         values: (m,) edge values (e.g. from :func:`edge_values`) or (m, K) per-class values.
@@ -277,6 +283,11 @@ def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
     Returns:
         Array of the shape of ``x``.
     """
+    if (values.ndim == 1 and x.ndim == 2 and x.shape[1] >= CSR_MIN_COLUMNS
+            and jnp.issubdtype(x.dtype, jnp.floating)):
+        dtype = jnp.result_type(values.dtype, x.dtype)
+        indptr = row_pointers(graph.receivers, graph.num_nodes)
+        return csr_matmul(values.astype(dtype), graph.senders, graph.receivers, indptr, x.astype(dtype))
     xs = x[graph.senders]
     v = values if (values.ndim == xs.ndim) else values.reshape(values.shape + (1,) * (xs.ndim - values.ndim))
     return jax.ops.segment_sum(v * xs, graph.receivers, graph.num_nodes, indices_are_sorted=True)
