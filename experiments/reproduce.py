@@ -59,4 +59,6 @@ def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
     return [path]
 
 
-TARGETS = {"table2": table2, "table4": table4, "table5": table5, "homophily": homophily}
+from experiments.analyses import TARGETS as _FIGURE_TARGETS  # noqa: E402  (figures: results/figures/)
+
+TARGETS = {"table2": table2, "table4": table4, "table5": table5, "homophily": homophily, **_FIGURE_TARGETS}

@@ -1,0 +1,127 @@
+"""Figure targets (experiments/analyses): binning, the prediction mirror vs the runner, and the quick
+configurations of fig1, fig5 and fig6 end to end.
+
+All quick configurations use graphs of the same shape (90 nodes, 2 features, 3 classes, 2 splits, 20 epochs), so
+the MLP training loop is compiled once per test process.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxclp
+from experiments import runner
+from experiments.analyses import common, fig1, fig5, fig6
+from experiments.analyses.micro import load_dataset, micro_counts
+
+
+def test_homophily_bins_hand_example():
+    h = [0.0, 0.04, 0.05, 0.149, 0.15, 1 / 3, 0.35, 0.5, 2 / 3, 0.94, 0.95, 1.0]
+    assert common.homophily_bins(h).tolist() == [0, 0, 1, 1, 2, 3, 4, 5, 7, 9, 10, 10]
+    np.testing.assert_allclose(common.bin_centers(), np.linspace(0, 1, 11))
+    with pytest.raises(ValueError):
+        common.homophily_bins([0.2, 1.2])
+    with pytest.raises(ValueError):
+        common.homophily_bins([np.nan])
+
+
+def test_micro_counts_hand_example():
+    # path 0-1-2-3 plus isolated node 4; labels 0 0 1 1 0 -> h_v = 1, 1/2, 1/2, 1, undefined
+    g = jaxclp.Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), 5)
+    y = np.array([0, 0, 1, 1, 0])
+    h, has = jaxclp.node_homophily_per_node(g, y)
+    np.testing.assert_allclose(np.asarray(h)[:4], [1.0, 0.5, 0.5, 1.0])
+    pred = np.array([0, 1, 1, 1, 1])  # node 1 and node 4 wrong
+    c = micro_counts(pred, y, np.ones(5, bool), h, has)
+    assert c["count"] == [0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2]
+    assert c["correct"] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 2]
+    assert (c["isolated_count"], c["isolated_correct"]) == (1, 0)
+    c = micro_counts(pred, y, np.array([True, True, False, False, False]), h, has)
+    assert c["count"][5] == 1 and c["count"][10] == 1 and c["correct"][5] == 0 and c["isolated_count"] == 0
+
+
+def test_mirror_matches_runner(tmp_path):
+    """run_mirror must reproduce the runner's selection and scores record for record."""
+    ds = load_dataset("quick-syn")
+    methods = ("mlp", "lp", "clp")
+    runner.run(ds, "medium", methods, 2, tmp_path / "a", epochs=20, progress=False)
+    seen = []
+    common.run_mirror(ds, "medium", methods, 2, tmp_path / "b", epochs=20, extra_type="x",
+                      extra=lambda i, ctx, chosen, te: seen.append((i, sorted(chosen))) or {"ok": True})
+    a = common.last_results(tmp_path / "a" / runner.RESULTS_FILE)
+    b = common.last_results(tmp_path / "b" / runner.RESULTS_FILE)
+    assert set(a) == set(b) and len(a) == 2 * len(methods)
+    for k in a:
+        assert a[k]["params"] == b[k]["params"], k
+        assert a[k]["val"] == pytest.approx(b[k]["val"], abs=1e-12), k
+        assert a[k]["test"] == pytest.approx(b[k]["test"], abs=1e-12), k
+    assert seen == [(0, sorted(methods)), (1, sorted(methods))]
+    # resumable: a second call does nothing
+    before = (tmp_path / "b" / runner.RESULTS_FILE).read_text()
+    common.run_mirror(ds, "medium", methods, 2, tmp_path / "b", epochs=20, extra_type="x",
+                      extra=lambda *a: pytest.fail("recomputed a finished split"))
+    assert (tmp_path / "b" / runner.RESULTS_FILE).read_text() == before
+
+
+def _png_ok(path):
+    data = path.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_fig1_quick(tmp_path):
+    paths = fig1(tmp_path, quick=True, progress=False)
+    assert [p.name for p in paths] == ["fig1_quick.json", "fig1_quick.png"]
+    assert _png_ok(paths[1])
+    d = json.loads(paths[0].read_text())["datasets"]["quick-syn"]
+    np.testing.assert_allclose(d["bins"], np.round(np.arange(11) * 0.1, 10))  # bins cover [0, 1]
+    assert d["runs"] == 2 and d["num_test"] == [72, 72]  # 80% of 90 nodes
+    counts = None
+    for m, s in d["methods"].items():
+        cnt = np.asarray(s["count_per_run"])
+        assert cnt.shape == (2, 11)
+        # every test node is in exactly one bin or isolated
+        np.testing.assert_array_equal(cnt.sum(1) + np.asarray(s["isolated_count"]), d["num_test"])
+        counts = cnt if counts is None else counts
+        np.testing.assert_array_equal(cnt, counts)  # the same test nodes for every method
+        # per-bin correct counts add up to the runner-format record's test accuracy
+        np.testing.assert_allclose(s["overall_from_bins"], s["overall_from_records"], atol=1e-6)
+        acc = [a for a in s["accuracy_mean"] if a is not None]
+        assert acc and all(0.0 <= a <= 1.0 for a in acc)
+        # a bin has a mean exactly when some split has test nodes in it
+        assert [a is not None for a in s["accuracy_mean"]] == (cnt.sum(0) > 0).tolist()
+
+
+def test_fig6_quick_distance_decreases_with_labels(tmp_path):
+    paths = fig6(tmp_path, quick=True, progress=False)
+    assert _png_ok(paths[1])
+    d = json.loads(paths[0].read_text())["datasets"]["quick-syn-h0"]
+    H = np.asarray(d["H_true"])
+    np.testing.assert_allclose(H.sum(0), 1, atol=1e-4)
+    np.testing.assert_allclose(H.sum(1), 1, atol=1e-4)
+    np.testing.assert_allclose(np.diag(H), 0, atol=1e-4)  # h = 0: no intra-class edge
+    rows = {r["train_fraction"]: r for r in d["rows"]}
+    assert sorted(rows) == [0.01, 0.1, 0.48]
+    assert rows[0.01]["num_train"] == [1, 1] and rows[0.48]["num_train"] == [43, 43]
+    dist = {f: r["distance"]["mean"] for f, r in rows.items()}
+    assert dist[0.48] < dist[0.1] < dist[0.01], dist
+    assert dist[0.48] < 0.5 * rows[0.48]["distance_uniform"]["mean"]
+    for r in rows.values():
+        assert r["clp"]["n"] == 2 and 0.0 <= r["clp"]["mean"] <= 1.0
+
+
+def test_fig5_quick_paired_differences(tmp_path):
+    paths = fig5(tmp_path, quick=True, progress=False)
+    assert _png_ok(paths[1])
+    data = json.loads(paths[0].read_text())
+    rows = data["rows"]
+    assert sorted({r["h"] for r in rows}) == [0.0, 0.5, 1.0]
+    assert {r["method"] for r in rows} == {"mlp", "clp_star", "clp", "clp_paper"}
+    assert all(r["n"] == 2 and len(r["values"]) == 2 for r in rows)
+    by = {(r["h"], r["method"]): r for r in rows}
+    for d in data["differences"]:
+        a, b = by[(d["h"], d["method"])]["values"], by[(d["h"], "clp_star")]["values"]
+        np.testing.assert_allclose(d["values"], np.subtract(a, b))
+    # realized homophily of the generated graphs matches the grid
+    for r in rows:
+        assert abs(r["h_realized"] - r["h"]) < 0.01
