@@ -15,7 +15,7 @@ from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
                               true_compatibility)
 from jaxclp.metrics import accuracy, roc_auc
-from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits
+from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
 from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius
 from jaxclp.propagate import PropagateInfo, propagate
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
@@ -31,7 +31,7 @@ __all__ = [
     "Solution", "SpectralInfo", "TrainConfig", "accuracy", "clp_beliefs", "clp_operator", "clp_star",
     "compatibility_distance", "correct_and_smooth", "datasets", "edge_homophily", "edge_values",
     "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",
-    "label_propagation", "lp_operator", "node_homophily", "node_homophily_per_node", "propagate",
+    "label_propagation", "lp_operator", "mlp_param_count", "node_homophily", "node_homophily_per_node", "propagate",
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
     "spmm_transpose", "true_compatibility",
 ]
