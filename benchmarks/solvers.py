@@ -228,8 +228,12 @@ def run_grid(grid, *, cap_s: float, quick: bool, log_prefix: str = "", alphas=AL
                     # gmres is vmapped one class at a time: count a cycle as 31 SpMMs of K/2 width-K SpMMs
                     t_iter = (t_spmm * per * (max(1.0, k / 2) if meth == "gmres" else 1.0)
                               + ITER_OVERHEAD_S * (30 if meth == "gmres" else 1))
-                    max_iters = int(min(max_iters, max(50 if meth != "gmres" else 2, math.ceil(cap_s / t_iter))))
+                    max_iters = int(min(max_iters, max(50 if meth != "gmres" else 1, math.ceil(cap_s / t_iter))))
                     prev = iters_seen.get((deg, k, opname, alpha, meth))
+                    if meth == "gmres" and t_iter > cap_s:  # even one restart cycle exceeds the cap
+                        cell["methods"][meth] = {"skipped": "predicted over cap", "predicted_time_s": t_iter,
+                                                 "predicted_iterations": 30}
+                        continue
                     if prev is not None and meth != "gmres" and prev * t_iter > cap_s:
                         cell["methods"][meth] = {"skipped": "predicted over cap",
                                                  "predicted_time_s": prev * t_iter,
