@@ -358,7 +358,8 @@ def fast_graph(src, dst, n: int, *, self_loops: str = "drop"):
     r, s = np.divmod(key, n)
     w = np.ones(s.shape[0], np.float32)
     return Graph(senders=jnp.asarray(s, dtype=jnp.int32), receivers=jnp.asarray(r, dtype=jnp.int32),
-                 weights=jnp.asarray(w), num_nodes=int(n), symmetric=True)
+                 weights=jnp.asarray(w), num_nodes=int(n), symmetric=True,
+                 indptr=jnp.asarray(np.searchsorted(r, np.arange(n + 1)), dtype=jnp.int32))
 
 
 @dataclasses.dataclass
@@ -423,3 +424,25 @@ def fit_power_law(x: Sequence[float], y: Sequence[float]) -> dict:
     ss = float(((ly - ly.mean()) ** 2).sum())
     r2 = 1.0 - float(((ly - pred) ** 2).sum()) / ss if ss > 0 else 1.0
     return {"exponent": float(b), "prefactor": float(math.exp(a)), "r2": r2}
+
+
+def save_figure(fig, path: Path, ax=None) -> str:
+    """Legend on ``ax`` (when it has labelled artists), tight layout, PNG at 110 dpi, close. Returns the file name."""
+    import matplotlib.pyplot as plt
+
+    if ax is not None and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path).name
+
+
+def write_results(od: Path, name: str, payload: dict, write_markdown: Callable[[Path, dict], None],
+                  t0: float) -> dict:
+    """Writes ``od/<name>.json`` and ``od/<name>.md`` (via ``write_markdown``) and logs the elapsed time."""
+    payload["elapsed_s"] = time.time() - t0
+    save_json(od / f"{name}.json", payload)
+    write_markdown(od / f"{name}.md", payload)
+    log(f"{name}: wrote {od / (name + '.json')} and {name}.md ({payload['elapsed_s']:.0f} s)")
+    return payload

@@ -35,17 +35,6 @@ def data_root() -> str:
     return os.environ.get("JAXCLP_DATA") or str(Path(__file__).resolve().parent.parent.parent / "shared" / "datasets")
 
 
-def clp_available() -> tuple[bool, str]:
-    try:
-        import jaxclp
-
-        jaxclp.CLP  # noqa: B018
-        jaxclp.datasets.load  # noqa: B018
-    except Exception as err:  # noqa: BLE001
-        return False, f"{type(err).__name__}: {err}"
-    return True, ""
-
-
 def _split(ds):
     from jaxclp import datasets as D
 
@@ -72,7 +61,6 @@ def run_dataset(name: str, repeats: int, quick: bool = False) -> dict:
 
     import jaxclp
     from jaxclp import datasets as D
-    from jaxclp.mlp import fit_mlp
 
     t0 = time.perf_counter()
     ds = D.load(name, root=data_root(), download=False, cache=False)
@@ -136,7 +124,6 @@ def _jax_stages(out, g, xj, yj, tj, vj, k, metric, prior, repeats):
 
 
 def _torch_side(out, name, ds, g, feats, y, train, val, test, k, metric, prior, model, repeats, epochs, quick):
-    import jax
     import jax.numpy as jnp
 
     import jaxclp
@@ -186,10 +173,6 @@ def _torch_side(out, name, ds, g, feats, y, train, val, test, k, metric, prior, 
 def write_markdown(path: Path, payload: dict) -> None:
     lines = ["# Task 3: end to end on real data (fit + alpha selection + predict)", "",
              C.machine_header_md(payload["machine"]), ""]
-    if payload.get("stub"):
-        lines += ["**Not run**: " + payload["stub"], ""]
-        path.write_text("\n".join(lines))
-        return
     lines += [(__doc__ or "").split("\n\n", 1)[1].strip(), "",
               f"Median of {payload['repeats']} runs after one warm-up. Seconds.", ""]
     body = []
@@ -241,12 +224,8 @@ def plot(path: Path, payload: dict) -> str | None:
     ax.set_xticks(xs, [r["dataset"] for r in rows])
     ax.set_yscale("log")
     ax.set_ylabel("seconds (median)")
-    ax.legend(fontsize=8)
     ax.set_title("End to end CLP stages, jaxclp vs PyTorch (CPU)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return C.save_figure(fig, path, ax)
 
 
 def main(argv=None, out=None) -> dict:
@@ -258,32 +237,22 @@ def main(argv=None, out=None) -> dict:
     od = C.out_dir(args.out)
     t0 = time.time()
     info = C.machine_info()
-    ok, why = clp_available()
     payload = {"benchmark": "end_to_end", "quick": args.quick, "machine": info}
-    if not ok:
-        # TODO(benchmarks): jaxclp.CLP / jaxclp.datasets.load are not importable in this checkout; this
-        # benchmark runs once both exist (see run_dataset for what is timed).
-        payload["stub"] = f"jaxclp.CLP or jaxclp.datasets.load is not importable ({why})"
-    else:
-        names = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
-        repeats = 1 if args.quick else 3
-        rows = []
-        for nm in names:
-            try:
-                rows.append(run_dataset(nm, repeats, quick=args.quick))
-            except FileNotFoundError as err:
-                rows.append({"dataset": nm, "error": f"data not found under {data_root()}: {err}"})
-                C.log(f"end_to_end: {nm}: data not found ({err})")
-        payload["rows"] = [r for r in rows if "error" not in r]
-        payload["errors"] = [r for r in rows if "error" in r]
-        payload["repeats"] = repeats
-    payload["elapsed_s"] = time.time() - t0
+    names = args.datasets or (QUICK_DATASETS if args.quick else DATASETS)
+    repeats = 1 if args.quick else 3
+    rows = []
+    for nm in names:
+        try:
+            rows.append(run_dataset(nm, repeats, quick=args.quick))
+        except FileNotFoundError as err:
+            rows.append({"dataset": nm, "error": f"data not found under {data_root()}: {err}"})
+            C.log(f"end_to_end: {nm}: data not found ({err})")
+    payload["rows"] = [r for r in rows if "error" not in r]
+    payload["errors"] = [r for r in rows if "error" in r]
+    payload["repeats"] = repeats
     p = plot(od / "end_to_end.png", payload)
     payload["plots"] = [p] if p else []
-    C.save_json(od / "end_to_end.json", payload)
-    write_markdown(od / "end_to_end.md", payload)
-    C.log(f"end_to_end: wrote {od / 'end_to_end.md'} ({time.time() - t0:.0f} s)")
-    return payload
+    return C.write_results(od, "end_to_end", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -92,7 +91,8 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
     n = meta["n"]
     s = jnp.asarray(np.load(path / "senders.npy"))
     r = jnp.asarray(np.load(path / "receivers.npy"))
-    g = Graph(senders=s, receivers=r, weights=jnp.ones(s.shape[0], jnp.float32), num_nodes=n, symmetric=True)
+    g = Graph(senders=s, receivers=r, weights=jnp.ones(s.shape[0], jnp.float32), num_nodes=n, symmetric=True,
+              indptr=jnp.asarray(np.searchsorted(np.asarray(r), np.arange(n + 1)), dtype=jnp.int32))
     labels = jnp.asarray(np.load(path / "labels.npy"))
     prior = jnp.asarray(np.load(path / "prior.npy"))
     train = jnp.asarray(np.load(path / "train.npy"))
@@ -230,10 +230,7 @@ def plot(path: Path, payload: dict) -> str:
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return C.save_figure(fig, path)
 
 
 def main(argv=None, out=None) -> dict | None:
@@ -273,13 +270,10 @@ def main(argv=None, out=None) -> dict | None:
             f.unlink()
         path.rmdir()
     payload = {"benchmark": "scaling", "quick": args.quick, "machine": info, "n": n, "K": K, "alpha": ALPHA,
-               "rows": rows, "elapsed_s": time.time() - t0}
+               "rows": rows}
     payload["fits"] = analyse(rows)
     payload["plots"] = [plot(od / "scaling.png", payload)]
-    C.save_json(od / "scaling.json", payload)
-    write_markdown(od / "scaling.md", payload)
-    C.log(f"scaling: wrote {od / 'scaling.md'} ({time.time() - t0:.0f} s)")
-    return payload
+    return C.write_results(od, "scaling", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ SPMM_PER_ITER = {"neumann": 1, "jacobi": 1, "cg": 1, "bicgstab": 2, "gmres": 31}
 # cycles = 300 Arnoldi steps (jax counts maxiter in restart cycles; jaxclp passes max_iters=10000 cycles)
 MAX_ITERS = 3000
 MAX_GMRES_CYCLES = 10
+FLOOR_SLACK = 1.5  # rule evaluation: a pick with relative residual <= 1.5 x target counts as converged
 ITER_OVERHEAD_S = 5e-5  # while-loop step + reductions, per iteration, on top of the SpMM
 
 # ------------------------------------------------------------------------------------------- the grid
@@ -56,10 +57,9 @@ HARD_SYM = ("clp-sym", "lp-sym", "clp-none*")
 FULL_GRID = [
     (1_000, 10, 2, ALL), (1_000, 10, 5, ALL), (1_000, 10, 40, ALL), (1_000, 50, 5, ALL),
     (10_000, 10, 2, ALL), (10_000, 10, 5, ALL), (10_000, 10, 40, ("clp-sym", "lp-sym")), (10_000, 50, 5, ALL),
-    (100_000, 10, 2, ALL), (100_000, 10, 5, ("clp-sym", "clp-none*", "lp-sym")), (100_000, 10, 40, ("clp-sym",)),
-    (100_000, 50, 5, ("clp-sym", "lp-sym")),
+    (100_000, 10, 2, ALL), (100_000, 10, 5, ("clp-sym", "lp-sym")), (100_000, 10, 40, ("clp-sym",)),
+    (100_000, 50, 5, ("clp-sym",)),
     (1_000_000, 10, 2, ("clp-sym", "lp-sym")), (1_000_000, 10, 5, ("clp-sym",)),
-    (1_000_000, 50, 2, ("clp-sym",)),
 ]
 QUICK_GRID = [(200, 10, 2, ("lp-sym",))]
 QUICK_ALPHAS = (0.5, 0.99)
@@ -70,12 +70,13 @@ X64_ALPHAS = (0.9, 0.99)
 DROPPED = [
     "n=1e3 and 1e4: deg 50 only with K=5 (deg 10 with K=2, 5, 40); K=40 at n=1e4 only clp-sym and lp-sym",
     "dense LU only for K <= 5 (40 LUs of 1000 x 1000 take ~10 s per solve on this machine)",
-    "n=1e5: all operators only for deg 10 K=2; K=5: clp-sym, clp-none*, lp-sym; K=40: clp-sym; deg 50 K=5: "
-    "clp-sym, lp-sym",
-    "n=1e6: deg 10 K=2 (clp-sym, lp-sym), deg 10 K=5 and deg 50 K=2 (clp-sym only); no K=40, no deg 50 K>=5",
+    "n=1e5: all operators only for deg 10 K=2; K=5: clp-sym, lp-sym; K=40 and deg 50 (K=5): clp-sym only",
+    "n=1e6: deg 10 only: K=2 (clp-sym, lp-sym), K=5 (clp-sym); no K=40, no deg 50 (a deg-50 graph has 5e7 "
+    "edges: one SpMM over it takes seconds, so only the easy CLP cells would fit)",
     "per cell: a method whose run would exceed the per-cell cap is stopped at an iteration cap "
-    "(reported as capped) or skipped with a predicted time when the same case at a smaller n needed more "
-    "iterations than the cap; iteration caps 3000 (jaxclp default 10000) and 50 GMRES restart cycles",
+    "(reported as capped) or skipped with a predicted time (from the iterations the same case needed at the "
+    "next smaller n, or, for GMRES, when one restart cycle alone exceeds the cap); iteration caps 3000 "
+    "(jaxclp default 10000) and 10 GMRES restart cycles",
 ]
 
 
@@ -189,7 +190,6 @@ def agreement(x, ref) -> dict:
 def run_grid(grid, *, cap_s: float, quick: bool, log_prefix: str = "", alphas=ALPHAS) -> list[dict]:
     import jax
 
-    import jaxclp
     from jaxclp.operator import norm_bounds
     from jaxclp.solve import cg_valid, choose_method
 
@@ -265,7 +265,7 @@ def run_grid(grid, *, cap_s: float, quick: bool, log_prefix: str = "", alphas=AL
                 # at alpha*rho -> 1) the target is relaxed to 1e-5, then 1e-4 (recorded as best_tol)
                 cell["best"], cell["best_tol"] = None, None
                 for tol_eff in (TOL, 1e-5, 1e-4):
-                    reached = {mm: r for mm, r in done.items() if r["rel_residual_max"] <= tol_eff}
+                    reached = {mm: r for mm, r in done.items() if r["rel_residual_max"] <= FLOOR_SLACK * tol_eff}
                     if reached:
                         cell["best"] = min(reached, key=lambda mm: reached[mm]["time_s"])
                         cell["best_tol"] = tol_eff
@@ -344,10 +344,11 @@ def rule_recommended(c, dense_max=0, neumann_max=0.3):
 
 
 def best_method(c, key="time_s"):
-    """Fastest method of a cell reaching its target (1e-6, relaxed to 1e-5 / 1e-4 where none does)."""
+    """Fastest method of a cell reaching its target (1e-6, relaxed to 1e-5 / 1e-4 where none does), within
+    ``FLOOR_SLACK`` x the target (float32 rounding floor)."""
     done = {mm: r for mm, r in c["methods"].items() if "time_s" in r}
     for tol_eff in (TOL, 1e-5, 1e-4):
-        reached = {mm: r for mm, r in done.items() if r["rel_residual_max"] <= tol_eff}
+        reached = {mm: r for mm, r in done.items() if r["rel_residual_max"] <= FLOOR_SLACK * tol_eff}
         if reached:
             return min(reached, key=lambda mm: reached[mm][key]), tol_eff
     return None, None
@@ -368,7 +369,9 @@ def evaluate_rule(rows, rule, key="time_s") -> dict:
         pick = rule(c)
         r = c["methods"].get(pick, {})
         best_t = c["methods"][best][key]
-        if "time_s" not in r or r["rel_residual_max"] > best_tol:
+        # a pick counts as converged within FLOOR_SLACK x the target: float32 Krylov recurrences stop with a
+        # true residual of 1.0-1.2e-6 for a 1e-6 target (rounding), which is not a solver failure
+        if "time_s" not in r or r["rel_residual_max"] > FLOOR_SLACK * best_tol:
             fails += 1
             continue
         q = r[key] / best_t
@@ -443,8 +446,11 @@ def write_markdown(path: Path, payload: dict) -> None:
                           f"if n <= N, else cg where valid else bicgstab): best q = {t['best_neumann_max']}, "
                           f"N = {t['best_dense_max_n']}.", ""]
         lines += ["Regret = time of the picked method / time of the fastest method that reached the target "
-                  "(1e-6; where no method reached it in float32, 1e-5). `not converged` = the picked method did not "
-                  "reach that target.", ""]
+                  "(1e-6; where no method reached it in float32, 1e-5), a method counting as having reached it "
+                  f"when its recomputed relative residual is <= {FLOOR_SLACK} x the target (float32 Krylov "
+                  "recurrences stop at a true residual of 1.0-1.2e-6 for a 1e-6 target). `not converged` = the "
+                  "picked method did not reach that target. N = 0 ties with any N < 1000: the grid has no graph "
+                  "smaller than n = 1000, where dense LU is never the fastest.", ""]
         # best-method counts
         cnt: dict = {}
         for c in rows:
@@ -550,11 +556,7 @@ def plot(path_prefix: Path, rows: list[dict]) -> list[str]:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = Path(f"{path_prefix}_time_vs_size.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    out.append(p.name)
+    out.append(C.save_figure(fig, Path(f"{path_prefix}_time_vs_size.png")))
     # 2. iterations vs alpha*rho
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for mm, mk in zip(("neumann", "jacobi", "cg", "bicgstab"), "osv^"):
@@ -569,13 +571,7 @@ def plot(path_prefix: Path, rows: list[dict]) -> list[str]:
     ax.set_xlabel("alpha * rho")
     ax.set_ylabel("iterations (max over classes)")
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = Path(f"{path_prefix}_iterations.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    out.append(p.name)
+    out.append(C.save_figure(fig, Path(f"{path_prefix}_iterations.png"), ax))
     # 3. slowdown of each method vs best, against alpha*rho_bound
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for mm, mk in zip(("dense", "neumann", "cg", "bicgstab", "gmres"), "Dosv^"):
@@ -588,13 +584,7 @@ def plot(path_prefix: Path, rows: list[dict]) -> list[str]:
     ax.set_xlabel("alpha * rho_bound")
     ax.set_ylabel("time / fastest converged method")
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    p = Path(f"{path_prefix}_slowdown.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    out.append(p.name)
+    out.append(C.save_figure(fig, Path(f"{path_prefix}_slowdown.png"), ax))
     return out
 
 
@@ -653,14 +643,11 @@ def main(argv=None, out=None) -> dict:
     rules = analyse_rules(rows, lib_rule)
     payload = {"benchmark": "solvers", "quick": args.quick, "machine": info, "tol": TOL, "alphas": ALPHAS,
                "cap_s": cap, "dropped": DROPPED if not args.quick else ["quick mode: tiny grid"],
-               "rows": rows, "x64_rows": x64_rows, "rules": rules, "elapsed_s": time.time() - t0,
+               "rows": rows, "x64_rows": x64_rows, "rules": rules,
                "gmres_variants": gm,
                "library_rule": {**lib_rule, "source": inspect.getsource(js.choose_method)}}
     payload["plots"] = plot(od / "solvers", rows)
-    C.save_json(od / "solvers.json", payload)
-    write_markdown(od / "solvers.md", payload)
-    C.log(f"solvers: wrote {od / 'solvers.json'} and solvers.md ({time.time() - t0:.0f} s)")
-    return payload
+    return C.write_results(od, "solvers", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

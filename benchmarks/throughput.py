@@ -370,10 +370,7 @@ def plot(path: Path, payload: dict) -> str:
     ax.set_title(f"One CLP step: n={res['n']}, m={res['m']}, K={res['K']}, float32")
     ax.tick_params(axis="y", labelsize=7)
     ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return C.save_figure(fig, path)
 
 
 def main(argv=None, out=None) -> dict:
@@ -400,12 +397,9 @@ def main(argv=None, out=None) -> dict:
         results.append(res)
     payload = {"benchmark": "throughput", "quick": args.quick, "machine": info, "repeats": cfg["repeats"],
                "bandwidth": bw, "results": results, "c_compiler": cmsg if cref else None,
-               "c_command": cref.command if cref else None, "elapsed_s": time.time() - t0}
+               "c_command": cref.command if cref else None}
     payload["plots"] = [plot(od / "throughput.png", payload)]
-    C.save_json(od / "throughput.json", payload)
-    write_markdown(od / "throughput.md", payload)
-    C.log(f"throughput: wrote {od / 'throughput.md'} ({time.time() - t0:.0f} s)")
-    return payload
+    return C.write_results(od, "throughput", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 try:
     import torch
 except Exception:  # noqa: BLE001 - optional dependency

@@ -96,6 +96,23 @@ def node_features(ds: Dataset) -> tuple[np.ndarray, str]:
     return np.eye(b.max() + 1, dtype=np.float32)[b], "log2-degree one-hot"
 
 
+def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, name: str, split: str) -> None:
+    """Raises ValueError for a split whose train or validation nodes hold a single class.
+
+    Selection on such a split is meaningless (ROC-AUC is undefined, accuracy rewards the constant guess).
+    It happens: minesweeper's mines are exactly ``numpy.random.default_rng(0).permutation(10000)[:2000]``,
+    so seed 0 puts every mine, and nothing else, into train + validation.
+    """
+    for i in runs:
+        for part, mask in (("train", train[i]), ("validation", val[i])):
+            classes = np.unique(labels[mask])
+            if classes.size < 2:
+                raise ValueError(
+                    f"{name}/{split} split {i}: every {part} node has label {classes.tolist()}; no method can be "
+                    "trained or selected on it. Use another --seed (splits use seeds seed..seed+runs-1) or "
+                    "--split published.")
+
+
 def score_test(metric: str, scores, labels: np.ndarray, test_mask: np.ndarray) -> float:
     """The ONLY place test labels are used: after selection, on the chosen scores."""
     return float(evaluate(metric, jnp.asarray(scores), jnp.asarray(labels), jnp.asarray(test_mask)))
@@ -142,6 +159,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
     if not todo:
         return []
+    check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split)
     append_record(path, header_record(argv) | {"dataset": ds.name, "split": split})
     feats, feat_kind = node_features(ds)
     x = jnp.asarray(feats)

@@ -140,7 +140,7 @@ def h2gcn_normalized_graphs(graph: Graph, two_hop: Graph | None = None,
     no_loops = Graph(senders=graph.senders, receivers=graph.receivers,
                      weights=jnp.where(graph.senders == graph.receivers, 0.0, graph.weights).astype(
                          graph.weights.dtype),
-                     num_nodes=graph.num_nodes, symmetric=graph.symmetric)
+                     num_nodes=graph.num_nodes, symmetric=graph.symmetric, indptr=graph.indptr)
     hop1 = no_loops.to_jraph(nodes=nodes)._replace(edges=edge_values(no_loops, "sym").astype(jnp.float32))
     hop2 = two_hop.to_jraph()._replace(edges=edge_values(two_hop, "sym").astype(jnp.float32))
     return hop1, hop2

@@ -2,8 +2,10 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import jaxclp
 from experiments import runner
@@ -11,6 +13,7 @@ from experiments.methods import select, visible_labels
 from experiments.summary import markdown
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def _dataset(labels=None):
@@ -62,3 +65,31 @@ def test_visible_labels_and_select():
     np.testing.assert_array_equal(visible_labels(y, tr, va), [0, 1, -1, -1])
     cands = {"a": np.eye(3)[[0, 0, 0, 0]], "b": np.eye(3)[[0, 1, 0, 0]]}
     assert select(cands, visible_labels(y, tr, va), va, "accuracy") == ("b", 1.0)
+
+
+def test_single_class_split_is_a_clear_error(tmp_path):
+    """A split whose train (or validation) nodes all share one label is refused before anything is fitted,
+    with the split, the class and the way out in the message (minesweeper + seed 0 is such a case)."""
+    ds = _dataset()
+    y = np.asarray(ds.labels)
+    sp = runner.get_splits(ds, "medium", 2, 0)
+    rigged = np.where(np.asarray(sp.train[1]) | np.asarray(sp.val[1]), 1, y)
+    bad = _dataset(labels=rigged.astype(y.dtype))
+    with pytest.raises(ValueError, match=r"split 1: every train node has label \[1\].*--seed"):
+        runner.run(bad, "medium", ["mlp"], 2, tmp_path, progress=False, epochs=5)
+    assert not (tmp_path / runner.RESULTS_FILE).exists()  # refused before the header record is written
+    runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0, 1], "syn", "medium")  # the real labels pass
+
+
+def test_minesweeper_seed0_collision_is_real():
+    """The finding behind check_splits, on the published file: the mines are numpy's seed-0 permutation."""
+    try:
+        ds = jaxclp.datasets.load("minesweeper", root=str(DATA), download=False, cache=False)
+    except FileNotFoundError:
+        pytest.skip("needs ../shared/datasets")
+    y = np.asarray(ds.labels)
+    perm = np.random.default_rng(0).permutation(ds.num_nodes)
+    assert y.sum() == 2000 and y[perm[:2000]].all()
+    sp = runner.get_splits(ds, "medium", 1, 0)
+    with pytest.raises(ValueError, match="minesweeper/medium split 0"):
+        runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0], ds.name, "medium")

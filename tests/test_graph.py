@@ -378,9 +378,28 @@ def test_spmm_is_jittable_graph_is_pytree(graphs, rng):
     np.testing.assert_allclose(np.asarray(f(g, x)), np.asarray(spmm(g, edge_values(g, "sym"), x)),
                                rtol=1e-12)
     leaves, treedef = jax.tree_util.tree_flatten(g)
-    assert len(leaves) == 3
+    assert len(leaves) == 4  # senders, receivers, weights, indptr
     g2 = jax.tree_util.tree_unflatten(treedef, leaves)
     assert g2.num_nodes == g.num_nodes and g2.symmetric == g.symmetric
+    np.testing.assert_array_equal(g2.indptr, g.indptr)
+
+
+@pytest.mark.parametrize("n,m", [(1, 0), (7, 0), (30, 150), (200, 40)])
+def test_cached_row_pointers_match_csr_and_spmm_without_them(n, m):
+    """Constructors store the CSR row pointers (edge counts per receiver, cumulated; parallel edges kept); a
+    Graph built from bare arrays (indptr None) recomputes them per product and gives the same result."""
+    rng = np.random.default_rng(n + m)
+    g = Graph.from_edge_index(rng.integers(0, n, (2, m)), n, symmetrize=False, deduplicate=False)
+    counts = np.bincount(np.asarray(g.receivers), minlength=n)
+    np.testing.assert_array_equal(np.asarray(g.indptr), np.concatenate([[0], np.cumsum(counts)]))
+    csr = sp.csr_matrix((np.ones(g.num_edges), (np.asarray(g.receivers), np.asarray(g.senders))), shape=(n, n))
+    assert g.indptr.dtype == jnp.int32 and g.indptr.shape == (n + 1,)
+    bare = Graph(senders=g.senders, receivers=g.receivers, weights=g.weights, num_nodes=n)
+    assert bare.indptr is None
+    x = jnp.asarray(rng.random((n, 5)))
+    v = edge_values(g, "none")
+    np.testing.assert_allclose(spmm(bare, v, x), spmm(g, v, x), atol=1e-12)
+    np.testing.assert_allclose(spmm(g, v, x), csr @ np.asarray(x), atol=1e-12)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 9])

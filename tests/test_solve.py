@@ -146,6 +146,27 @@ def test_auto_returns_valid_method(rng):
         assert_solution_ok(sol, ops, prior, alpha, 1e-6)
 
 
+def test_choose_method_is_the_benchmarked_rule():
+    """The rule benchmarks/results/solvers.md measured best: Neumann iff alpha * rho_bound <= 0.4, else dense
+    LU for n <= 300, else CG where valid (symmetric graph with sym/none), else BiCGStab."""
+    from jaxclp.solve import DENSE_MAX_NODES, NEUMANN_MAX_CONTRACTION, choose_method
+
+    assert NEUMANN_MAX_CONTRACTION == 0.4 and DENSE_MAX_NODES == 300
+    ring = np.stack([np.arange(400), (np.arange(400) + 1) % 400])
+    small = make_graph("undirected")
+    big = Graph.from_edge_index(ring, 400)
+    directed_big = Graph.from_edge_index(ring, 400, symmetrize=False)
+    assert big.symmetric and not directed_big.symmetric
+    assert choose_method(big, "sym", 0.4) == "neumann"
+    assert choose_method(big, "row", 0.05) == "neumann"
+    assert choose_method(small, "sym", 0.41) == "dense"
+    assert choose_method(small, "sym", None) == "dense"  # no concrete bound (traced alpha)
+    assert choose_method(big, "sym", 0.41) == "cg"
+    assert choose_method(big, "none", 0.99) == "cg"
+    assert choose_method(big, "row", 0.9) == "bicgstab"  # D^-1 A is not symmetrizable
+    assert choose_method(directed_big, "sym", 0.9) == "bicgstab"
+
+
 @pytest.mark.parametrize("method", ["neumann", "jacobi", "bicgstab"])
 def test_residual_is_recomputed_from_value(rng, method):
     """With a one-iteration budget the answer is inaccurate: the reported residual must be the true

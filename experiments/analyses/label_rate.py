@@ -36,7 +36,7 @@ class Fig6Config:
     seed: int = 0
 
 
-FULL_FIG6 = Fig6Config(datasets=("syn-h0", "acm", "chameleon"), runs=5)
+FULL_FIG6 = Fig6Config(datasets=("syn-h0", "acm", "chameleon"), runs=10)
 QUICK_FIG6 = Fig6Config(datasets=("quick-syn-h0",), runs=2, fractions=(0.01, 0.1, 0.48), epochs=20)
 
 
@@ -84,7 +84,7 @@ def fig6(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick:
          progress: bool = True) -> list[Path]:
     """||H - H_hat||_F and accuracy vs training fraction on a synthetic graph, acm and chameleon.
 
-    ``runs`` caps the splits per fraction (full configuration: 5).
+    ``runs`` caps the splits per fraction (full configuration: 10).
     """
     t0 = time.perf_counter()
     quick = common.resolve_quick(quick)

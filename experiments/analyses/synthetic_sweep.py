@@ -198,7 +198,6 @@ def _plot_source(rows, source: str, path: Path, title: str) -> Path:
                 std = [100 * r["std"] if r["std"] is not None else np.nan for r in rr]
                 handles[m] = common.errorbar(ax, [r["h"] for r in rr], mean, std, m)
             deg = cell[0]["avg_degree"] if cell else "?"
-            n = max((r["n"] for r in cell), default=0)
             ax.set_title(f"{g} (avg degree {deg}), {s}", fontsize=9)
             ax.grid(alpha=0.3)
             if one_split or gi == len(graphs) - 1:

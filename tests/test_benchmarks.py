@@ -1,0 +1,80 @@
+"""Smoke test of the benchmark suite in ``--quick`` mode (tiny sizes; nothing here is timed or compared
+against a speed target: speed goals live in ``benchmarks/results``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    from benchmarks import run
+
+    od = tmp_path_factory.mktemp("bench")
+    env = {"JAXCLP_DATA": str(DATA)}  # end_to_end reads the published files in place (download=False, no cache)
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        rc = run.main(["--quick", "--out", str(od), "throughput", "solvers", "end_to_end"])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return rc, od
+
+
+def test_quick_run_writes_every_result(quick_results):
+    rc, od = quick_results
+    assert rc == 0
+    for name in ("throughput", "solvers", "end_to_end"):
+        payload = json.loads((od / f"{name}.json").read_text())
+        assert payload["quick"] is True
+        assert payload["machine"]["jax"]
+        assert (od / f"{name}.md").read_text().startswith("# ")
+        if name != "end_to_end":  # quick end_to_end times no stages, so it has nothing to plot
+            assert payload["plots"], name
+        for p in payload["plots"]:
+            assert (od / p).stat().st_size > 1000
+    assert (od / "SUMMARY.md").exists()
+
+
+def test_quick_throughput_kernels_agree_with_scipy(quick_results):
+    _, od = quick_results
+    payload = json.loads((od / "throughput.json").read_text())
+    rows = [r for res in payload["results"] for r in res["rows"] if r.get("max_rel_err") is not None]
+    assert len(rows) >= 3
+    # every formulation computes the same propagation step as the float64 scipy reference
+    assert max(r["max_rel_err"] for r in rows) < 1e-4
+
+
+def test_quick_solvers_converge_and_agree(quick_results):
+    _, od = quick_results
+    payload = json.loads((od / "solvers.json").read_text())
+    converged = [(c, m, r) for c in payload["rows"] for m, r in c["methods"].items() if r.get("converged")]
+    assert converged
+    for c, m, r in converged:
+        assert r["rel_residual_max"] <= payload["tol"] * 1.0001, (c["op"], m)
+    # the auto rule picked a method that exists for every cell
+    assert all(c["auto"] in c["methods"] for c in payload["rows"])
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
+def test_quick_end_to_end_reports_accuracy(quick_results):
+    _, od = quick_results
+    payload = json.loads((od / "end_to_end.json").read_text())
+    assert not payload["errors"]
+    row = payload["rows"][0]
+    assert row["dataset"] == "texas"
+    acc = row["jax"]["test_score"]
+    assert 0.3 < acc <= 1.0 and np.isfinite(acc)
