@@ -102,14 +102,13 @@ def throughput_section(tp) -> tuple[list[str], list[list]]:
                          _f(aa.get("jaxclp_over_C2"))])
         lines += [C.md_table(["K", "jaxclp ms", "best candidate", "candidate ms", "C 2-thread ms",
                               "jaxclp vs scipy per-class", "jaxclp vs torch CSR", "jaxclp / C"], body), ""]
-    lines += ["What bounds jaxclp's step today: the formulation, not memory bandwidth. `matvec` is an XLA gather "
-              "`x[senders]` producing an (m, K) array, a multiply, and a sorted scatter-add (`segment_sum`). "
-              "On XLA:CPU both run element by element: the gather of K = 5 float32 rows costs ~3 ns per element "
-              "(rows of <= 16 bytes, K <= 4, take a fast path at ~0.4 ns), the scatter ~2 ns per element, and the "
-              "(m, K) intermediate (40 MB here) is written and read back through freshly allocated pages. "
-              "A CSR loop does the same work in one pass with the row sum in registers."
-              + (f" The edgewise engine ({ew['time_s'] * 1e3:.1f} ms) is no better: it reads the (m, K) edge "
-                 f"matrix instead of gathering twice." if ew else ""), ""]
+    lines += ["What bounds jaxclp's step today: a single-threaded kernel, not memory bandwidth. jaxclp's "
+              "`FactoredOperator.matvec` runs XLA:CPU's native CSR kernel (`cpu_csr_sparse_dense_ffi`, via "
+              "`jaxclp.sparse.csr_matmul`, with the class dimension padded to a multiple of 8 and the row pointers "
+              "stored with the graph); it runs on one core, while torch.sparse.mm and the C loop use both. The "
+              "earlier gather + scatter-add formulation (`kernel: reference`) is 4-5x slower."
+              + (f" The edgewise engine ({ew['time_s'] * 1e3:.1f} ms) cannot use the kernel (per-class edge "
+                 f"values) and is never faster than the factored form." if ew else ""), ""]
     if cand:
         lines += [f"Fastest pure-JAX formulation found: **{cand}** ({a['best_candidate_ms']:.2f} ms, "
                   f"{a['best_candidate_speedup_vs_jaxclp']:.1f}x faster than today's matvec; "
@@ -142,6 +141,25 @@ def solvers_section(sv) -> list[str]:
             lines += [f"Best thresholds of the family (neumann if alpha*rho_bound <= q, else dense if n <= N, else "
                       f"CG where valid, else BiCGStab), on {label} times: q = {t['best_neumann_max']}, "
                       f"N = {t['best_dense_max_n']}.", ""]
+    from jaxclp.solve import DENSE_MAX_NODES, NEUMANN_MAX_CONTRACTION
+
+    lines += [f"jaxclp's `auto` (`jaxclp.solve.choose_method`) now uses q = {NEUMANN_MAX_CONTRACTION} (was 0.9 when "
+              f"these cells ran, the `library choose_method at run time` rows) and N = {DENSE_MAX_NODES} (the grid "
+              "starts at n = 1000, where dense LU is never the fastest, so it cannot tell N = 0 from N = 300; dense "
+              "stays for tiny graphs, where it is exact and every method takes milliseconds).", ""]
+    # closed form vs plain iteration where alpha * rho is near 1
+    near = [c for c in sv["rows"] if c["alpha_rho"] >= 0.98 and "time_s" in c["methods"].get("neumann", {})]
+    ratios = []
+    for c in near:
+        kry = [r["time_s"] for mm, r in c["methods"].items() if mm in ("cg", "bicgstab") and "time_s" in r]
+        if kry:
+            ratios.append((c["n"], c["methods"]["neumann"]["time_s"] / min(kry)))
+    if ratios:
+        big_r = [q for n, q in ratios if n >= 10_000]
+        lines += [f"Closed form (CG/BiCGStab) vs plain iteration where alpha*rho = 0.99 (target >= 10x): "
+                  f"{min(q for _, q in ratios):.0f}-{max(q for _, q in ratios):.0f}x over {len(ratios)} cells"
+                  + (f", {min(big_r):.0f}-{max(big_r):.0f}x at n >= 1e4" if big_r else "")
+                  + " (float32, both to their rounding floor; float64 subset: see `solvers.md`).", ""]
     # method cost per iteration relative to neumann, where both ran
     rows = sv["rows"]
     big = [c for c in rows if c["n"] >= 100_000]
@@ -233,23 +251,20 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
             bc = tr.get("BCSR, K padded to 8")
             cs = tr.get("csr_spmm (custom_vmap + custom_vjp)")
             if ref_t and bc and cs:
-                trs = (f" Caveat for the port: the BCSR kernel has no batching or transpose rule of its own, so under "
+                trs = (f" The plain BCSR kernel has no batching or transpose rule of its own, so under "
                        f"`jax.vmap` (solve vmaps over alphas) and `jax.grad` (GNN baselines) it falls back to a slow "
                        f"generic lowering: vmap over 3 right-hand sides {bc['vmap3_s'] * 1e3:.0f} ms, grad "
-                       f"{bc['grad_s'] * 1e3:.0f} ms (today's matvec: {ref_t['vmap3_s'] * 1e3:.0f} / "
+                       f"{bc['grad_s'] * 1e3:.0f} ms (the old gather + scatter matvec: {ref_t['vmap3_s'] * 1e3:.0f} / "
                        f"{ref_t['grad_s'] * 1e3:.0f} ms). `benchmarks/kernels.py::csr_spmm` fixes both with a "
                        f"`custom_vmap` rule that folds the batch into the columns and a `custom_vjp` that applies a "
                        f"second CSR of the transpose: {cs['vmap3_s'] * 1e3:.0f} / {cs['grad_s'] * 1e3:.0f} ms. "
                        f"Also pass the CSR arrays as jit arguments, never as closed-over constants (XLA then "
                        f"constant-folds the fallback's csr->coo conversion for minutes at compile time).")
-        item(f"**The SpMM (`FactoredOperator.matvec`, `graph.spmm`) is 4-8x slower than it can be on CPU.** "
-             f"It gathers `x[senders]` into an (m, K) array and scatter-adds it back; XLA:CPU runs both element "
-             f"by element (gather ~3 ns/element for K >= 5, scatter ~2 ns/element). Fix: store CSR row pointers "
-             f"with the graph (edges are already sorted by receiver) and compute `left * (BCSR @ pad8(right * x))`, "
-             f"the native `cpu_csr_sparse_dense_ffi` kernel with the class dimension padded to a multiple of 8 "
-             f"(it is vectorized only then). Measured per step: {ks}.{trs} Every solver, `propagate`, the power "
-             f"iteration and `estimate_compatibility` inherit the speed-up. The edgewise engine ((m, K) edge values) "
-             f"cannot use this kernel and is never faster than the factored form: drop it or keep it for tests only.")
+        item(f"**Done in jaxclp: the SpMM runs the native CSR kernel.** `graph.spmm` / `FactoredOperator.matvec` "
+             f"call `jaxclp.sparse.csr_matmul` (the `benchmarks/kernels.py::csr_spmm` formulation, with cached row "
+             f"pointers) instead of a gather + scatter-add; per step now vs the best formulation measured: {ks}.{trs} "
+             f"The edgewise engine ((m, K) edge values) cannot use this kernel and is never faster than the "
+             f"factored form: keep it for tests only.")
         c1 = next((r for r in main_res["rows"] if r["name"] == "C CSR loop, factored (1 thread)"), None)
         c2 = next((r for r in main_res["rows"] if r["name"] == "C CSR loop, factored (2 threads)"), None)
         if c1 and c2 and a.get("best_candidate_ms"):

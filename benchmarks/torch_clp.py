@@ -9,8 +9,8 @@ Mirrors what ``jaxclp.CLP`` does with its defaults (paper settings):
    and tolerance as jaxclp).
 3. Closed-form CLP for every alpha of the grid 0.1..0.9 with the symmetric normalization: the plain
    (Neumann) iteration ``x <- (1-a) D + a * b0 * (Ahat @ (G * x))`` with ``torch.sparse.mm`` on a CSR
-   ``Ahat`` until the increment is <= 1e-6 ||(1-a) D|| per class (what jaxclp's "auto" picks for this
-   operator: alpha * rho_bound <= 0.9).
+   ``Ahat`` until the increment is <= 1e-6 ||(1-a) D|| per class (jaxclp's "auto" iterates like this when
+   alpha * rho_bound <= 0.4 and uses CG above).
 4. Select alpha on validation (accuracy, or ROC-AUC for binary Twitch), predict argmax.
 """
 

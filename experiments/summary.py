@@ -35,7 +35,7 @@ def markdown(records, title: str = "") -> str:
         {k[2] for k in agg} - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
     lines = [f"## {title}" if title else "", "",
-             "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± std over "
+             "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± sample std (ddof 1) over "
              "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's number "
              "where recorded (else n/a); Δ = ours − paper.", "",
              "| dataset | split | metric | " + " | ".join(methods) + " |",
@@ -49,7 +49,7 @@ def markdown(records, title: str = "") -> str:
             if v is None:
                 cells.append("–")
                 continue
-            txt = f"{v.mean():.1f} ± {v.std():.1f} ({len(v)})"
+            txt = f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f} ({len(v)})"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             p = PAPER.get((d, s, m))
