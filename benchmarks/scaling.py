@@ -4,7 +4,7 @@ Series: n = 132,534 nodes (ogbn-proteins), K = 5 classes, float32, average degre
 directed edges m goes from 2.5e5 to 4e7 (ogbn-proteins has 3.96e7 undirected = 7.9e7 directed edges; the
 largest size that was run is reported). Per size, the graph (planted classes, both directions, no duplicates)
 is generated once and saved to ``results/_scratch``; then one fresh subprocess per measurement loads it and
-reports ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (peak resident memory of that process):
+reports its peak resident memory (``VmHWM`` of ``/proc/self/status``; see ``_rss_mib``):
 
 * ``step``     -- one CLP propagation step for all classes (``FactoredOperator.matvec``, jitted).
 * ``solve``    -- closed-form CLP ``jaxclp.solve(..., alpha=0.9, method="auto", tol=1e-6)`` (the paper's
@@ -38,18 +38,27 @@ K = 5
 ALPHA = 0.9
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
-
-
-def _current_rss_mib() -> float:
+def _status_mib(field: str) -> float | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return float("nan")
+    return None
+
+
+def _rss_mib() -> float:
+    """Peak resident memory of this process: ``VmHWM`` (the high-water mark of this process image, reset at
+    exec). Not ``ru_maxrss``: Linux carries the parent's RSS at fork over into a child's ru_maxrss, so every
+    worker would report at least the (large) RSS of the benchmark runner that started it."""
+    hwm = _status_mib("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB
+
+
+def _current_rss_mib() -> float:
+    cur = _status_mib("VmRSS")
+    return float("nan") if cur is None else cur
 
 
 # ------------------------------------------------------------------------------------------- generation
