@@ -235,7 +235,7 @@ def plot(path: Path, payload: dict) -> str:
     axes[0].set_title(f"time, n={payload['n']}, K={K}")
     axes[1].set_xlabel("edges m")
     axes[1].set_ylabel("MiB")
-    axes[1].set_title("peak resident memory (ru_maxrss)")
+    axes[1].set_title("peak resident memory (VmHWM)")
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)

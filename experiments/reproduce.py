@@ -12,10 +12,7 @@ from experiments.summary import write_summary
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp")
 # The paper's 12 heterophily datasets, then the other heterophily sets of ../shared/datasets (not in the paper).
 HETEROPHILY = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports",
-               "brazil-airports", "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper")
-# Not in the default tables (README, "Findings"): deezer-europe (28k nodes, featureless; its MLP fits alone ran
-# > 12 min per label rate here). Run it with `jaxclp reproduce table2 --datasets deezer-europe`.
-OTHER_HETEROPHILY = ("deezer-europe",)
+               "brazil-airports", "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
 # minesweeper's mines are exactly numpy.random.default_rng(0).permutation(10000)[:2000], so seed 0 would put
 # every mine and nothing else into train + validation (the runner refuses such a split): its splits use seeds
 # 1..10 instead of 0..9 (recorded in every record's "seed").
@@ -55,7 +52,7 @@ def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
 
     rows = ["| dataset | nodes | undirected edges | features | classes | edge h | node h |",
             "|---|---|---|---|---|---|---|"]
-    for name in datasets or HETEROPHILY + CITATION + OTHER_HETEROPHILY:
+    for name in datasets or HETEROPHILY + CITATION:
         ds = load(name, root=data_root)
         rows.append(f"| {name} | {ds.num_nodes} | {ds.num_undirected_edges} | {ds.num_features or '-'} | "
                     f"{ds.num_classes} | {ds.edge_homophily():.4f} | "
