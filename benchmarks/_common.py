@@ -347,6 +347,7 @@ def fast_graph(src, dst, n: int, *, self_loops: str = "drop"):
     import jax.numpy as jnp
 
     from jaxclp.graph import Graph
+    from jaxclp.sparse import host_row_pointers
 
     s = np.concatenate([src, dst])
     r = np.concatenate([dst, src])
@@ -359,7 +360,7 @@ def fast_graph(src, dst, n: int, *, self_loops: str = "drop"):
     w = np.ones(s.shape[0], np.float32)
     return Graph(senders=jnp.asarray(s, dtype=jnp.int32), receivers=jnp.asarray(r, dtype=jnp.int32),
                  weights=jnp.asarray(w), num_nodes=int(n), symmetric=True,
-                 indptr=jnp.asarray(np.searchsorted(r, np.arange(n + 1)), dtype=jnp.int32))
+                 indptr=host_row_pointers(r, int(n)))
 
 
 @dataclasses.dataclass

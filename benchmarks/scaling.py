@@ -94,6 +94,7 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
 
     import jaxclp
     from jaxclp.graph import Graph
+    from jaxclp.sparse import host_row_pointers
 
     rss0 = _rss_mib()
     meta = json.loads((path / "meta.json").read_text())
@@ -101,7 +102,7 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
     s = jnp.asarray(np.load(path / "senders.npy"))
     r = jnp.asarray(np.load(path / "receivers.npy"))
     g = Graph(senders=s, receivers=r, weights=jnp.ones(s.shape[0], jnp.float32), num_nodes=n, symmetric=True,
-              indptr=jnp.asarray(np.searchsorted(np.asarray(r), np.arange(n + 1)), dtype=jnp.int32))
+              indptr=host_row_pointers(r, n))
     labels = jnp.asarray(np.load(path / "labels.npy"))
     prior = jnp.asarray(np.load(path / "prior.npy"))
     train = jnp.asarray(np.load(path / "train.npy"))

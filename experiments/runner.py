@@ -169,22 +169,13 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-    priors, mlp_seconds = {}, 0.0
-    if NEEDS_PRIOR & set(methods):
-        t0 = time.perf_counter()
-        for d in MLP_DEPTHS:
-            res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(tr[todo]),
-                                 jnp.asarray(va[todo]), num_classes=k, hidden=(64,) * d, cfg=cfg)
-            priors[d] = jax.block_until_ready(res.prior)
-        mlp_seconds = (time.perf_counter() - t0) / len(todo)
+    priors, mlp_seconds = (mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg) if NEEDS_PRIOR & set(methods)
+                           else ({}, 0.0))
     records = []
     bar = _progress(todo, progress, f"{ds.name}/{split}")
     for j, i in enumerate(bar):
-        pri = {d: priors[d][j] for d in priors}
-        depth = select({d: p for d, p in pri.items()}, y_vis[j], va[i], ds.metric)[0] if pri else 1
-        ctx = Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis[j]), train=jnp.asarray(tr[i]),
-                      val=jnp.asarray(va[i]), num_classes=k, metric=ds.metric, key=keys[i], priors=pri,
-                      mlp_depth=depth)
+        ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
+        depth = ctx.mlp_depth
         for m in methods:
             if (ds.name, split, i, m) in done:
                 continue
@@ -200,6 +191,36 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             append_record(path, rec)
             records.append(rec)
     return records
+
+
+def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig) -> tuple[dict, float]:
+    """MLP priors of every depth in :data:`MLP_DEPTHS`, each fit vmapped over the splits ``todo``.
+
+    Args:
+        keys: (nruns,) PRNG keys (one per split).
+        todo: split indices to fit.
+        x: (n, d) features.
+        y_vis: (len(todo), n) labels with test labels removed.
+        train, val: (nruns, n) bool masks.
+
+    Returns:
+        ``({depth: (len(todo), n, K) softmax}, seconds per split)``.
+    """
+    t0 = time.perf_counter()
+    priors = {}
+    for d in MLP_DEPTHS:
+        res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
+                             jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg)
+        priors[d] = jax.block_until_ready(res.prior)
+    return priors, (time.perf_counter() - t0) / len(todo)
+
+
+def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict) -> Context:
+    """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors)."""
+    depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
+    return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
+                   val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
+                   priors=priors, mlp_depth=depth)
 
 
 def _params(cfg, method, depth) -> dict:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, row_pointers
+from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, host_row_pointers, row_pointers
 
 Normalization = Literal["sym", "row", "none"]
 NORMALIZATIONS = ("sym", "row", "none")
@@ -147,7 +147,7 @@ class Graph:
             weights=jnp.asarray(w, dtype=jnp.result_type(float)),  # float64 under jax_enable_x64
             num_nodes=num_nodes,
             symmetric=sym,
-            indptr=jnp.asarray(np.searchsorted(r, np.arange(num_nodes + 1)), dtype=jnp.int32),
+            indptr=host_row_pointers(r, num_nodes),
         )
 
     @classmethod

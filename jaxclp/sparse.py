@@ -54,6 +54,12 @@ def _csr_mm_vmap(axis_size, in_batched, data, indices, indptr, y):
     return jnp.moveaxis(out.reshape(out.shape[0], b, k), 1, 0), True
 
 
+def host_row_pointers(rows, num_rows: int) -> jax.Array:
+    """:func:`row_pointers` computed once on the host (numpy) for concrete, sorted row indices: what graph
+    constructors store in ``Graph.indptr``."""
+    return jnp.asarray(np.searchsorted(np.asarray(rows), np.arange(num_rows + 1)), dtype=jnp.int32)
+
+
 def row_pointers(rows: jax.Array, num_rows: int) -> jax.Array:
     """(num_rows + 1,) int32 CSR row pointers of a sorted row-index array."""
     return jnp.searchsorted(rows, jnp.arange(num_rows + 1, dtype=rows.dtype)).astype(jnp.int32)

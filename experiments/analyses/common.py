@@ -22,9 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments import runner
-from experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
+from experiments.methods import METHODS, NEEDS_PRIOR, select, visible_labels
 from jaxclp.datasets import Dataset, Splits
-from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
 QUICK_ENV = "JAXCLP_ANALYSES_QUICK"
@@ -198,25 +197,11 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
-    priors, mlp_seconds = {}, 0.0
-    if NEEDS_PRIOR & set(methods) or extra is not None:
-        t0 = time.perf_counter()
-        for d in runner.MLP_DEPTHS:
-            res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(tr[todo]),
-                                 jnp.asarray(va[todo]), num_classes=k, hidden=(64,) * d, cfg=cfg)
-            priors[d] = jax.block_until_ready(res.prior)
-        mlp_seconds = (time.perf_counter() - t0) / len(todo)
-    items = todo
-    if progress:
-        from tqdm.auto import tqdm
-
-        items = tqdm(todo, desc=f"{ds.name}/{split}", leave=False)
-    for j, i in enumerate(items):
-        pri = {d: priors[d][j] for d in priors}
-        depth = select({d: p for d, p in pri.items()}, y_vis[j], va[i], ds.metric)[0] if pri else 1
-        ctx = Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis[j]), train=jnp.asarray(tr[i]),
-                      val=jnp.asarray(va[i]), num_classes=k, metric=ds.metric, key=keys[i], priors=pri,
-                      mlp_depth=depth)
+    priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
+                           if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
+    for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
+        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
+        depth = ctx.mlp_depth
         chosen = {}
         for m in methods:
             if (ds.name, split, i, m) in done and extra is None:
