@@ -283,13 +283,16 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
             tsolve_small = _median([r["time_s"] for c in rows if (c["n"], c["avg_degree"], c["K"]) == small[0]
                                     for r in c["methods"].values() if "time_s" in r and r.get("iterations_max", 0) > 0
                                     and r["iterations_max"] < 20])
-            item(f"**`solve_operator` runs `norm_bounds` eagerly (op by op, outside jit) on every call**, even when "
+            item(f"**`solve_operator` ran `norm_bounds` eagerly (op by op, outside jit) on every call**, even when "
                  f"the method is given and the bound is not needed: {small[1][0] * 1e3:.1f} ms at n={small[0][0]} "
                  f"(a jitted SpMM there: {small[1][1] * 1e3:.2f} ms; a whole easy solve: "
                  f"{_f(tsolve_small and tsolve_small * 1e3, '{:.1f}')} ms), {large[1][0] * 1e3:.0f} ms at "
                  f"n={large[0][0]}, deg {large[0][1]}, K={large[0][2]} (2 SpMMs, one with an unsorted scatter for the "
-                 f"transpose). Fix: compute it only for method='auto' (or take it from `a_priori_bound`, free for "
-                 f"'sym'/'row'), and inside the jitted kernel; `rho_bound` can be returned from there.")
+                 f"transpose). **Partly done since this run:** `norm_bounds` and `edge_values` are jitted; measured "
+                 f"back to back at n=1e6, m=1e7, K=5 (loaded machine): `norm_bounds` 803 -> 344 ms, `edge_values` "
+                 f"('sym') 482 -> 106 ms; a 4-step Neumann `solve` at n=2e5, m=2e6: 277 -> 165 ms. Still open: the "
+                 f"bound is computed even when the method is given; skip it there, or take it from `a_priori_bound` "
+                 f"(free for 'sym'/'row').")
         # 4. GMRES
         ratios = []
         for c in rows:
@@ -302,8 +305,11 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                  f"{len(ratios)} cells with alpha*rho < 0.6). `jax.scipy.sparse.linalg.gmres` defaults to "
                  f"`solve_method='batched'`, which always runs all `restart`=30 Arnoldi steps (31 SpMMs + Gram-Schmidt) "
                  f"before checking convergence, and it is vmapped one class at a time. Its `maxiter` counts restart "
-                 f"cycles, so `max_iters=10000` allows 300k SpMMs. Fix: `solve_method='incremental'`, "
-                 f"`maxiter=ceil(max_iters/restart)`; or drop GMRES (auto never picks it; CG/BiCGStab dominate).")
+                 f"cycles, so `max_iters=10000` allows 300k SpMMs. **Done since this run:** "
+                 f"`solve_method='incremental'` and `maxiter=ceil(max_iters/restart)`: 449 -> 237 ms per solve at "
+                 f"n=2e4, deg 10, K=5, alpha*rho up to 0.99 (BiCGStab 17-21 ms). Still ~10x slower than BiCGStab: it "
+                 f"is vmapped one class at a time and a 1-column SpMM takes the gather + scatter path, not the CSR "
+                 f"kernel. `auto` never picks it.")
         # 5. float32 floor
         hard = [c for c in rows if c["alpha_rho"] > 0.98]
         jac_cap = [c for c in hard if c["methods"].get("jacobi", {}).get("capped")]
@@ -330,8 +336,14 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                 item(f"**`method='dense'` misses tol=1e-6 in float32 for alpha*rho >= {min(d[0] for d in bad):.2f}** "
                      f"({len(bad)} of {len(dense)} dense runs; LU in float32 leaves a relative residual of "
                      f"~1e-6-1e-5 at condition numbers ~1/(1-alpha*rho)); `auto` picks dense for n <= "
-                     f"DENSE_MAX_NODES whatever alpha*rho is. Fix: one or two steps of iterative refinement with the "
-                     f"same LU factors (x += lu_solve(r), r computed with the sparse operator), negligible cost.")
+                     f"DENSE_MAX_NODES whatever alpha*rho is. Iterative refinement with the same LU factors, the fix "
+                     f"suggested here before, was tried and **does not work in float32**: on a 300-node graph one "
+                     f"step lowered the residual 2-3x at alpha*rho = 0.9/0.99/0.999 (1.0e-6 -> 3.8e-7, 1.1e-5 -> "
+                     f"4.3e-6, 8.8e-5 -> 4.3e-5), more steps nothing, and on a 120-node graph at 0.995 it made it "
+                     f"slightly worse (1.39e-5 -> 1.64e-5): the floor is the float32 residual's own rounding, "
+                     f"~eps / (1 - alpha*rho) relative to ||(1-a) D||. Not merged. Remedy: x64 "
+                     f"(`jax.config.update('jax_enable_x64', True)`) when alpha*rho -> 1, or a tolerance at that "
+                     f"floor; `Solution.converged` already reports the miss.")
         # 7. compile
         comp = {}
         for c in rows:
@@ -358,12 +370,13 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                 item(f"**Fixed overhead of `jaxclp.solve`**: at m={r0['m']} a solve takes {r0['time_s'] * 1e3:.1f} ms for "
                      f"{r0['iterations']} iterations of a {s0['time_s'] * 1e3:.2f} ms step, i.e. ~{over * 1e3:.0f} ms of "
                      f"eager checks (host copies of b0/prior for `_checks.probabilities`, eager `norm_bounds`, "
-                     f"`clp_operator` outside jit). Matters for alpha/variant selection loops on small graphs.")
-    item("**`jaxclp.datasets.load` writes its parsed cache into the data root by default** (`<root>/_processed/`). "
-         "With `JAXCLP_DATA=/work/shared/datasets` it created files inside the shared, read-only-permission "
-         "dataset directory (running as root bypasses the permissions). The benchmarks pass `cache=False`. Fix: "
-         "put the processed cache under the user cache directory (or `$JAXCLP_CACHE`), never next to the raw "
-         "files, unless asked.")
+                     f"`clp_operator` outside jit). Matters for alpha/variant selection loops on small graphs. "
+                     f"(`norm_bounds` and `edge_values` are jitted now, item 3; the input checks take ~1 ms at n=2e5.)")
+    item("**Fixed since this run: `jaxclp.datasets.load` wrote its parsed cache into the data root** "
+         "(`<root>/_processed/`). With `JAXCLP_DATA=/work/shared/datasets` it created files inside the shared, "
+         "read-only-permission dataset directory (running as root bypasses the permissions); the benchmarks pass "
+         "`cache=False`. The cache now lives in `$JAXCLP_CACHE` (default `<user cache dir>/_processed`, or "
+         "`load(..., cache=<dir>)`), keyed per data root, never next to the raw files.")
     out.append("")
     return out
 

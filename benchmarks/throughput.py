@@ -165,7 +165,7 @@ def run_one(n, deg, k, repeats, cref, *, full: bool) -> dict:
         torch = None
     if torch is not None:
         torch_info = {"version": torch.__version__, "threads": torch.get_num_threads()}
-        tl, tr, tx = (torch.from_numpy(a) for a in (left, right, xn))
+        tl, tr, tx = (torch.from_numpy(np.array(a)) for a in (left, right, xn))  # writable copies
         with_warn = __import__("warnings")
         with with_warn.catch_warnings():
             with_warn.simplefilter("ignore")

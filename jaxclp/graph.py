@@ -254,7 +254,7 @@ def check_normalization(normalization: str) -> None:
 
 
 def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array:
-    """Entries of the normalized adjacency ``Ahat`` on the edges.
+    """Entries of the normalized adjacency ``Ahat`` on the edges (jitted: one dispatch per call).
 
     ``"sym"``: ``A[r,s] / sqrt(deg_in(r) deg_out(s))``; ``"row"``: ``A[r,s] / deg_in(r)`` (rows of Ahat sum
     to 1 for nodes with in-edges); ``"none"``: the raw weights. Degrees are weighted; a zero degree gives a
@@ -264,6 +264,11 @@ def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array
         (m,) values aligned with ``graph.senders`` / ``graph.receivers``.
     """
     check_normalization(normalization)
+    return _edge_values(graph, normalization)
+
+
+@functools.partial(jax.jit, static_argnames="normalization")
+def _edge_values(graph: Graph, normalization: Normalization) -> jax.Array:
     w = graph.weights
     if normalization == "none":
         return w

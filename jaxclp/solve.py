@@ -37,6 +37,7 @@ from jaxclp.propagate import residual
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
 METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
 DENSE_MAX_NODES = 300
+GMRES_RESTART = 30
 NEUMANN_MAX_CONTRACTION = 0.4  # benchmarks/results/solvers.md: best threshold of 0.0-0.95 on 147 cells
 
 
@@ -199,8 +200,12 @@ def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters):
     if method == "gmres":
         def one_class(left, right, b):
             sub = op._replace(left=left[:, None], right=right[:, None])
+            # 'incremental' tests convergence after every Arnoldi step ('batched', the default, always runs
+            # all `restart` steps); jax's maxiter counts restart cycles, so cap the SpMMs at ~max_iters
             x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub.matvec(v[:, None])[:, 0], b,
-                                                 tol=tol, atol=0.0, restart=30, maxiter=max_iters)
+                                                 tol=tol, atol=0.0, restart=GMRES_RESTART,
+                                                 maxiter=-(-max_iters // GMRES_RESTART),
+                                                 solve_method="incremental")
             return x
         x = jax.vmap(one_class, in_axes=(1, 1, 1), out_axes=1)(op.left, op.right, rhs)
         return x, jnp.full((k,), -1, jnp.int32)

@@ -57,3 +57,6 @@ def rng(request):
 
 def pytest_configure(config):
     assert jax.config.jax_enable_x64, "x64 must be enabled before tests run"
+    # the parsed-dataset cache of every load in the tests goes to a fresh directory, not the user's cache
+    import tempfile
+    os.environ["JAXCLP_CACHE"] = tempfile.mkdtemp(prefix="jaxclp_test_cache_")

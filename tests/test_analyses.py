@@ -93,7 +93,8 @@ def test_fig1_quick(tmp_path):
 
 
 def test_fig6_quick_distance_decreases_with_labels(tmp_path):
-    paths = fig6(tmp_path, quick=True, progress=False)
+    with pytest.warns(UserWarning, match="single-class"):
+        paths = fig6(tmp_path, quick=True, progress=False)
     assert _png_ok(paths[1])
     d = json.loads(paths[0].read_text())["datasets"]["quick-syn-h0"]
     H = np.asarray(d["H_true"])
@@ -103,6 +104,13 @@ def test_fig6_quick_distance_decreases_with_labels(tmp_path):
     rows = {r["train_fraction"]: r for r in d["rows"]}
     assert sorted(rows) == [0.01, 0.1, 0.48]
     assert rows[0.01]["num_train"] == [1, 1] and rows[0.48]["num_train"] == [43, 43]
+    # one training node is one class: run (the runner would refuse) but flagged, in the records and the JSON
+    assert rows[0.01]["single_class_runs"] == [0, 1] and rows[0.48]["single_class_runs"] == []
+    recs = common.last_results(tmp_path / "figures" / "records" / "fig6_quick" / runner.RESULTS_FILE)
+    for i in (0, 1):
+        flag = recs[("quick-syn-h0", "1/1/98", i, "clp")]["single_class"]
+        assert sorted(flag) == ["train", "validation"] and all(len(v) == 1 for v in flag.values())
+        assert "single_class" not in recs[("quick-syn-h0", "48/32/20", i, "clp")]
     dist = {f: r["distance"]["mean"] for f, r in rows.items()}
     assert dist[0.48] < dist[0.1] < dist[0.01], dist
     assert dist[0.48] < 0.5 * rows[0.48]["distance_uniform"]["mean"]

@@ -250,7 +250,8 @@ def test_second_load_uses_processed_cache(name, loaded, root, monkeypatch):
     monkeypatch.setattr(builtins, "open", guarded_open)
     again = D.load(name, root=root, download=False)
     monkeypatch.undo()
-    assert list((root / "_processed").glob(f"{name}-*.npz"))
+    assert list(D.processed_dir().glob(f"{name}-*.npz"))  # in $JAXCLP_CACHE (conftest) ...
+    assert not (root / "_processed").exists() and not list(root.glob("*.npz"))  # ... never in the data root
     np.testing.assert_array_equal(np.asarray(again.graph.senders), np.asarray(first.graph.senders))
     np.testing.assert_array_equal(np.asarray(again.graph.receivers), np.asarray(first.graph.receivers))
     np.testing.assert_array_equal(again.labels, first.labels)
@@ -263,22 +264,30 @@ def test_second_load_uses_processed_cache(name, loaded, root, monkeypatch):
 
 
 @needs_shared
-def test_cache_survives_deleted_raw_files_and_rebuilds_when_damaged(tmp_path):
-    d1 = D.load("brazil-airports", root=tmp_path, base_url=BASE_URL)
-    shutil.rmtree(tmp_path / "brazil-airports")
-    d2 = D.load("brazil-airports", root=tmp_path, download=False)  # cache hit, no raw file needed
+def test_cache_survives_deleted_raw_files_and_rebuilds_when_damaged(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAXCLP_CACHE", str(tmp_path / "env-cache"))
+    d1 = D.load("brazil-airports", root=tmp_path / "data", base_url=BASE_URL)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["brazil-airports"]  # no cache in the root
+    shutil.rmtree(tmp_path / "data" / "brazil-airports")
+    d2 = D.load("brazil-airports", root=tmp_path / "data", download=False)  # cache hit, no raw file needed
     np.testing.assert_array_equal(d1.labels, d2.labels)
-    (cache,) = (tmp_path / "_processed").glob("brazil-airports-*.npz")
+    # an explicit cache directory is used instead of $JAXCLP_CACHE; entries are per data root
+    d4 = D.load("brazil-airports", root=tmp_path / "other", base_url=BASE_URL, cache=tmp_path / "mine")
+    (mine,) = (tmp_path / "mine").glob("brazil-airports-*.npz")
+    np.testing.assert_array_equal(d4.labels, d1.labels)
+    (cache,) = (tmp_path / "env-cache").glob("brazil-airports-*.npz")
+    assert cache.name != mine.name
     cache.write_bytes(b"garbage")
     with pytest.warns(UserWarning, match="damaged processed cache"):
-        d3 = D.load("brazil-airports", root=tmp_path, base_url=BASE_URL)
+        d3 = D.load("brazil-airports", root=tmp_path / "data", base_url=BASE_URL)
     assert d3.num_undirected_edges == 1003
     assert np.load(cache)["labels"].shape == (131,)  # rewritten
 
 
 @needs_shared
 @pytest.mark.parametrize("how", ["truncate", "modify"])
-def test_corrupted_download_raises_and_is_not_used(tmp_path, how):
+def test_corrupted_download_raises_and_is_not_used(tmp_path, how, monkeypatch):
+    monkeypatch.setenv("JAXCLP_CACHE", str(tmp_path / "cache"))
     mirror = tmp_path / "mirror"
     _copy_dataset_files("texas", mirror)
     bad = mirror / "texas/out1_graph_edges.txt"
@@ -295,11 +304,12 @@ def test_corrupted_download_raises_and_is_not_used(tmp_path, how):
     target = root / "texas/out1_graph_edges.txt"
     assert not target.exists()  # never moved into place
     assert not list(target.parent.glob("*.part"))  # no temporary left behind
-    assert not (root / "_processed").exists()
+    assert not (tmp_path / "cache").exists()
 
 
 @needs_shared
-def test_corrupted_existing_file_raises(tmp_path):
+def test_corrupted_existing_file_raises(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAXCLP_CACHE", str(tmp_path / "cache"))
     _copy_dataset_files("texas", tmp_path)
     split = tmp_path / "texas/splits/texas_split_0.6_0.2_3.npz"
     data = bytearray(split.read_bytes())
@@ -310,7 +320,7 @@ def test_corrupted_existing_file_raises(tmp_path):
                                                   + R.FILES["texas/splits/texas_split_0.6_0.2_3.npz"].sha256):
             D.load("texas", root=tmp_path, download=download, base_url=BASE_URL)
     assert split.exists() and bytes(data) == split.read_bytes()  # left for the user, not silently replaced
-    assert not (tmp_path / "_processed").exists()
+    assert not (tmp_path / "cache").exists()
     # verify_file / sha256sum directly
     fs = R.FILES["texas/out1_graph_edges.txt"]
     assert D.sha256sum(tmp_path / fs.path) == fs.sha256

@@ -81,6 +81,18 @@ def test_single_class_split_is_a_clear_error(tmp_path):
     runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0, 1], "syn", "medium")  # the real labels pass
 
 
+def test_single_class_parts_hand_example():
+    y = np.array([0, 0, 1, 1, 2])
+    tr = np.array([[1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0]], bool)
+    va = np.array([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1], [1, 0, 1, 0, 0]], bool)
+    # split 0: train {0}, val {1}; split 1 fine; split 2: empty train, val {0, 1}
+    assert runner.single_class_parts(y, tr, va, [0, 1, 2]) == {0: {"train": [0], "validation": [1]},
+                                                               2: {"train": []}}
+    assert runner.single_class_parts(y, tr, va, [1]) == {}
+    with pytest.raises(ValueError, match=r"split 2: every train node has label \[\]"):
+        runner.check_splits(y, tr, va, [1, 2], "toy", "medium")
+
+
 def test_minesweeper_seed0_collision_is_real():
     """The finding behind check_splits, on the published file: the mines are numpy's seed-0 permutation."""
     try:

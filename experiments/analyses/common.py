@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -172,6 +173,11 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     (with dataset/split/run added). It may use all labels for ANALYSIS (e.g. h_v), never to choose anything.
     A split is skipped when all its result records (and its extra record) exist: the mirror is resumable.
 
+    Unlike the runner, a split whose train or validation nodes hold a single class is NOT refused (at a 1 %
+    label rate on a small graph that is a property of the label rate, and the figure should show it): it is
+    run, a ``UserWarning`` names it, and its result records carry ``"single_class": {part: labels}``
+    (:func:`runner.single_class_parts`; count them with :func:`single_class_runs`).
+
     Returns:
         The records path.
     """
@@ -196,6 +202,10 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     cfg = TrainConfig(epochs=epochs)
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
+    degenerate = runner.single_class_parts(y, tr, va, todo)
+    for i, parts in degenerate.items():
+        warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
+                      "('single_class'), selection on it is meaningless", stacklevel=2)
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
     priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
                            if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
@@ -218,11 +228,18 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                 "type": "result", "dataset": ds.name, "split": split, "run": i,
                 "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric, "val": val,
                 "test": test, "params": runner._params(cfg_m, m, depth), "seconds": seconds,
-                "num_candidates": len(cands), "features": feat_kind})
+                "num_candidates": len(cands), "features": feat_kind}
+                | ({"single_class": degenerate[i]} if i in degenerate else {}))
         if extra is not None:
             rec = extra(i, ctx, chosen, te[i])
             runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i} | rec)
     return path
+
+
+def single_class_runs(results: dict, dataset: str, split: str, method: str, runs: int) -> list[int]:
+    """The runs among ``range(runs)`` whose result record (in :func:`last_results`) run_mirror flagged
+    ``single_class``."""
+    return [i for i in range(runs) if "single_class" in results.get((dataset, split, i, method), {})]
 
 
 def fmt_pm(stats: dict, scale: float = 100.0, digits: int = 1) -> str:

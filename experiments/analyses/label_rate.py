@@ -110,7 +110,8 @@ def fig6(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick:
             extras = common.last_extras(path, "compat")
             ex = [extras[(ds.name, label, i)] for i in range(nruns) if (ds.name, label, i) in extras]
             row = {"train_fraction": frac, "val_fraction": val_fraction(frac), "split": label,
-                   "num_train": [e["num_train"] for e in ex]}
+                   "num_train": [e["num_train"] for e in ex],
+                   "single_class_runs": common.single_class_runs(results, ds.name, label, cfg.methods[0], nruns)}
             for key in ("distance", "distance_oracle_prior", "distance_uniform"):
                 vals = [e[key] for e in ex]
                 row[key] = common.mean_std(vals) | {"values": vals}

@@ -216,7 +216,7 @@ def fig4(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick:
          progress: bool = True) -> list[Path]:
     """Accuracy vs h on Syn-1/2/3, sparse/medium/dense, Gaussian and real-dataset features.
 
-    ``runs`` caps the splits per cell (the full configuration uses 3, H2GCN 2; see :data:`FULL_FIG4`).
+    ``runs`` caps the splits per cell (the full configuration uses 10 for every block; see :data:`FULL_FIG4`).
     ``datasets``: feature sources to use, e.g. ``gaussian,actor`` (a new real dataset name reuses the real block).
     """
     t0 = time.perf_counter()

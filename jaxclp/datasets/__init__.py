@@ -9,7 +9,8 @@ Quick start::
 
 Files are stored under ``root`` (``$JAXCLP_DATA`` or the user cache directory) with the layout of the registry
 (:data:`REGISTRY`, :data:`FILES`), fetched from their canonical URLs (or ``base_url``/``$JAXCLP_DATA_URL``),
-sha256-verified, and parsed once into ``<root>/_processed/``.
+sha256-verified, and parsed once into the processed cache (``$JAXCLP_CACHE``, default
+``<user cache dir>/_processed``).
 
 Node ids are always mapped to indices explicitly (from the node/label file), never by order of appearance in
 an edge list.
@@ -18,7 +19,7 @@ an edge list.
 from jaxclp.datasets._base import Dataset, RawData, edge_homophily, undirected_edges
 from jaxclp.datasets.core import available, load
 from jaxclp.datasets.fetch import (ChecksumError, DownloadError, data_root, fetch, fetch_file, file_url,
-                                   sha256sum, verify_file)
+                                   processed_dir, sha256sum, verify_file)
 from jaxclp.datasets.geom_gcn import read_geom_gcn
 from jaxclp.datasets.heterophilous import read_heterophilous_npz
 from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
@@ -32,7 +33,8 @@ from jaxclp.datasets.tadw import read_tadw
 __all__ = [
     "Dataset", "RawData", "Splits", "load", "available", "random_splits", "published_splits", "synthetic",
     "sample_edges", "gaussian_features", "edge_homophily", "undirected_edges", "REGISTRY", "FILES", "ALIASES",
-    "DatasetSpec", "FileSpec", "get_spec", "fetch", "fetch_file", "file_url", "data_root", "sha256sum",
+    "DatasetSpec", "FileSpec", "get_spec", "fetch", "fetch_file", "file_url", "data_root", "processed_dir",
+    "sha256sum",
     "verify_file", "ChecksumError", "DownloadError", "SPLIT_KINDS", "SYNTHETIC_DEGREES", "read_geom_gcn",
     "read_heterophilous_npz", "read_struc2vec", "read_tadw", "read_sdcn", "read_musae_twitch",
     "read_feather_deezer",

@@ -1,8 +1,11 @@
 """Processed cache: a compact ``.npz`` of the parsed :class:`RawData`, so later loads skip the text parsing.
 
-Stored at ``<root>/_processed/<name>-<key>.npz``. The key hashes the cache format version, the dataset name,
+Stored at ``<cache dir>/<name>-<key>.npz`` (:func:`jaxclp.datasets.fetch.processed_dir`: ``$JAXCLP_CACHE`` or
+``<user cache dir>/_processed``, never next to the raw files unless asked: the data root may be a shared,
+read-only copy). The key hashes the cache format version, the dataset name,
 the builder options and the identity of every source file (registry sha256, or size and mtime for a file
-whose hash is unknown; ``absent`` for a missing optional file). A cache hit never reads the raw files.
+whose hash is unknown; ``absent`` for a missing optional file) and the data root's resolved path: entries are
+per data root, as when they lived inside it (a root without its files still hits only its own entries). A cache hit never reads the raw files.
 Graph options (direction, self-loops, deduplication) are applied after the cache, so they share one entry.
 """
 
@@ -23,7 +26,6 @@ from jaxclp.datasets.registry import DatasetSpec
 __all__ = ["CACHE_VERSION", "cache_key", "cache_path", "save_raw", "load_raw"]
 
 CACHE_VERSION = 1
-PROCESSED_DIR = "_processed"
 
 
 def cache_key(spec: DatasetSpec, root: Path, options: dict) -> str | None:
@@ -41,14 +43,14 @@ def cache_key(spec: DatasetSpec, root: Path, options: dict) -> str | None:
             ident.append((role, fs.path, f"size={st.st_size};mtime={st.st_mtime_ns}"))
         else:
             return None
-    blob = json.dumps({"v": CACHE_VERSION, "name": spec.name, "files": ident,
+    blob = json.dumps({"v": CACHE_VERSION, "name": spec.name, "root": str(Path(root).resolve()), "files": ident,
                        "options": {k: options[k] for k in sorted(options)}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def cache_path(root: Path, name: str, key: str) -> Path:
-    """``<root>/_processed/<name>-<key>.npz``."""
-    return Path(root) / PROCESSED_DIR / f"{name}-{key}.npz"
+def cache_path(cache_dir: Path, name: str, key: str) -> Path:
+    """``<cache_dir>/<name>-<key>.npz``."""
+    return Path(cache_dir) / f"{name}-{key}.npz"
 
 
 def save_raw(path: Path, raw: RawData) -> None:

@@ -6,7 +6,7 @@ import warnings
 
 from jaxclp.datasets._base import Dataset, build_dataset
 from jaxclp.datasets.cache import cache_key, cache_path, load_raw, save_raw
-from jaxclp.datasets.fetch import data_root, fetch
+from jaxclp.datasets.fetch import data_root, fetch, processed_dir
 from jaxclp.datasets.registry import REGISTRY, canonical_name, get_spec
 from jaxclp.datasets.synthetic import SYNTHETIC_DEGREES, synthetic
 
@@ -27,13 +27,14 @@ def available(synthetic: bool = False) -> list[str]:
 
 
 def load(name: str, root=None, download: bool = True, *, base_url=None, directed: bool = False,
-         self_loops: str = "drop", deduplicate: bool = True, sparse_features: bool = False, cache: bool = True,
+         self_loops: str = "drop", deduplicate: bool = True, sparse_features: bool = False, cache=True,
          include_optional: bool = False, **options) -> Dataset:
     """Loads a dataset by name.
 
     Files are looked up under ``root`` (default ``$JAXCLP_DATA`` or the user cache directory, layout
     ``<root>/<folder>/<file>``), downloaded if missing, sha256-verified, parsed, and the parsed form is cached
-    in ``<root>/_processed/`` so later loads skip parsing (and never read the raw files).
+    in ``$JAXCLP_CACHE`` (default ``<user cache dir>/_processed``; never inside ``root``, which may be a shared
+    read-only copy) so later loads skip parsing (and never read the raw files).
 
     Args:
         name: a name from :func:`available` (case-insensitive; aliases such as ``film``, ``twitch-engb``,
@@ -47,7 +48,8 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         self_loops: ``"drop"`` (default), ``"keep"`` (the file's loops) or ``"add"`` (one loop per node).
         deduplicate: merge repeated edges (default True).
         sparse_features: return features as a scipy CSR matrix (useful for very wide features).
-        cache: use and write the processed cache.
+        cache: True (default) to use and write the processed cache in ``$JAXCLP_CACHE`` or
+            ``<user cache dir>/_processed``; a directory to use that one instead; False for no cache.
         include_optional: also download optional files (deezer-europe features).
         **options: format options, e.g. ``vocab="global"`` for Twitch (3170 shared feature columns instead of
             the ids used by the language).
@@ -84,7 +86,7 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         paths = fetch(spec, root, download=download, base_url=base_url, include_optional=True)
     ckey = cache_key(spec, rootp, opts) if cache else None
     if ckey is not None:
-        cpath = cache_path(rootp, spec.name, ckey)
+        cpath = cache_path(processed_dir(cache), spec.name, ckey)
         if cpath.exists():
             try:
                 raw = load_raw(cpath)
@@ -101,7 +103,8 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         ckey = ckey or cache_key(spec, rootp, opts)
         if ckey is not None:
             try:
-                save_raw(cache_path(rootp, spec.name, ckey), raw)
-            except OSError as err:  # read-only root: still return the data
-                warnings.warn(f"could not write the processed cache under {rootp}: {err}", stacklevel=2)
+                save_raw(cache_path(processed_dir(cache), spec.name, ckey), raw)
+            except OSError as err:  # read-only cache directory: still return the data
+                warnings.warn(f"could not write the processed cache under {processed_dir(cache)}: {err}",
+                              stacklevel=2)
     return build_dataset(raw, spec.name, spec.metric, info=info, **graph_opts)

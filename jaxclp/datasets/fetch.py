@@ -27,6 +27,7 @@ __all__ = ["ChecksumError", "DownloadError", "data_root", "default_base_url", "f
            "verify_file", "fetch_file", "fetch"]
 
 ENV_ROOT = "JAXCLP_DATA"
+ENV_CACHE = "JAXCLP_CACHE"
 ENV_URL = "JAXCLP_DATA_URL"
 _CHUNK = 1 << 20
 
@@ -50,6 +51,23 @@ def data_root(root=None) -> Path:
     env = os.environ.get(ENV_ROOT)
     if env:
         return Path(env).expanduser()
+    return user_cache_dir()
+
+
+def processed_dir(cache=True) -> Path:
+    """Where the parsed-dataset cache lives: never next to the raw files unless asked.
+
+    Args:
+        cache: a directory (used as given), or True for ``$JAXCLP_CACHE`` / ``<user cache dir>/_processed``.
+    """
+    if cache is not True and cache is not None:
+        return Path(cache).expanduser()
+    env = os.environ.get(ENV_CACHE)
+    return Path(env).expanduser() if env else user_cache_dir() / "_processed"
+
+
+def user_cache_dir() -> Path:
+    """``~/.cache/jaxclp`` (``$XDG_CACHE_HOME``; ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows)."""
     if sys.platform == "darwin":
         base = Path.home() / "Library" / "Caches"
     elif os.name == "nt":
