@@ -60,8 +60,9 @@ class SweepConfig:
 
 
 ALL_GRAPHS = tuple(g for g, _ in SYN_GRAPHS)
-# Full configuration: 10 splits per cell, as the tables (the committed fig4.json/PNGs; records are resumable, so an
-# interrupted `jaxclp reproduce fig4` only adds the missing splits; roughly 2-3 h from scratch on 2 CPU cores, estimated from the resumed runs).
+# Full configuration: 10 splits per cell, as the tables (the committed fig4.json/PNGs). Records are resumable, so
+# an interrupted `jaxclp reproduce fig4` only adds the missing splits; roughly 2-3 h from scratch on 2 CPU cores
+# (estimated from the resumed runs).
 # H2GCN (whose exact-2-hop graph makes it 10-30x slower than GCN here) on the medium split only,
 # h in {0, 0.2, ..., 1}; the real-feature graphs on the medium split only, without H2GCN.
 FULL_FIG4 = SweepConfig(
