@@ -359,9 +359,12 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
             e2e_c = (" `CLP.fit` compiles for " + ", ".join(f"{r['dataset']} {r['jax']['total']['compile']:.0f} s"
                                                           for r in ee["rows"]) + " before the first result.")
         item(f"**Compile time dominates small problems**: median compile per solver method and shape: {ctext}."
-             f"{e2e_c} Each new (n, m, K) recompiles. Fix: enable JAX's persistent compilation cache in the CLI / "
-             f"runner (`jax.config.update('jax_compilation_cache_dir', ...)`), and pad n and m to size buckets "
-             f"(e.g. next power of 1.25) so that grids of graphs reuse executables.")
+             f"{e2e_c} Each new (n, m, K) recompiles. **Partly done since this run:** `jaxclp run` / `jaxclp "
+             f"reproduce` enable JAX's persistent compilation cache (`$JAXCLP_XLA_CACHE`, default "
+             f"`~/.cache/jaxclp/xla`; `off` disables): `jaxclp run` on Texas (mlp, clp, lp; 2 splits) 16.4 s cold, "
+             f"5.2 s warm. Library calls leave it to the user (`jax.config.update('jax_compilation_cache_dir', "
+             f"...)`). Still open: pad n and m to size buckets (e.g. next power of 1.25) so that grids of graphs "
+             f"reuse executables.")
     if sc and sc.get("rows"):
         sm = [r for r in sc["rows"] if r.get("mode") == "solve" and "time_s" in r]
         st = {r["m"]: r for r in sc["rows"] if r.get("mode") == "step" and "time_s" in r}

@@ -60,3 +60,5 @@ def pytest_configure(config):
     # the parsed-dataset cache of every load in the tests goes to a fresh directory, not the user's cache
     import tempfile
     os.environ["JAXCLP_CACHE"] = tempfile.mkdtemp(prefix="jaxclp_test_cache_")
+    # the CLI's persistent XLA cache stays off in-process (tests/test_cli.py turns it on in a subprocess)
+    os.environ["JAXCLP_XLA_CACHE"] = "off"
