@@ -78,6 +78,12 @@ def test_estimator_with_given_prior_matches_clp_beliefs():
     m = jaxclp.CLP(alphas=(0.5,)).fit(g, None, y, tm, vm, prior=prior)
     res = jaxclp.clp_beliefs(g, prior, jnp.asarray(y), jnp.asarray(tm), alphas=(0.5,))
     np.testing.assert_allclose(m.beliefs_, res.beliefs[0], atol=1e-10)
+    # spectral_ is computed on first access (fit skips the power iteration), equal to clp_beliefs' own
+    assert m._spectral is None
+    for field in ("rho", "upper", "row_sum_bound", "col_sum_bound", "iterations"):
+        np.testing.assert_allclose(np.asarray(getattr(m.spectral_, field)), np.asarray(getattr(res.spectral, field)),
+                                   rtol=1e-12, err_msg=field)
+    assert m._spectral is m.spectral_  # cached
 
 
 @pytest.mark.parametrize("mutate, match", [
