@@ -6,6 +6,7 @@ the MLP training loop is compiled once per test process.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +134,90 @@ def test_fig5_quick_paired_differences(tmp_path):
     # realized homophily of the generated graphs matches the grid
     for r in rows:
         assert abs(r["h_realized"] - r["h"]) < 0.01
+
+
+def _rows_match_records(rows, records_path, key):
+    """Each row's values are the test scores of its runner-format records, and mean/std their sample stats."""
+    recs = common.last_results(records_path)
+    for r in rows:
+        vals = [recs[key(r, i)]["test"] for i in range(r["n"])]
+        np.testing.assert_allclose(r["values"], vals, rtol=1e-12)
+        np.testing.assert_allclose(r["mean"], np.mean(vals), rtol=1e-12)
+        np.testing.assert_allclose(r["std"], np.std(vals, ddof=1), rtol=1e-9, atol=1e-12)
+
+
+def test_fig4_quick(tmp_path):
+    from experiments.analyses import fig4
+
+    paths = fig4(tmp_path, quick=True, progress=False)
+    assert [p.name for p in paths] == ["fig4_quick.json", "fig4_quick_gaussian.png", "fig4_quick_quick-real.png"]
+    assert all(_png_ok(p) for p in paths[1:])
+    data = json.loads(paths[0].read_text())
+    rows = data["rows"]
+    gauss = {"mlp", "lp", "cs", "clp_star", "clp", "gcn"}
+    assert {(r["features"], r["method"]) for r in rows} == \
+        {("gaussian", m) for m in gauss} | {("quick-real", "mlp"), ("quick-real", "clp")}
+    assert len(rows) == 3 * (len(gauss) + 2) and all(r["n"] == 2 for r in rows)
+    assert all(abs(r["h_realized"] - r["h"]) < 0.01 for r in rows)  # the generator hits the grid
+    _rows_match_records(rows, Path(data["records"]), lambda r, i: (r["dataset"], r["split"], i, r["method"]))
+    by = {(r["features"], r["h"], r["method"]): r["mean"] for r in rows}
+    # structure-only methods follow homophily: LP and GCN gain a lot from h = 0 to h = 1
+    assert by[("gaussian", 1.0, "lp")] > by[("gaussian", 0.0, "lp")] + 0.3
+    assert by[("gaussian", 1.0, "gcn")] > by[("gaussian", 0.0, "gcn")] + 0.2
+
+
+def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):
+    from experiments.analyses import fig7
+
+    paths = fig7(tmp_path, quick=True, progress=False)
+    assert [p.name for p in paths] == ["fig7_quick.json", "fig7_quick.md", "fig7_quick.png"]
+    assert _png_ok(paths[2])
+    rows = {(r["model"], r["variant"]): r for r in json.loads(paths[0].read_text())["rows"]}
+    d, k = 2, 3  # quick-syn: 2-D Gaussian features, 3 classes
+    linear, two = d * k + k, (d * 16 + 16) + (16 * k + k)
+    for model in ("mlp", "clp_paper", "clp", "gcn"):  # CLP adds no parameters to its MLP; GCN has the same W's
+        assert rows[(model, "linear")]["params"] == linear == 9
+        assert rows[(model, "2-layer")]["params"] == two == 99
+    # H2GCN p=8, R=1: embedding d x p (no bias), 1 round gives 2p, final concat p + 2p -> classifier 3p x k + k
+    assert rows[("h2gcn", "p=8, R=1")]["params"] == d * 8 + 3 * 8 * k + k == 91
+    for r in rows.values():
+        assert r["compile_seconds"] == pytest.approx(r["first_call_seconds"] - r["second_call_seconds"])
+        assert len(r["run_seconds_values"]) == 2 and r["test"]["n"] == 2
+        assert 0.0 <= r["test"]["mean"] <= 1.0
+
+
+def test_clp_dagger_embeddings_against_dense_numpy():
+    from experiments.analyses.dagger import diffusion_embedding, load_dataset, spectral_embedding
+
+    ds = load_dataset("quick-syn")
+    a = np.asarray(ds.graph.to_scipy("none").todense(), np.float64)
+    np.fill_diagonal(a, 0.0)
+    a = (a + a.T) / 2
+    deg = a.sum(1)
+    dinv = np.where(deg > 0, 1 / np.sqrt(np.where(deg > 0, deg, 1)), 0)
+    s = dinv[:, None] * a * dinv[None, :]
+    w, v = np.linalg.eigh(s)
+    assert w[-4] - w[-5] > 1e-3  # the top-4 subspace is well defined
+    got = spectral_embedding(ds.graph, 4)
+    # same subspace as the 4 largest eigenvalues of D^-1/2 A D^-1/2 (smallest of the normalized Laplacian)
+    np.testing.assert_allclose(np.linalg.svd(got.T @ v[:, -4:], compute_uv=False), 1.0, atol=1e-6)
+    x = np.asarray(ds.features, np.float64)  # 2 columns <= svd_dim: no SVD
+    a1 = a + np.eye(len(a))
+    d1 = 1 / np.sqrt(a1.sum(1))
+    step = 0.5 * np.eye(len(a)) + 0.5 * d1[:, None] * a1 * d1[None, :]
+    np.testing.assert_allclose(diffusion_embedding(ds.graph, x, 2, steps=10, alpha=0.5),
+                               np.linalg.matrix_power(step, 10) @ x, rtol=1e-10, atol=1e-12)
+
+
+def test_clp_dagger_quick(tmp_path):
+    from experiments.analyses import clp_dagger
+
+    paths = clp_dagger(tmp_path, quick=True, progress=False)
+    assert [p.name for p in paths] == ["clp_dagger_quick.json", "clp_dagger_quick.md", "clp_dagger_quick.png"]
+    assert _png_ok(paths[2])
+    d = json.loads(paths[0].read_text())["datasets"]["quick-syn"]
+    assert d["features"]["dagger_dim"] == 2 + 4 + 2  # X, 4 eigenvectors, 2 diffusion columns
+    for m in ("mlp", "clp"):
+        plain, dagger, diff = d[m], d[f"{m}_dagger"], d[f"{m}_dagger_minus_plain"]
+        assert plain["n"] == dagger["n"] == 2
+        np.testing.assert_allclose(diff["values"], np.subtract(dagger["values"], plain["values"]))  # paired
