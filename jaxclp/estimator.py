@@ -14,7 +14,7 @@ from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compat import initial_beliefs
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
-from jaxclp.operator import clp_operator, operator_spectral_radius
+from jaxclp.operator import spectral_radius
 from jaxclp.mlp import fit_mlp
 from jaxclp.train import TrainConfig
 
@@ -146,10 +146,8 @@ class CLP:
         """
         self._check_fitted()
         if self._spectral is None:
-            y_tr = jnp.where(self._train, jnp.asarray(self._labels), 0)
-            b0 = initial_beliefs(self.prior_, y_tr, self._train)
-            op = clp_operator(self._graph, b0, self.H_, normalization=self.normalization_)
-            self._spectral = operator_spectral_radius(op)
+            b0 = initial_beliefs(self.prior_, self._labels, self._train)  # as clp_beliefs builds it
+            self._spectral = spectral_radius(self._graph, b0, self.H_, normalization=self.normalization_)
         return self._spectral
 
     def _check_fitted(self):

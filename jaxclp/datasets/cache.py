@@ -2,10 +2,10 @@
 
 Stored at ``<cache dir>/<name>-<key>.npz`` (:func:`jaxclp.datasets.fetch.processed_dir`: ``$JAXCLP_CACHE`` or
 ``<user cache dir>/_processed``, never next to the raw files unless asked: the data root may be a shared,
-read-only copy). The key hashes the cache format version, the dataset name,
-the builder options and the identity of every source file (registry sha256, or size and mtime for a file
-whose hash is unknown; ``absent`` for a missing optional file) and the data root's resolved path: entries are
-per data root, as when they lived inside it (a root without its files still hits only its own entries). A cache hit never reads the raw files.
+read-only copy). The key hashes the cache format version, the dataset name, the builder options, the identity
+of every source file (registry sha256, or size and mtime for a file whose hash is unknown; ``absent`` for a
+missing optional file) and the data root's resolved path: entries are per data root, as when they lived inside
+it (a root without its files still hits only its own entries). A cache hit never reads the raw files.
 Graph options (direction, self-loops, deduplication) are applied after the cache, so they share one entry.
 """
 

@@ -84,9 +84,10 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
     paths = None
     if include_optional:
         paths = fetch(spec, root, download=download, base_url=base_url, include_optional=True)
+    cdir = processed_dir(cache) if cache else None
     ckey = cache_key(spec, rootp, opts) if cache else None
     if ckey is not None:
-        cpath = cache_path(processed_dir(cache), spec.name, ckey)
+        cpath = cache_path(cdir, spec.name, ckey)
         if cpath.exists():
             try:
                 raw = load_raw(cpath)
@@ -103,8 +104,7 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         ckey = ckey or cache_key(spec, rootp, opts)
         if ckey is not None:
             try:
-                save_raw(cache_path(processed_dir(cache), spec.name, ckey), raw)
+                save_raw(cache_path(cdir, spec.name, ckey), raw)
             except OSError as err:  # read-only cache directory: still return the data
-                warnings.warn(f"could not write the processed cache under {processed_dir(cache)}: {err}",
-                              stacklevel=2)
+                warnings.warn(f"could not write the processed cache under {cdir}: {err}", stacklevel=2)
     return build_dataset(raw, spec.name, spec.metric, info=info, **graph_opts)
