@@ -1,6 +1,7 @@
 """Entry point: ``python -m benchmarks.run [--quick] [--out DIR] [which ...]`` (or ``jaxclp bench ...``).
 
-``which`` is any of ``throughput``, ``solvers``, ``end_to_end``, ``scaling`` (default: all, in that order);
+``which`` is any of ``throughput``, ``solvers``, ``end_to_end``, ``scaling``, ``fixes`` (default: all, in that
+order);
 ``summary`` alone only rebuilds ``SUMMARY.md`` from the JSON files already in the results directory.
 ``--quick`` runs tiny sizes (about a minute, CI smoke test). Results: JSON + markdown + PNG per benchmark in
 ``benchmarks/results/`` and ``SUMMARY.md`` there.
@@ -14,7 +15,7 @@ import traceback
 
 from benchmarks import _common as C
 
-ORDER = ("throughput", "solvers", "end_to_end", "scaling")
+ORDER = ("throughput", "solvers", "end_to_end", "scaling", "fixes")
 
 
 def main(argv=None) -> int:

@@ -227,7 +227,33 @@ def _median(xs):
     return float(np.median(xs)) if xs else None
 
 
-def findings_section(tp, sv, ee, sc) -> list[str]:
+def _fixes_text(fx, part: str) -> str:
+    """Before/after numbers of a fix, from ``fixes.json`` (``python -m benchmarks.fixes``)."""
+    if not fx:
+        return "(before/after: run `python -m benchmarks.fixes`)"
+    ms = lambda v: f"{v * 1e3:.0f} ms"  # noqa: E731
+    if part == "bounds":
+        return "; ".join(f"`{r['what']}` {ms(r['before_s'])} -> {ms(r['after_s'])} at n={r['n']}, m={r['m']}, "
+                         f"K={r['K']}" for r in fx["bounds"]) + " (`fixes.md`)"
+    if part == "gmres":
+        g = fx["gmres"]
+        return (f"the GMRES kernel at n={g[0]['n']}, m={g[0]['m']}, K={g[0]['K']}, alpha "
+                f"{'/'.join(str(r['alpha']) for r in g)}: {'/'.join(ms(r['before_s']) for r in g)} -> "
+                f"{'/'.join(ms(r['after_s']) for r in g)} (a whole BiCGStab `solve`: "
+                f"{'/'.join(ms(r['bicgstab_solve_s']) for r in g)}; `fixes.md`)")
+    if part == "clp_fit":
+        c = fx["clp_fit"]
+        return (f"`CLP.fit` with a given prior on {c['dataset']}: {ms(c['before_s'])} with the power iteration, "
+                f"{ms(c['after_s'])} without (`fixes.md`)")
+    if part == "xla":
+        x = fx["xla_cache"]
+        return (f"`jaxclp run` on {x['dataset']} (mlp, clp, lp; 2 splits; fresh processes): cache off "
+                f"{x['off_s']:.1f} s, cold {x['cold_s']:.1f} s, warm {x['warm_s']:.1f} s, identical results: "
+                f"{x['identical_results']} (`fixes.md`)")
+    raise ValueError(part)
+
+
+def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
     """Performance problems found in jaxclp, each with a suggested fix and the numbers behind it."""
     out = ["## Performance problems in jaxclp and suggested fixes", ""]
     i = 0
@@ -288,11 +314,9 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                  f"(a jitted SpMM there: {small[1][1] * 1e3:.2f} ms; a whole easy solve: "
                  f"{_f(tsolve_small and tsolve_small * 1e3, '{:.1f}')} ms), {large[1][0] * 1e3:.0f} ms at "
                  f"n={large[0][0]}, deg {large[0][1]}, K={large[0][2]} (2 SpMMs, one with an unsorted scatter for the "
-                 f"transpose). **Partly done since this run:** `norm_bounds` and `edge_values` are jitted; measured "
-                 f"back to back at n=1e6, m=1e7, K=5 (loaded machine): `norm_bounds` 803 -> 344 ms, `edge_values` "
-                 f"('sym') 482 -> 106 ms; a 4-step Neumann `solve` at n=2e5, m=2e6: 277 -> 165 ms. Still open: the "
-                 f"bound is computed even when the method is given; skip it there, or take it from `a_priori_bound` "
-                 f"(free for 'sym'/'row').")
+                 f"transpose). **Partly done since this run:** `norm_bounds` and `edge_values` are jitted: "
+                 f"{_fixes_text(fx, 'bounds')}. Still open: the bound is computed even when the method is given; "
+                 f"skip it there, or take it from `a_priori_bound` (free for 'sym'/'row').")
         # 4. GMRES
         ratios = []
         for c in rows:
@@ -306,10 +330,9 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                  f"`solve_method='batched'`, which always runs all `restart`=30 Arnoldi steps (31 SpMMs + Gram-Schmidt) "
                  f"before checking convergence, and it is vmapped one class at a time. Its `maxiter` counts restart "
                  f"cycles, so `max_iters=10000` allows 300k SpMMs. **Done since this run:** "
-                 f"`solve_method='incremental'` and `maxiter=ceil(max_iters/restart)`: 449 -> 237 ms per solve at "
-                 f"n=2e4, deg 10, K=5, alpha*rho up to 0.99 (BiCGStab 17-21 ms). Still ~10x slower than BiCGStab: it "
-                 f"is vmapped one class at a time and a 1-column SpMM takes the gather + scatter path, not the CSR "
-                 f"kernel. `auto` never picks it.")
+                 f"`solve_method='incremental'` and `maxiter=ceil(max_iters/restart)`: {_fixes_text(fx, 'gmres')}. "
+                 f"Still several times slower than BiCGStab: it is vmapped one class at a time and a 1-column SpMM "
+                 f"takes the gather + scatter path, not the CSR kernel. `auto` never picks it.")
         # 5. float32 floor
         hard = [c for c in rows if c["alpha_rho"] > 0.98]
         jac_cap = [c for c in hard if c["methods"].get("jacobi", {}).get("capped")]
@@ -327,7 +350,7 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                  f"asks for 1e-6 ||(1-a)D|| = 1e-8 ||x||. In float64 {x64_ok} of {x64_n} such cells converge with "
                  f"every method. Fix: clamp the effective tolerance to ~10 eps / (1 - alpha*rho_bound) with a "
                  f"warning (or solve in float64 when x64 is on). A stall stop was tried since this run and not "
-                 f"merged: stopping a column once its increment, within 1e3 eps ||x||, made no new minimum for 50 "
+                 f"merged (a one-off experiment; the patch was not kept): stopping a column once its increment, within 1e3 eps ||x||, made no new minimum for 50 "
                  f"steps cut one column of a 3000-node float32 problem at alpha*rho = 0.999 at 7196 steps with a "
                  f"relative residual of 3.6e-4, where the plain iteration reached 9.3e-6 after 9733: under the noisy "
                  f"increment the iterate still improves, so a fixed window stops too early.")
@@ -340,7 +363,8 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                      f"({len(bad)} of {len(dense)} dense runs; LU in float32 leaves a relative residual of "
                      f"~1e-6-1e-5 at condition numbers ~1/(1-alpha*rho)); `auto` picks dense for n <= "
                      f"DENSE_MAX_NODES whatever alpha*rho is. Iterative refinement with the same LU factors, the fix "
-                     f"suggested here before, was tried and **does not work in float32**: on a 300-node graph one "
+                     f"suggested here before, was tried and **does not work in float32** (a one-off experiment; the "
+                     f"patch was not kept): on a 300-node graph one "
                      f"step lowered the residual 2-3x at alpha*rho = 0.9/0.99/0.999 (1.0e-6 -> 3.8e-7, 1.1e-5 -> "
                      f"4.3e-6, 8.8e-5 -> 4.3e-5), more steps nothing, and on a 120-node graph at 0.995 it made it "
                      f"slightly worse (1.39e-5 -> 1.64e-5): the floor is the float32 residual's own rounding, "
@@ -361,8 +385,7 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
         item(f"**Compile time dominates small problems**: median compile per solver method and shape: {ctext}."
              f"{e2e_c} Each new (n, m, K) recompiles. **Partly done since this run:** `jaxclp run` / `jaxclp "
              f"reproduce` enable JAX's persistent compilation cache (`$JAXCLP_XLA_CACHE`, default "
-             f"`~/.cache/jaxclp/xla`; `off` disables): `jaxclp run` on Texas (mlp, clp, lp; 2 splits) 16.4 s cold, "
-             f"5.2 s warm. Library calls leave it to the user (`jax.config.update('jax_compilation_cache_dir', "
+             f"`~/.cache/jaxclp/xla`; `off` disables): {_fixes_text(fx, 'xla')}. Library calls leave it to the user (`jax.config.update('jax_compilation_cache_dir', "
              f"...)`). Still open: pad n and m to size buckets (e.g. next power of 1.25) so that grids of graphs "
              f"reuse executables.")
     if sc and sc.get("rows"):
@@ -377,12 +400,13 @@ def findings_section(tp, sv, ee, sc) -> list[str]:
                      f"{r0['iterations']} iterations of a {s0['time_s'] * 1e3:.2f} ms step, i.e. ~{over * 1e3:.0f} ms of "
                      f"eager checks (host copies of b0/prior for `_checks.probabilities`, eager `norm_bounds`, "
                      f"`clp_operator` outside jit). Matters for alpha/variant selection loops on small graphs. "
-                     f"(`norm_bounds` and `edge_values` are jitted now, item 3; the input checks take ~1 ms at n=2e5.)")
+                     f"(`norm_bounds` and `edge_values` are jitted now, item 3.)")
     item("**Done: `CLP.fit` ran the diagnostic power iteration for `spectral_` on every variant** although the "
-         "a-priori bound already proves convergence for 'sym'/'row': 112 of 141 ms of `CLP.fit` with a given prior "
-         "on Squirrel. `spectral_` is now computed on first access; the end-to-end propagation + selection stage "
-         "went from 274 / 56 / 25 / 169 ms to the table's numbers (Squirrel / Chameleon / Texas / Twitch-EN), "
-         "from 2.6-5.9x slower than the PyTorch loop to 0.5-2.2x its speed.")
+         f"a-priori bound already proves convergence for 'sym'/'row': {_fixes_text(fx, 'clp_fit')}. `spectral_` is "
+         "now computed on first access; in the end-to-end benchmark the propagation + selection stage went from "
+         "274 / 56 / 25 / 169 ms (the previous `end_to_end.json`, in git history) to the table's numbers "
+         "(Squirrel / Chameleon / Texas / Twitch-EN), from 2.6-5.9x slower than the PyTorch loop to 0.5-2.2x its "
+         "speed.")
     item("**Fixed since this run: `jaxclp.datasets.load` wrote its parsed cache into the data root** "
          "(`<root>/_processed/`). With `JAXCLP_DATA=/work/shared/datasets` it created files inside the shared, "
          "read-only-permission dataset directory (running as root bypasses the permissions); the benchmarks pass "
@@ -401,6 +425,7 @@ def main(argv=None, out=None) -> Path:
     sv = C.load_json(od / "solvers.json")
     ee = C.load_json(od / "end_to_end.json")
     sc = C.load_json(od / "scaling.json")
+    fx = C.load_json(od / "fixes.json")
     machine = next((p["machine"] for p in (tp, sv, ee, sc) if p), None)
     lines = ["# jaxclp benchmarks: summary", ""]
     if machine:
@@ -428,7 +453,7 @@ def main(argv=None, out=None) -> Path:
     lines += ["## Task 1: iterative vs closed form, and the `auto` rule", ""] + solvers_section(sv)
     lines += ["## Task 3: end to end on real data", ""] + e2e_section(ee)
     lines += ["## Task 4: scaling", ""] + scaling_section(sc)
-    lines += findings_section(tp, sv, ee, sc)
+    lines += findings_section(tp, sv, ee, sc, fx)
     path = od / "SUMMARY.md"
     path.write_text("\n".join(lines))
     C.log(f"summary: wrote {path}")

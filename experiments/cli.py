@@ -24,9 +24,9 @@ def xla_cache_dir(environ=None) -> Path | None:
     """JAX's persistent compilation cache for ``run``/``reproduce``: ``$JAXCLP_XLA_CACHE``, default
     ``<user cache dir>/xla``; ``off`` (or ``0``, ``none``, empty) disables it.
 
-    Each (dataset shape, method) compiles once per machine instead of once per process: ``jaxclp run`` on Texas
-    (mlp, clp, lp; 2 splits) took 16.4 s cold and 5.2 s with a warm cache on the 2-core CI machine.
-    ``bench`` never uses it (the benchmarks measure compile time).
+    Each (dataset shape, method) compiles once per machine instead of once per process (cold vs warm
+    ``jaxclp run``: ``benchmarks/results/fixes.md``). ``bench`` never uses it (the benchmarks measure compile
+    time).
     """
     v = (os.environ if environ is None else environ).get(XLA_CACHE_ENV)
     if v is not None and v.strip().lower() in ("", "0", "off", "none", "false", "no"):

@@ -142,7 +142,7 @@ class CLP:
         """Per-class :class:`jaxclp.SpectralInfo` of the selected operators, computed on first access.
 
         A power iteration; when the a-priori bound already proves convergence, :meth:`fit` does not need it,
-        and computing it there cost ~4x the propagation itself (Squirrel: 112 of 141 ms).
+        and computing it there cost several times the propagation itself (``benchmarks/results/fixes.md``).
         """
         self._check_fitted()
         if self._spectral is None:

@@ -117,8 +117,8 @@ class SpectralInfo(NamedTuple):
 def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     """(K,) max row sums and (K,) max column sums of the (nonnegative) operators: bounds on rho.
 
-    Jitted (one fused dispatch instead of a dozen eager ops: 611 ms -> see benchmarks/results/SUMMARY.md
-    at n = 1e6, where it runs on every ``solve`` call).
+    Jitted: one dispatch instead of a dozen eager ops; it runs on every ``solve`` call
+    (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``).
     """
     ones = jnp.ones_like(op.left)
     return op.matvec(ones).max(axis=0), op.rmatvec(ones).max(axis=0)

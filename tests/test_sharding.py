@@ -1,9 +1,8 @@
 """Multi-device: the class axis and the alpha axis shard over devices with unchanged results.
 
 Runs in a fresh process with two forced host CPU devices (``XLA_FLAGS`` must be set before jax starts), in
-float32 as a user would. Measured there (2-core machine, n = 2e5, m = 2e6, K = 8-32): no speed-up from host
-"devices" (they share the cores), so this checks correctness and that outputs keep their sharding, which is
-what GPU/TPU meshes need.
+float32 as a user would. Host "devices" share the cores and give no speed-up (``python -m benchmarks.fixes``),
+so this checks correctness and that outputs keep their sharding, which is what GPU/TPU meshes need.
 """
 
 import os
