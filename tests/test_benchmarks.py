@@ -78,3 +78,15 @@ def test_quick_end_to_end_reports_accuracy(quick_results):
     assert row["dataset"] == "texas"
     acc = row["jax"]["test_score"]
     assert 0.3 < acc <= 1.0 and np.isfinite(acc)
+
+
+def test_fixes_gmres_before_and_after_agree():
+    """benchmarks/fixes.py times jaxclp's GMRES kernel with the old and the new jax settings: both must solve
+    the same systems (only the speed may differ)."""
+    from benchmarks import fixes
+
+    rows = fixes.gmres(dict(fixes.QUICK, repeats=1))
+    assert [r["alpha"] for r in rows] == [0.5, 0.9, 0.99]
+    for r in rows:
+        assert r["max_abs_diff"] < 1e-5, r
+        assert r["before_s"] > 0 and r["after_s"] > 0 and r["bicgstab_solve_s"] > 0
