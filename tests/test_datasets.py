@@ -460,15 +460,20 @@ def test_any_heterophilous_npz(tmp_path):
 
 @needs_shared
 def test_deezer_features_loaded_when_present(tmp_path):
+    # The published features file (31241 binary bag-of-artists columns; SOURCE.md counts) is loaded when present.
     root = tmp_path / "root"
-    d0 = D.load("deezer-europe", root=root, base_url=BASE_URL)
+    d1 = D.load("deezer-europe", root=root, base_url=BASE_URL, sparse_features=True, cache=tmp_path / "c",
+                include_optional=True)
+    assert d1.features.shape == (28281, 31241) and d1.num_undirected_edges == 92752
+    assert int((np.diff(d1.features.indptr) == 0).sum()) == 6159  # nodes with an empty feature list
+    assert np.unique(d1.features.indices).size == 30978
+    # Without the (optional) features file the dataset still loads, featureless.
+    bare = tmp_path / "bare" / "deezer-europe"
+    bare.mkdir(parents=True)
+    for f in ("deezer_europe_edges.csv", "deezer_europe_target.csv", "deezer-europe-splits.npy"):
+        shutil.copy(root / "deezer-europe" / f, bare / f)
+    d0 = D.load("deezer-europe", root=bare.parent, download=False, cache=tmp_path / "c")
     assert d0.features is None and d0.num_nodes == 28281
-    feats = {str(i): [i % 7, 10 + i % 3] for i in range(28281)}
-    (root / "deezer-europe/deezer_europe_features.json").write_text(json.dumps(feats))
-    d1 = D.load("deezer-europe", root=root, download=False)  # cache key changes: not the featureless entry
-    assert d1.features.shape == (28281, 13)
-    assert np.flatnonzero(d1.features[8]).tolist() == [1, 12]
-    assert d1.num_undirected_edges == 92752
 
 
 def test_struc2vec_mapping_ignores_edge_order_and_rejects_unknown_ids(tmp_path):

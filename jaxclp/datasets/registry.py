@@ -67,6 +67,8 @@ SHA256: dict[str, str] = {
     "deezer-europe/deezer-europe-splits.npy": "15dc2ccafca32dd89316334ad12bc47892383abb8f4edd76a90a70780c861c2f",
     "deezer-europe/deezer_europe_edges.csv": "a4aabf57e3eb20d40d5df7c7d15142b20656d9ca8f77a083106c1ee81226e530",
     "deezer-europe/deezer_europe_target.csv": "9d5c5736e1d55361e9caa5ae4f96ea5f40c3a70a8cfaad332defac9d84c6b2c6",
+    "deezer-europe/deezer_europe_features.json":
+        "8d2526372b903f45bf0d1bf6df33416769b99cbb38ba89cdac54848a3143b2db",
     "europe-airports/europe-airports.edgelist": "bd202178d0d1253c15bd3c9a22cc2a25f630244bbef9060bc30adbf0a5e130f6",
     "europe-airports/labels-europe-airports.txt":
         "92bace031cc02937ac9629d6c69387458e5d5016a7dab98490fbf33e392cec4e",
