@@ -3,7 +3,7 @@
 Pipeline timed (both sides): fit the MLP prior (500 epochs max, early stopping), estimate H (Sinkhorn), solve
 the closed form for the alpha grid 0.1..0.9 and select alpha on validation, predict. jaxclp side:
 ``jaxclp.CLP(metric=...).fit(graph, features, labels, train, val).predict()``; PyTorch side:
-:mod:`benchmarks.torch_clp`. Also timed separately: the MLP alone, and propagation + alpha selection alone
+:mod:`jaxclp.benchmarks.torch_clp`. Also timed separately: the MLP alone, and propagation + alpha selection alone
 (the same prior given to both sides), because early stopping can make the two MLPs run different numbers of
 epochs.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 DATASETS = ("texas", "chameleon", "squirrel", "twitch-en")
 QUICK_DATASETS = ("texas",)
@@ -48,7 +48,7 @@ def _test_metric(metric, proba, y, mask):
     if metric == "roc_auc":
         import torch
 
-        from benchmarks.torch_clp import roc_auc
+        from jaxclp.benchmarks.torch_clp import roc_auc
 
         return roc_auc(torch.from_numpy(np.asarray(proba)[:, 1].copy()), torch.from_numpy(y.astype(np.int64)),
                        torch.from_numpy(mask))
@@ -127,7 +127,7 @@ def _torch_side(out, name, ds, g, feats, y, train, val, test, k, metric, prior, 
     import jax.numpy as jnp
 
     import jaxclp
-    from benchmarks import torch_clp as TC
+    from jaxclp.benchmarks import torch_clp as TC
 
     if not TC.available():
         out["torch"] = {"skipped": "torch not installed (pip install torch==2.13.0)"}
@@ -229,7 +229,7 @@ def plot(path: Path, payload: dict) -> str | None:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.end_to_end", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.end_to_end", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     ap.add_argument("--datasets", nargs="*", default=None)

@@ -9,7 +9,7 @@ README come from this script):
 * The CLI's persistent XLA cache: ``jaxclp run`` in fresh processes, cache off / cold / warm.
 * Class-axis sharding over two forced host CPU devices (``shard_map``) vs one device, for one CLP step.
 
-Usage: ``python -m benchmarks.fixes [--quick] [--out DIR]`` (also ``python -m benchmarks.run fixes``).
+Usage: ``python -m jaxclp.benchmarks.fixes [--quick] [--out DIR]`` (also ``python -m jaxclp.benchmarks.run fixes``).
 Data: ``$JAXCLP_DATA`` (default ``../shared/datasets``), read in place (``cache=False``).
 """
 
@@ -25,7 +25,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 from jaxclp.solve import GMRES_RESTART
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +138,7 @@ def xla_cache(cfg) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, JAXCLP_DATA=str(_data_root()), JAXCLP_CACHE=str(Path(tmp) / "parsed"))
         for label, cache in (("off", "off"), ("cold", str(Path(tmp) / "xla")), ("warm", str(Path(tmp) / "xla"))):
-            cmd = [sys.executable, "-m", "experiments.cli", "run", "--dataset", cfg["cli_dataset"], "--methods",
+            cmd = [sys.executable, "-m", "jaxclp", "run", "--dataset", cfg["cli_dataset"], "--methods",
                    "mlp,clp,lp", "--runs", "2", "--epochs", str(cfg["cli_epochs"]), "--no-progress",
                    "--out", str(Path(tmp) / f"out-{label}")]
             t = time.perf_counter()
@@ -157,7 +157,7 @@ SHARD_SCRIPT = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-    from benchmarks import _common as C
+    from jaxclp.benchmarks import _common as C
     from jaxclp.graph import spmm
     from jaxclp.operator import clp_operator
     n, k, repeats = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -191,7 +191,7 @@ def sharding(cfg) -> list[dict]:
 
 def write_markdown(path: Path, payload: dict) -> None:
     ms = lambda s: f"{s * 1e3:.1f}"  # noqa: E731
-    lines = ["# Before/after timings of the fixes (`python -m benchmarks.fixes`)", "",
+    lines = ["# Before/after timings of the fixes (`python -m jaxclp.benchmarks.fixes`)", "",
              C.machine_header_md(payload["machine"]), "", "Milliseconds, median of the timed calls.", "",
              "## norm_bounds / edge_values: eager -> jitted", "",
              C.md_table(["what", "n", "m", "K", "eager", "jitted"],
@@ -220,7 +220,7 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.fixes", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.fixes", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     args = ap.parse_args(argv)

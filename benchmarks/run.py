@@ -1,4 +1,4 @@
-"""Entry point: ``python -m benchmarks.run [--quick] [--out DIR] [which ...]`` (or ``jaxclp bench ...``).
+"""Entry point: ``python -m jaxclp.benchmarks.run [--quick] [--out DIR] [which ...]`` (or ``jaxclp bench ...``).
 
 ``which`` is any of ``throughput``, ``solvers``, ``end_to_end``, ``scaling``, ``fixes`` (default: all, in that
 order);
@@ -13,7 +13,7 @@ import argparse
 import time
 import traceback
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 ORDER = ("throughput", "solvers", "end_to_end", "scaling", "fixes")
 
@@ -38,13 +38,13 @@ def main(argv=None) -> int:
     failures = []
     for name in which:
         C.log(f"run: {name} {'(quick)' if args.quick else ''}")
-        module = __import__(f"benchmarks.{name}", fromlist=["main"])
+        module = __import__(f"jaxclp.benchmarks.{name}", fromlist=["main"])
         try:
             module.main(common)
         except Exception:  # noqa: BLE001 - one failing benchmark must not lose the others
             failures.append(name)
             C.log(f"run: {name} FAILED\n{traceback.format_exc()}")
-    from benchmarks import summary
+    from jaxclp.benchmarks import summary
 
     summary.main(["--out", str(od)])
     C.log(f"run: done in {time.time() - t0:.0f} s; failures: {failures or 'none'}")

@@ -9,7 +9,7 @@ reports its peak resident memory (``VmHWM`` of ``/proc/self/status``; see ``_rss
 * ``step``     -- one CLP propagation step for all classes (``FactoredOperator.matvec``, jitted).
 * ``solve``    -- closed-form CLP ``jaxclp.solve(..., alpha=0.9, method="auto", tol=1e-6)`` (the paper's
   normalized operator), including the method choice and the residual check.
-* ``step_bcsr`` -- the best candidate formulation from :mod:`benchmarks.kernels` (BCSR, K padded to 8), for
+* ``step_bcsr`` -- the best candidate formulation from :mod:`jaxclp.benchmarks.kernels` (BCSR, K padded to 8), for
   comparison.
 
 The baseline RSS (python + jax + the loaded arrays, before any compute) is reported separately so that the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 N_PROTEINS = 132_534
 FULL_EDGES = (250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 40_000_000)
@@ -120,7 +120,7 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
             comp, _ = C.aot_compile_time(f, op, x)
             t, _ = C.time_call(lambda: f(op, x), repeats=repeats, warmup=1, min_repeats=3, budget_s=30.0)
         else:
-            from benchmarks import kernels as KR
+            from jaxclp.benchmarks import kernels as KR
 
             aux = KR.bcsr_prepare(np.asarray(s), np.asarray(r), np.asarray(op.values), n)
             f = jax.jit(lambda a, lft, rgt, v: KR.bcsr_padded_apply(a, lft, rgt, v, multiple=8))
@@ -149,7 +149,7 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
 
 
 def run_worker(path: Path, mode: str, repeats: int, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.scaling", "--worker", str(path), "--mode", mode,
+    cmd = [sys.executable, "-m", "jaxclp.benchmarks.scaling", "--worker", str(path), "--mode", mode,
            "--repeats", str(repeats)]
     t0 = time.time()
     try:
@@ -244,7 +244,7 @@ def plot(path: Path, payload: dict) -> str:
 
 
 def main(argv=None, out=None) -> dict | None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.scaling", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     ap.add_argument("--max-edges", type=float, default=None, help="largest m to run (default 4e7)")

@@ -14,7 +14,7 @@ Operators (each with its own adjacency normalization):
 * ``lp-sym``   -- label propagation's operator ``D^-1/2 A D^-1/2`` (rho = 1); CG valid.
 * ``lp-row``   -- label propagation with ``D^-1 A`` (rho = 1, nonsymmetric).
 
-Run: ``python -m benchmarks.solvers [--quick] [--out DIR]``. A float64 subset (``--x64``) runs in a
+Run: ``python -m jaxclp.benchmarks.solvers [--quick] [--out DIR]``. A float64 subset (``--x64``) runs in a
 subprocess with ``JAX_ENABLE_X64=1`` to separate float32 rounding floors from solver behaviour.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 ALPHAS = (0.5, 0.9, 0.99)
 TOL = 1e-6
@@ -591,7 +591,7 @@ def plot(path_prefix: Path, rows: list[dict]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------- entry
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.solvers", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.solvers", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke)")
     ap.add_argument("--out", default=out, help="results directory")
     ap.add_argument("--x64", action="store_true", help=argparse.SUPPRESS)  # internal: float64 worker
@@ -624,7 +624,7 @@ def main(argv=None, out=None) -> dict:
     x64_rows = None
     if not args.no_x64 and not args.quick:
         env = dict(os.environ, JAX_ENABLE_X64="1")
-        cmd = [sys.executable, "-m", "benchmarks.solvers", "--x64", "--out", str(od)] + (["--quick"] if args.quick else [])
+        cmd = [sys.executable, "-m", "jaxclp.benchmarks.solvers", "--x64", "--out", str(od)] + (["--quick"] if args.quick else [])
         r = subprocess.run(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
         if r.returncode == 0:
             x64_rows = (C.load_json(od / "_solvers_x64_rows.json") or {}).get("rows")

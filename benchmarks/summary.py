@@ -1,6 +1,6 @@
 """Builds ``results/SUMMARY.md`` from the JSON files of the individual benchmarks.
 
-Run: ``python -m benchmarks.summary [--out DIR]`` (``benchmarks.run`` calls it at the end).
+Run: ``python -m jaxclp.benchmarks.summary [--out DIR]`` (``benchmarks.run`` calls it at the end).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 
 def _f(v, fmt="{:.2f}", none="-"):
@@ -228,9 +228,9 @@ def _median(xs):
 
 
 def _fixes_text(fx, part: str) -> str:
-    """Before/after numbers of a fix, from ``fixes.json`` (``python -m benchmarks.fixes``)."""
+    """Before/after numbers of a fix, from ``fixes.json`` (``python -m jaxclp.benchmarks.fixes``)."""
     if not fx:
-        return "(before/after: run `python -m benchmarks.fixes`)"
+        return "(before/after: run `python -m jaxclp.benchmarks.fixes`)"
     ms = lambda v: f"{v * 1e3:.0f} ms"  # noqa: E731
     if part == "bounds":
         return "; ".join(f"`{r['what']}` {ms(r['before_s'])} -> {ms(r['after_s'])} at n={r['n']}, m={r['m']}, "
@@ -417,7 +417,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
 
 
 def main(argv=None, out=None) -> Path:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.summary")
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.summary")
     ap.add_argument("--out", default=out)
     args = ap.parse_args(argv)
     od = C.out_dir(args.out)
@@ -431,7 +431,7 @@ def main(argv=None, out=None) -> Path:
     if machine:
         lines += [C.machine_header_md(machine), ""]
     quick = any(p.get("quick") for p in (tp, sv, ee, sc) if p)
-    lines += ["Reproduce: `python -m benchmarks.run` (everything, ~1 h on this machine; `--quick` for the CI "
+    lines += ["Reproduce: `python -m jaxclp.benchmarks.run` (everything, ~1 h on this machine; `--quick` for the CI "
               "smoke run). Each benchmark writes `<name>.json`, `<name>.md` and PNG plots here." +
               (" **These are --quick results (tiny sizes): not meaningful as measurements.**" if quick else ""), ""]
     el = {n: p.get("elapsed_s") for n, p in (("throughput", tp), ("solvers", sv), ("end_to_end", ee),

@@ -12,7 +12,7 @@ the paper's CLP operator ``A^F_k = diag(b0_k) Ahat_sym diag((b0 H)_k)``. One ste
   gather/scatter message passing (LabelPropagation), factored and edgewise.
 * C: a CSR loop with OpenMP (1 and 2 threads), compiled with gcc at benchmark time (``benchmarks/c``).
 * memory bandwidth: STREAM-like triad ``a = b + s c`` in numpy (1 thread) and in C (2 threads).
-* candidate JAX formulations from :mod:`benchmarks.kernels` (what jaxclp could port).
+* candidate JAX formulations from :mod:`jaxclp.benchmarks.kernels` (what jaxclp could port).
 
 Byte-count model (effective GB/s): compulsory traffic of a CSR implementation in float32 with int32 indices,
 every array touched once and gathers of X served from cache (X is 2 MB here):
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import _common as C
+from jaxclp.benchmarks import _common as C
 
 FULL = {"n": 100_000, "avg_degree": 20, "K": 5, "side_K": (2, 40), "repeats": 21}
 QUICK = {"n": 10_000, "avg_degree": 20, "K": 5, "side_K": (), "repeats": 3}
@@ -88,7 +88,7 @@ def run_one(n, deg, k, repeats, cref, *, full: bool) -> dict:
     import scipy.sparse as sp
 
     import jaxclp
-    from benchmarks import kernels as KR
+    from jaxclp.benchmarks import kernels as KR
 
     prob = C.make_problem(n, deg, k, seed=0)
     g = prob.graph
@@ -374,7 +374,7 @@ def plot(path: Path, payload: dict) -> str:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.throughput", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     args = ap.parse_args(argv)
@@ -383,7 +383,7 @@ def main(argv=None, out=None) -> dict:
     od = C.out_dir(args.out)
     t0 = time.time()
     info = C.machine_info()
-    from benchmarks import c_ref
+    from jaxclp.benchmarks import c_ref
 
     cref, cmsg = c_ref.build(od / "_scratch")
     C.log(f"throughput: C reference: {cmsg}")

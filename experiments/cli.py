@@ -9,10 +9,10 @@ from pathlib import Path
 
 import jax
 
-from experiments import reproduce
-from experiments.methods import METHODS
-from experiments.runner import run
-from experiments.summary import write_summary
+from jaxclp.experiments import reproduce
+from jaxclp.experiments.methods import METHODS
+from jaxclp.experiments.runner import run
+from jaxclp.experiments.summary import write_summary
 from jaxclp.datasets.fetch import user_cache_dir
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     elif a.cmd == "summarize":
         print(write_summary(a.dir))
     elif a.cmd == "bench":
-        from benchmarks.run import main as bench_main
+        from jaxclp.benchmarks.run import main as bench_main
 
         return bench_main(a.rest)
     return 0

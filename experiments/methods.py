@@ -2,7 +2,7 @@
 
 Every method maps a :class:`Context` (which holds labels with the TEST labels already removed) to a dict
 ``config -> (n, K) scores``. :func:`select` picks a config on validation; test labels enter only in
-:func:`experiments.runner.score_test`, after selection.
+:func:`jaxclp.experiments.runner.score_test`, after selection.
 """
 
 from __future__ import annotations

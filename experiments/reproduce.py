@@ -6,8 +6,8 @@ from pathlib import Path
 
 from jaxclp.datasets import load
 
-from experiments.runner import run
-from experiments.summary import write_summary
+from jaxclp.experiments.runner import run
+from jaxclp.experiments.summary import write_summary
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp")
 # The paper's 12 heterophily datasets, then the other heterophily sets of ../shared/datasets (not in the paper).
@@ -64,6 +64,6 @@ def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
     return [path]
 
 
-from experiments.analyses import TARGETS as _FIGURE_TARGETS  # noqa: E402  (figures: results/figures/)
+from jaxclp.experiments.analyses import TARGETS as _FIGURE_TARGETS  # noqa: E402  (figures: results/figures/)
 
 TARGETS = {"table2": table2, "table4": table4, "table5": table5, "homophily": homophily, **_FIGURE_TARGETS}

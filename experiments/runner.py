@@ -25,7 +25,7 @@ from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
-from experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
 
 RESULTS_FILE = "results.jsonl"
 MLP_DEPTHS = (1, 2, 3)
@@ -117,7 +117,7 @@ def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, n
     Selection on such a split is meaningless (ROC-AUC is undefined, accuracy rewards the constant guess).
     It happens: minesweeper's mines are exactly ``numpy.random.default_rng(0).permutation(10000)[:2000]``,
     so seed 0 puts every mine, and nothing else, into train + validation. (The figures at tiny label rates
-    keep such splits and flag them instead: :func:`experiments.analyses.common.run_mirror`.)
+    keep such splits and flag them instead: :func:`jaxclp.experiments.analyses.common.run_mirror`.)
     """
     for i, parts in single_class_parts(labels, train, val, runs).items():
         part, classes = next(iter(parts.items()))
@@ -148,7 +148,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     Args:
         dataset: a dataset name (see ``jaxclp.datasets.available()``) or a loaded Dataset.
         split: "sparse", "medium", "dense" or "published".
-        methods: names from :data:`experiments.methods.METHODS`.
+        methods: names from :data:`jaxclp.experiments.methods.METHODS`.
         runs: number of random splits (seeds ``seed + i``); published splits use all of theirs up to runs.
         out: output directory.
         seed: base seed (splits and model keys).

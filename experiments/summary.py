@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runner import RESULTS_FILE, read_records
+from jaxclp.experiments.runner import RESULTS_FILE, read_records
 
 # The paper's reported numbers (percent), keyed (dataset, split, method). The paper's tables were not
 # available to us offline, so this is empty and the summary prints "n/a" rather than a remembered number.

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import jaxclp
-from experiments import runner
-from experiments.analyses import common, fig1, fig5, fig6
-from experiments.analyses.micro import load_dataset, micro_counts
+from jaxclp.experiments import runner
+from jaxclp.experiments.analyses import common, fig1, fig5, fig6
+from jaxclp.experiments.analyses.micro import load_dataset, micro_counts
 
 
 def test_homophily_bins_hand_example():
@@ -147,7 +147,7 @@ def _rows_match_records(rows, records_path, key):
 
 
 def test_fig4_quick(tmp_path):
-    from experiments.analyses import fig4
+    from jaxclp.experiments.analyses import fig4
 
     paths = fig4(tmp_path, quick=True, progress=False)
     assert [p.name for p in paths] == ["fig4_quick.json", "fig4_quick_gaussian.png", "fig4_quick_quick-real.png"]
@@ -167,7 +167,7 @@ def test_fig4_quick(tmp_path):
 
 
 def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):
-    from experiments.analyses import fig7
+    from jaxclp.experiments.analyses import fig7
 
     paths = fig7(tmp_path, quick=True, progress=False)
     assert [p.name for p in paths] == ["fig7_quick.json", "fig7_quick.md", "fig7_quick.png"]
@@ -187,7 +187,7 @@ def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):
 
 
 def test_clp_dagger_embeddings_against_dense_numpy():
-    from experiments.analyses.dagger import diffusion_embedding, load_dataset, spectral_embedding
+    from jaxclp.experiments.analyses.dagger import diffusion_embedding, load_dataset, spectral_embedding
 
     ds = load_dataset("quick-syn")
     a = np.asarray(ds.graph.to_scipy("none").todense(), np.float64)
@@ -210,7 +210,7 @@ def test_clp_dagger_embeddings_against_dense_numpy():
 
 
 def test_clp_dagger_quick(tmp_path):
-    from experiments.analyses import clp_dagger
+    from jaxclp.experiments.analyses import clp_dagger
 
     paths = clp_dagger(tmp_path, quick=True, progress=False)
     assert [p.name for p in paths] == ["clp_dagger_quick.json", "clp_dagger_quick.md", "clp_dagger_quick.png"]

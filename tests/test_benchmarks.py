@@ -17,7 +17,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    from benchmarks import run
+    from jaxclp.benchmarks import run
 
     od = tmp_path_factory.mktemp("bench")
     env = {"JAXCLP_DATA": str(DATA)}  # end_to_end reads the published files in place (download=False, no cache)
@@ -83,7 +83,7 @@ def test_quick_end_to_end_reports_accuracy(quick_results):
 def test_fixes_gmres_before_and_after_agree():
     """benchmarks/fixes.py times jaxclp's GMRES kernel with the old and the new jax settings: both must solve
     the same systems (only the speed may differ)."""
-    from benchmarks import fixes
+    from jaxclp.benchmarks import fixes
 
     rows = fixes.gmres(dict(fixes.QUICK, repeats=1))
     assert [r["alpha"] for r in rows] == [0.5, 0.9, 0.99]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments import cli, runner
-from experiments.analyses.common import last_results
+from jaxclp.experiments import cli, runner
+from jaxclp.experiments.analyses.common import last_results
 from jaxclp.datasets.fetch import user_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_cli_fills_the_persistent_xla_cache(tmp_path):
     $JAXCLP_XLA_CACHE (conftest turns the cache off for the in-process tests)."""
     env = dict(os.environ, JAXCLP_DATA=str(tmp_path / "data"), JAXCLP_DATA_URL=SHARED.as_uri(),
                JAXCLP_XLA_CACHE=str(tmp_path / "xla"), JAXCLP_CACHE=str(tmp_path / "parsed"))
-    cmd = [sys.executable, "-m", "experiments.cli"] + ARGS + ["--runs", "1", "--out", str(tmp_path / "out")]
+    cmd = [sys.executable, "-m", "jaxclp"] + ARGS + ["--runs", "1", "--out", str(tmp_path / "out")]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len([p for p in (tmp_path / "xla").rglob("*") if p.is_file()]) >= 1

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import jaxclp
-from experiments import runner
-from experiments.methods import select, visible_labels
-from experiments.summary import markdown
+from jaxclp.experiments import runner
+from jaxclp.experiments.methods import select, visible_labels
+from jaxclp.experiments.summary import markdown
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -7,12 +7,12 @@ records (the runner's JSON Lines format, resumable) into ``<out>/figures/records
 suffix). See ``results/figures/README.md``.
 """
 
-from experiments.analyses.common import QUICK, homophily_bins, run_mirror
-from experiments.analyses.cost import fig7
-from experiments.analyses.dagger import clp_dagger
-from experiments.analyses.label_rate import fig6
-from experiments.analyses.micro import fig1
-from experiments.analyses.synthetic_sweep import fig4, fig5
+from jaxclp.experiments.analyses.common import QUICK, homophily_bins, run_mirror
+from jaxclp.experiments.analyses.cost import fig7
+from jaxclp.experiments.analyses.dagger import clp_dagger
+from jaxclp.experiments.analyses.label_rate import fig6
+from jaxclp.experiments.analyses.micro import fig1
+from jaxclp.experiments.analyses.synthetic_sweep import fig4, fig5
 
 __all__ = ["QUICK", "TARGETS", "clp_dagger", "fig1", "fig4", "fig5", "fig6", "fig7", "homophily_bins", "run_mirror"]
 

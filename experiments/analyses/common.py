@@ -1,9 +1,9 @@
 """Shared pieces of the figure targets: the quick switch, output paths, aggregation, binning, plotting, and a
-prediction-exposing mirror of :func:`experiments.runner.run`.
+prediction-exposing mirror of :func:`jaxclp.experiments.runner.run`.
 
 Protocol (every target): hyperparameters (MLP depth, alpha, CLP variant, C&S alphas) are chosen on validation
-only by :func:`experiments.methods.select`; test labels enter only through
-:func:`experiments.runner.score_test` and, for analysis quantities that by definition need all labels (node
+only by :func:`jaxclp.experiments.methods.select`; test labels enter only through
+:func:`jaxclp.experiments.runner.score_test` and, for analysis quantities that by definition need all labels (node
 homophily ``h_v``, the true compatibility matrix), after selection and never inside it.
 """
 
@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import runner
-from experiments.methods import METHODS, NEEDS_PRIOR, select, visible_labels
+from jaxclp.experiments import runner
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, select, visible_labels
 from jaxclp.datasets import Dataset, Splits
 from jaxclp.train import TrainConfig
 
@@ -160,11 +160,11 @@ def save_figure(fig, path: Path) -> Path:
 def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, *, splits: Splits | None = None,
                seed: int = 0, epochs: int = 500, extra: Callable | None = None, extra_type: str | None = None,
                argv: Sequence[str] | None = None, progress: bool = False) -> Path:
-    """:func:`experiments.runner.run` with the chosen scores exposed to ``extra``.
+    """:func:`jaxclp.experiments.runner.run` with the chosen scores exposed to ``extra``.
 
     Same protocol, step for step: the same splits (``runner.get_splits`` or the given ``splits``), keys
     ``split(key(seed), nruns)``, labels with test labels removed (``visible_labels``), vmapped MLP priors of depths
-    ``runner.MLP_DEPTHS``, depth chosen on validation, :data:`experiments.methods.METHODS` candidates, ``select``
+    ``runner.MLP_DEPTHS``, depth chosen on validation, :data:`jaxclp.experiments.methods.METHODS` candidates, ``select``
     on validation, ``runner.score_test``; the result records are written in the runner's format (so
     ``jaxclp summarize`` reads them). tests/test_analyses.py checks that the records equal the runner's.
 

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
-from experiments import runner
-from experiments.analyses import common
-from experiments.methods import Context, method_clp, method_clp_paper, select, visible_labels
+from jaxclp.experiments import runner
+from jaxclp.experiments.analyses import common
+from jaxclp.experiments.methods import Context, method_clp, method_clp_paper, select, visible_labels
 from jaxclp.datasets import load, synthetic
 from jaxclp.mlp import mlp_param_count
 from jaxclp.train import TrainConfig

@@ -11,7 +11,7 @@ Features of the † variant: ``[X, spectral, diffusion]``, where
   MLP's input width and its cost on 2 CPU cores);
 
 each appended column standardized (zero mean, unit variance). Both variants run through
-:func:`experiments.runner.run` (dataset names ``<name>`` and ``<name>+dagger``), medium split.
+:func:`jaxclp.experiments.runner.run` (dataset names ``<name>`` and ``<name>+dagger``), medium split.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from experiments import runner
-from experiments.analyses import common
+from jaxclp.experiments import runner
+from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, synthetic
 
 

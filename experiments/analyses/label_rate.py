@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
-from experiments.analyses import common
+from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, random_splits, synthetic
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.48)

@@ -1,7 +1,7 @@
 """fig1: micro-level accuracy, i.e. test accuracy grouped by each test node's 1-hop homophily h_v (paper Fig. 1).
 
 Per split, every method's candidates are selected on validation exactly as in the runner (via
-:func:`experiments.analyses.common.run_mirror`, whose records equal the runner's); the chosen scores' argmax on
+:func:`jaxclp.experiments.analyses.common.run_mirror`, whose records equal the runner's); the chosen scores' argmax on
 the TEST nodes is then grouped by ``h_v = |{u in N(v): y_u = y_v}| / |N(v)|`` computed from ALL labels
 (:func:`jaxclp.node_homophily_per_node`). h_v is an analysis quantity only; it never enters a choice.
 Test nodes without neighbours have no h_v and are counted separately ("isolated").
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
-from experiments.analyses import common
+from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, synthetic
 
 

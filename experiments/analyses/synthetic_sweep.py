@@ -4,7 +4,7 @@ Graphs: :func:`jaxclp.datasets.synthetic` with average degree 5 / 10 / 15 (Syn-1
 homophily h in {0, 0.1, ..., 1} (hit exactly up to rounding), one graph per (degree, h, feature source).
 Features: the paper's 2-D Gaussians, or rows sampled from a real dataset (``features_from``; full config:
 actor, 5 synthetic classes mapped one-to-one onto actor's 5 classes, 400 nodes each, sampled without
-replacement). Every (graph, split, method) goes through :func:`experiments.runner.run` (records in
+replacement). Every (graph, split, method) goes through :func:`jaxclp.experiments.runner.run` (records in
 ``figures/records/synthetic/results.jsonl``, shared by fig4 and fig5 and resumable).
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.analyses import common
-from experiments.runner import run
+from jaxclp.experiments.analyses import common
+from jaxclp.experiments.runner import run
 from jaxclp.datasets import load, synthetic
 
 H_GRID = tuple(round(0.1 * i, 1) for i in range(11))
