@@ -79,7 +79,7 @@ def run_dataset(name: str, repeats: int, quick: bool = False) -> dict:
     xj, yj, tj, vj = jnp.asarray(feats), jnp.asarray(y), jnp.asarray(train), jnp.asarray(val)
 
     def jax_full():
-        model = jaxclp.CLP(metric=metric, seed=0, epochs=epochs).fit(g, xj, yj, tj, vj)
+        model = jaxclp.CLP(metric=metric, seed=0, epochs=epochs, num_classes=k).fit(g, xj, yj, tj, vj)
         proba = model.predict_proba()
         jax.block_until_ready(proba)
         return model, proba
@@ -111,7 +111,7 @@ def _jax_stages(out, g, xj, yj, tj, vj, k, metric, prior, repeats):
     out["jax"]["mlp"] = t.as_dict()
 
     def jax_prop():
-        m2 = jaxclp.CLP(metric=metric).fit(g, None, yj, tj, vj, prior=prior)
+        m2 = jaxclp.CLP(metric=metric, num_classes=k).fit(g, None, yj, tj, vj, prior=prior)
         p2 = m2.predict_proba()
         jax.block_until_ready(p2)
         return p2
@@ -162,7 +162,7 @@ def _torch_side(out, name, ds, g, feats, y, train, val, test, k, metric, prior, 
     out["torch"]["same_prior_alpha"] = info2["alpha"]
     out["jax"]["same_prior_alpha"] = model.alpha_
     tj, vj = jnp.asarray(train), jnp.asarray(val)
-    m2 = jaxclp.CLP(metric=metric).fit(g, None, jnp.asarray(y), tj, vj, prior=prior)
+    m2 = jaxclp.CLP(metric=metric, num_classes=k).fit(g, None, jnp.asarray(y), tj, vj, prior=prior)
     jpred = np.asarray(m2.predict_proba()).argmax(1)
     out["same_prior_prediction_agreement"] = float((pred2.numpy() == jpred).mean())
     C.log(f"  torch: total {out['torch']['total']['median']:.2f}s, mlp {out['torch']['mlp']['median']:.2f}s, "

@@ -132,7 +132,8 @@ def worker(path: Path, mode: str, repeats: int) -> dict:
         out["rss_baseline_mib"] = _current_rss_mib()
 
         def call():
-            return jaxclp.solve(g, b0, H, prior, alpha=ALPHA, normalization="sym", method="auto", tol=1e-6)
+            return jaxclp.solve(g, b0, H, prior, alpha=ALPHA, normalization="sym", method="auto", tol=1e-6,
+                                throw=False)
 
         t, sol = C.time_call(lambda: call(), repeats=max(3, repeats // 2), warmup=1, min_repeats=3, budget_s=60.0,
                              sync=lambda s_: (jax.block_until_ready(s_.value), s_)[1])

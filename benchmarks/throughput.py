@@ -373,11 +373,171 @@ def plot(path: Path, payload: dict) -> str:
     return C.save_figure(fig, path)
 
 
+# ------------------------------------------------------------------------------------- fused kernel (issue 19)
+
+KERNEL = {"n": 100_000, "avg_degree": 20, "Ks": (2, 5, 40), "rounds": {2: 25, 5: 25, 40: 9}}
+KERNEL_QUICK = {"n": 10_000, "avg_degree": 20, "Ks": (2, 5), "rounds": {2: 5, 5: 5}}
+
+
+def run_kernel(cfg: dict, cref) -> list[dict]:
+    """One CLP step ``left * (Ahat @ (right * x))`` per implementation, all in this process, interleaved in
+    rounds (each round calls every implementation once, in the same order), so that the load of a shared
+    machine hits all of them alike. Reports min and median per implementation and the load averages."""
+    import os as _os
+
+    import jax
+    import jax.numpy as jnp
+    import scipy.sparse as sp
+
+    import jaxclp
+    from jaxclp import sparse as S
+
+    out = []
+    for k in cfg["Ks"]:
+        n = cfg["n"]
+        prob = C.make_problem(n, cfg["avg_degree"], k, seed=0)
+        g = prob.graph
+        op = jaxclp.clp_operator(g, prob.b0, prob.H, normalization="sym")
+        op = op._replace(values=op.values.astype(jnp.float32), left=op.left.astype(jnp.float32),
+                         right=op.right.astype(jnp.float32))
+        x = jnp.asarray(np.random.default_rng(3).random((n, k), dtype=np.float32))
+        impls = {}  # name -> (call, sync)
+        fused = jax.jit(lambda o, v: S.factored_matmul(o.values, o.graph.senders, o.graph.receivers,
+                                                       o.graph.indptr, o.left, o.right, v))
+        if S.kernel_available():
+            impls["jaxclp fused kernel (factored_matmul)"] = (lambda: fused(op, x), jax.block_until_ready)
+            mv_now = jax.jit(lambda o, v: o.matvec(v))
+            impls["jaxclp FactoredOperator.matvec (kernel SpMM + XLA scaling)"] = (lambda: mv_now(op, x),
+                                                                                  jax.block_until_ready)
+        with S.xla_path():  # today's path: traced here, so it lowers to XLA's own CSR kernel
+            mv_xla = jax.jit(lambda o, v: o.matvec(v) + 0)
+            jax.block_until_ready(mv_xla(op, x))
+        impls["jaxclp XLA path (FactoredOperator.matvec before the kernel)"] = (lambda: mv_xla(op, x),
+                                                                             jax.block_until_ready)
+        s_np, r_np = np.asarray(g.senders), np.asarray(g.receivers)
+        indptr = np.asarray(g.indptr).astype(np.int32)
+        vals = np.asarray(op.values, dtype=np.float32)
+        left, right, xn = (np.ascontiguousarray(np.asarray(a, dtype=np.float32)) for a in (op.left, op.right, x))
+        A = sp.csr_matrix((vals, s_np.astype(np.int32), indptr), shape=(n, n))
+        impls["scipy CSR @ dense, factored (1 thread)"] = (lambda: left * (A @ (right * xn)), lambda z: z)
+        torch_info = None
+        try:
+            import torch
+        except Exception:  # noqa: BLE001 - optional
+            torch = None
+        if torch is not None:
+            torch.set_num_threads(2)
+            torch_info = {"version": torch.__version__, "threads": torch.get_num_threads()}
+            import warnings as _w
+            with _w.catch_warnings():
+                _w.simplefilter("ignore")
+                At = torch.sparse_csr_tensor(torch.from_numpy(indptr.astype(np.int64)),
+                                             torch.from_numpy(s_np.astype(np.int64)), torch.from_numpy(vals),
+                                             size=(n, n))
+            tl, tr, tx = (torch.from_numpy(np.array(a)) for a in (left, right, xn))
+
+            def t_csr():
+                with torch.inference_mode():
+                    return tl * torch.sparse.mm(At, tr * tx)
+
+            impls["torch.sparse.mm CSR, factored (2 threads)"] = (t_csr, lambda o: o.numpy())
+        if cref is not None:
+            ip64, col32 = indptr.astype(np.int64), s_np.astype(np.int32)
+            tmp, outc = np.empty_like(xn), np.empty_like(xn)
+            for th in (1, 2):
+                impls[f"C CSR loop, factored ({th} thread{'s' if th > 1 else ''})"] = (
+                    lambda th=th: cref.factored(ip64, col32, vals, left, right, xn, tmp, outc, th), lambda z: z)
+        ref = left * (A.astype(np.float64) @ (right.astype(np.float64) * xn))
+        errs = {}
+        for name, (fn, sync) in impls.items():  # warm-up (compiles) and accuracy vs float64 scipy
+            for _ in range(2):
+                o = np.asarray(sync(fn()))
+            errs[name] = float(np.abs(o - ref).max() / np.abs(ref).max())
+        times = {name: [] for name in impls}
+        cpu = {name: [] for name in impls}
+        load0 = _os.getloadavg()
+        for _ in range(cfg["rounds"][k]):
+            for name, (fn, sync) in impls.items():
+                c, t = time.process_time(), time.perf_counter()
+                sync(fn())
+                times[name].append(time.perf_counter() - t)
+                cpu[name].append(time.process_time() - c)
+        load1 = _os.getloadavg()
+        rows = [{"name": nm, "min_ms": 1e3 * min(ts), "median_ms": 1e3 * float(np.median(ts)), "runs": len(ts),
+                 "cpu_median_ms": 1e3 * float(np.median(cpu[nm])), "max_rel_err": errs[nm]}
+                for nm, ts in times.items()]
+        by = {r["name"]: r for r in rows}
+        res = {"n": n, "m": g.num_edges, "K": k, "rows": rows, "load_before": load0, "load_after": load1,
+               "torch": torch_info, "kernel": S.kernel_status()}
+        fk = by.get("jaxclp fused kernel (factored_matmul)")
+        if fk is not None:
+            def ratio(name, stat):
+                r = by.get(name)
+                return None if r is None else fk[stat] / r[stat]
+            res["ratios"] = {stat: {"fused/torch_csr_2t": ratio("torch.sparse.mm CSR, factored (2 threads)", stat),
+                                    "fused/C_2t": ratio("C CSR loop, factored (2 threads)", stat),
+                                    "fused/C_1t": ratio("C CSR loop, factored (1 thread)", stat),
+                                    "fused/xla_path": ratio(
+                                        "jaxclp XLA path (FactoredOperator.matvec before the kernel)", stat),
+                                    "fused/scipy": ratio("scipy CSR @ dense, factored (1 thread)", stat)}
+                             for stat in ("min_ms", "median_ms")}
+        C.log(f"kernel K={k}: " + ", ".join(f"{r['name'][:28]} {r['min_ms']:.2f}/{r['median_ms']:.2f}" for r in rows)
+              + f"; load {load0[0]:.1f} -> {load1[0]:.1f}")
+        out.append(res)
+    return out
+
+
+def write_kernel_markdown(path: Path, payload: dict) -> None:
+    lines = ["# One CLP step: the fused CPU kernel against the XLA path, torch, scipy and C", "",
+             C.machine_header_md(payload["machine"]), "",
+             f"Command: `{payload['command']}`. All implementations run in ONE process, interleaved in rounds "
+             f"(each round calls each once), float32, n = {payload['results'][0]['n']}, average degree 20 "
+             "(`_common.make_problem`). "
+             "Times in ms; ratios < 1 mean the fused kernel is faster. The machine was shared with other jobs: "
+             "the 1-minute load average before/after each block is given (2 cores). CPU ms is the process time of "
+             "the call summed over its threads (spin-waiting OpenMP/torch threads count too).", ""]
+    for res in payload["results"]:
+        lines += [f"## K = {res['K']} (m = {res['m']})", "",
+                  f"Load average {res['load_before'][0]:.1f} before, {res['load_after'][0]:.1f} after; "
+                  f"kernel: {res['kernel']}; torch: {res['torch']}.", ""]
+        lines += [C.md_table(["implementation", "min ms", "median ms", "CPU ms (median, all threads)", "runs",
+                              "max rel err vs f64"],
+                             [[r["name"], round(r["min_ms"], 2), round(r["median_ms"], 2),
+                               round(r["cpu_median_ms"], 2), r["runs"],
+                               f"{r['max_rel_err']:.0e}"] for r in res["rows"]]), ""]
+        if res.get("ratios"):
+            keys = list(res["ratios"]["min_ms"])
+            lines += [C.md_table(["ratio", *keys],
+                                 [[stat, *[None if res["ratios"][stat][k] is None else round(res["ratios"][stat][k], 2)
+                                           for k in keys]] for stat in ("min_ms", "median_ms")]), ""]
+    path.write_text("\n".join(lines))
+
+
+def main_kernel(quick: bool, out) -> dict:
+    import sys
+
+    t0 = time.time()
+    od = C.out_dir(out)
+    from jaxclp.benchmarks import c_ref
+
+    cref, cmsg = c_ref.build(od / "_scratch")
+    C.log(f"throughput --kernel: C reference: {cmsg}")
+    payload = {"benchmark": "throughput_kernel", "quick": quick, "machine": C.machine_info(),
+               "command": "nice python -m jaxclp.benchmarks.throughput --kernel" + (" --quick" if quick else ""),
+               "argv": sys.argv[1:], "c_compiler": cmsg if cref else None,
+               "results": run_kernel(KERNEL_QUICK if quick else KERNEL, cref)}
+    return C.write_results(od, "throughput_kernel", payload, write_kernel_markdown, t0)
+
+
 def main(argv=None, out=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.throughput", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
+    ap.add_argument("--kernel", action="store_true",
+                    help="only the fused-kernel head-to-head at K = 2, 5, 40 (throughput_kernel.json/md)")
     args = ap.parse_args(argv)
+    if args.kernel:
+        return main_kernel(args.quick, args.out)
     cfg = QUICK if args.quick else FULL
     _QUIET["on"] = not args.quick
     od = C.out_dir(args.out)

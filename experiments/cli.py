@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,9 +12,9 @@ import jax
 
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS
-from jaxclp.experiments.runner import run
+from jaxclp.experiments.runner import RESULTS_FILE, read_records, replacing_stale, run
 from jaxclp.experiments.summary import write_summary
-from jaxclp.datasets.fetch import user_cache_dir
+from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
 XLA_CACHE_ENV = "JAXCLP_XLA_CACHE"
@@ -41,48 +42,160 @@ def _enable_xla_cache() -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", XLA_CACHE_MIN_COMPILE_SECONDS)
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1; got {v}")
+    return v
+
+
 def _parser() -> argparse.ArgumentParser:
+    import jaxclp
+
     p = argparse.ArgumentParser(prog="jaxclp", description="Compatible Label Propagation experiments.")
+    p.add_argument("--version", action="version", version=f"jaxclp {jaxclp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run methods on one dataset and split")
-    r.add_argument("--dataset", required=True)
-    r.add_argument("--split", default="medium", choices=["sparse", "medium", "dense", "published"])
+    r = sub.add_parser("run", help="run methods on one dataset (or a graph file) and split")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", help="a registered dataset name; `jaxclp datasets` lists them")
+    src.add_argument("--graph", metavar="FILE",
+                     help="a graph the registry does not know: an .npz (Platonov et al. layout: node_features, "
+                          "node_labels, edges, optional train/val/test_masks; or Shchur et al. CSR layout: "
+                          "adj_*, attr_*, labels) or an edge-list CSV (then --labels is required)")
+    r.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
+    r.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
+    r.add_argument("--directed", action="store_true",
+                   help="keep the edge direction of --graph (default: undirected, both directions stored)")
+    r.add_argument("--split", default="medium", choices=["sparse", "medium", "dense", "published"],
+                   help="label rate (sparse 5/5/90, medium 10/10/80, dense 48/32/20) or the published masks "
+                        "(also the masks of a --graph .npz)")
     r.add_argument("--methods", default=ALL_METHODS, help=f"comma list from {sorted(METHODS)}")
-    r.add_argument("--runs", type=int, default=10)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--epochs", type=int, default=500)
+    r.add_argument("--runs", type=_positive_int, default=10, help="number of random splits (>= 1)")
+    r.add_argument("--seed", type=int, default=0, help="base seed: split i uses seed + i")
+    r.add_argument("--epochs", type=_positive_int, default=500, help="MLP/LINK training epochs (>= 1)")
     r.add_argument("--out", default="results/runs")
+    r.add_argument("--replace-stale", action="store_true",
+                   help="move results of another configuration in --out (same dataset, split, method) to "
+                        "results.stale.jsonl and recompute them, instead of refusing")
     r.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     r.add_argument("--no-progress", action="store_true")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")
     q.add_argument("target", choices=sorted(reproduce.TARGETS))
     q.add_argument("--out", default="results")
-    q.add_argument("--runs", type=int, default=10)
+    q.add_argument("--runs", type=_positive_int, default=10)
     q.add_argument("--datasets", default=None, help="comma list overriding the target's datasets")
     q.add_argument("--data-root", default=None)
+    q.add_argument("--replace-stale", action="store_true",
+                   help="move results of another configuration in the target's folders to results.stale.jsonl "
+                        "and recompute them, instead of refusing")
     s = sub.add_parser("summarize", help="write summary.md for a results directory")
     s.add_argument("dir")
+    d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached")
+    d.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     b = sub.add_parser("bench", help="benchmarks (see benchmarks/)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     return p
 
 
+def datasets_table(data_root=None) -> str:
+    """The registry as a table: name, nodes, classes (from the processed cache when present, else "?"),
+    metric, whether the files are in the data root, description."""
+    import numpy as np
+
+    from jaxclp.datasets import REGISTRY
+    from jaxclp.datasets.cache import cache_key, cache_path
+    from jaxclp.datasets.fetch import data_root as resolve_root, processed_dir
+
+    root = resolve_root(data_root)
+    rows = [f"data root: {root}", "", f"{'name':<18} {'nodes':>7} {'classes':>7}  {'metric':<8}  {'cached':<7}  "
+            "description"]
+    for name in sorted(REGISTRY):
+        spec = REGISTRY[name]
+        required = [fs for fs in spec.files.values() if not fs.optional]
+        present = sum((root / fs.path).exists() for fs in required)
+        cached = "yes" if present == len(required) else ("partial" if present else "no")
+        nodes = classes = "?"
+        try:
+            key = cache_key(spec, root, dict(spec.options))
+            cp = cache_path(processed_dir(), spec.name, key) if key else None
+            if cp is not None and cp.exists():
+                with np.load(cp, allow_pickle=False) as z:
+                    meta = json.loads(bytes(z["meta"]).decode())
+                nodes, classes = str(meta["num_nodes"]), str(meta["num_classes"])
+        except Exception:  # a damaged entry: sizes unknown, the next load rebuilds it
+            pass
+        rows.append(f"{name:<18} {nodes:>7} {classes:>7}  {spec.metric:<8}  {cached:<7}  {spec.description}")
+    rows += ["", "nodes/classes: from the processed cache (? until first loaded); cached: every required file "
+             "is in the data root (else it is downloaded on first use). Synthetic: syn-1, syn-2, syn-3 "
+             "(library only: jaxclp.datasets.load('syn-1', h=...))."]
+    return "\n".join(rows)
+
+
+class UserError(ValueError):
+    """A CLI usage problem detected after parsing (printed as one line, exit 2)."""
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err) if str(err) else type(err).__name__
+    if isinstance(err, FileNotFoundError) and err.filename and str(err.filename) not in text:
+        text = f"{text}: {err.filename}"
+    return " ".join(text.split())
+
+
 def main(argv=None) -> int:
+    """The ``jaxclp`` command. User errors (bad values, missing files, unknown names, results of another
+    configuration) print one line ``jaxclp: error: ...`` to stderr and return 2, argparse's convention;
+    set ``JAXCLP_TRACEBACK=1`` to get the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
     a = _parser().parse_args(argv)
+    try:
+        return _main(a, argv)
+    except (ValueError, FileNotFoundError, NotADirectoryError, DownloadError) as err:
+        if os.environ.get("JAXCLP_TRACEBACK"):
+            raise
+        print(f"jaxclp: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+
+
+def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce"):
         _enable_xla_cache()
     if a.cmd == "run":
-        run(a.dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
-            progress=not a.no_progress, argv=["jaxclp", *argv], data_root=a.data_root)
-        print(write_summary(a.out, title=f"jaxclp run ({a.dataset}, {a.split})"))
+        if a.graph is None:
+            extra = [o for o, v in (("--labels", a.labels), ("--features", a.features),
+                                    ("--directed", a.directed)) if v]
+            if extra:
+                raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
+            dataset, name = a.dataset, a.dataset
+        else:
+            from jaxclp.datasets import load_file
+
+            dataset = load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
+            name = dataset.name
+        run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
+            progress=not a.no_progress, argv=["jaxclp", *argv], data_root=a.data_root,
+            replace_stale=a.replace_stale)
+        print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
     elif a.cmd == "reproduce":
         datasets = a.datasets.split(",") if a.datasets else None
-        for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
-                                                data_root=a.data_root, argv=["jaxclp", *argv]):
-            print(path)
+        with replacing_stale(a.replace_stale):
+            for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
+                                                    data_root=a.data_root, argv=["jaxclp", *argv]):
+                print(path)
     elif a.cmd == "summarize":
-        print(write_summary(a.dir))
+        d = Path(a.dir)
+        if not d.is_dir():
+            raise UserError(f"summarize: {d} is not a directory (give the --out folder of a run)")
+        if not any(r.get("type") == "result" for r in read_records(d / RESULTS_FILE)):
+            raise UserError(f"summarize: {d} holds no result records ({d / RESULTS_FILE} is missing or empty); "
+                            f"run `jaxclp run --out {d} ...` first")
+        print(write_summary(d))
+    elif a.cmd == "datasets":
+        print(datasets_table(a.data_root))
     elif a.cmd == "bench":
         from jaxclp.benchmarks.run import main as bench_main
 

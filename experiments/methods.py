@@ -16,12 +16,18 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
+from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.metrics import evaluate
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
+CS_FIXED_ALPHAS = (0.9, 1.0)  # C&S with a fixed scale: correction alphas
+CS_SCALES = (1.0, 20.0)  # ... and scales (20: PyG's example)
 CLP_VARIANTS = tuple(itertools.product(("sym", "row", "none"), (False, True), ("mlp", "b0")))
+# spectrally scaled operators (A^F_k / rho_k): every alpha < 1 converges, so the grid extends toward 1
+CLP_SPECTRAL_VARIANTS = tuple(itertools.product(("sym", "row"), ("mlp", "b0")))
+SPECTRAL_ALPHAS = ALPHAS + (0.95, 0.99)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +112,17 @@ def method_lp(ctx: Context) -> dict:
 
 
 def method_cs(ctx: Context) -> dict:
+    """C&S on validation over autoscale (PyG's cap; alpha_correct x alpha_smooth in ``CS_ALPHAS``) and the
+    fixed scales ``CS_SCALES`` ("FDiff-scale": training residuals held fixed) for ``CS_FIXED_ALPHAS``
+    (alpha_correct = 1 runs ``jaxclp.baselines.ALPHA_ONE_LAYERS`` = 50 steps, as PyG's example)."""
     y = _labels0(ctx)
     out = {}
-    for a1 in CS_ALPHAS:
+    grid = [(a1, "auto") for a1 in CS_ALPHAS] + [(a1, s) for a1 in CS_FIXED_ALPHAS for s in CS_SCALES]
+    for a1, scale in grid:
         smooth = jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
-                                           alpha_smooth=jnp.asarray(CS_ALPHAS))
-        out.update({("alpha_correct", a1, "alpha_smooth", a2): smooth[j] for j, a2 in enumerate(CS_ALPHAS)})
+                                           alpha_smooth=jnp.asarray(CS_ALPHAS), scale=scale)
+        out.update({("alpha_correct", a1, "alpha_smooth", a2, "scale", scale): smooth[j]
+                    for j, a2 in enumerate(CS_ALPHAS)})
     return out
 
 
@@ -123,33 +134,108 @@ def method_clp_star(ctx: Context) -> dict:
     return {("alpha", a): out[i] for i, a in enumerate(ALPHAS)}
 
 
-def method_clp(ctx: Context, variants=CLP_VARIANTS) -> dict:
+def method_clp_authors(ctx: Context, **grid) -> dict:
+    """The authors' propagation (:mod:`jaxclp.authors`): start x alpha (0.1..1.0) x post x echo x adjacency
+    weight, each at its best validation layer of 20 (everything chosen on validation)."""
+    res = authors_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric, **grid)
+    layers = np.asarray(res.layer)
+    return {("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
+             "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
+            for i, (start, a, post, echo, w) in enumerate(res.configs)}
+
+
+def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True) -> dict:
+    """Every CLP variant on validation: the paper's closed form / per-step L1 variants (``variants``), with
+    ``spectral=True`` the spectrally scaled closed form (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and,
+    with ``authors=True``, the authors' propagation (:func:`method_clp_authors`) without the echo term (never
+    chosen on chameleon's validation, 5 splits; it doubles the SpMMs)."""
     y = _labels0(ctx)
-    cands = {}
+    cands = method_clp_authors(ctx, echo=(False,)) if authors else {}  # echo off: half the cost (chameleon)
     for norm, l1, src in variants:
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
                                  l1_normalize=l1, prior_source=src, spectrum=False)
         for i, a in enumerate(ALPHAS):
             if res.valid[i]:
                 cands[("normalization", norm, "l1", l1, "prior", src, "alpha", a)] = res.beliefs[i]
+    for norm, src in (CLP_SPECTRAL_VARIANTS if spectral else ()):
+        res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
+                                 prior_source=src, spectrum=False, spectral_scale=True)
+        for i, a in enumerate(SPECTRAL_ALPHAS):
+            if res.valid[i]:
+                cands[("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a)] = res.beliefs[i]
     return cands
 
 
 def method_clp_paper(ctx: Context) -> dict:
     """CLP restricted to the paper's update: sym-normalized, linear, MLP prior (alpha on validation)."""
-    return method_clp(ctx, variants=(("sym", False, "mlp"),))
+    return method_clp(ctx, variants=(("sym", False, "mlp"),), authors=False, spectral=False)
+
+
+# Search space of the tuned GNNs (Platonov et al. 2023; Luo et al. 2024), chosen per split on validation:
+# depth x (plain | residual + LayerNorm); hidden 64, dropout 0.2, Adam lr 1e-3, no weight decay, <= 500 epochs
+# with early stopping (patience 50) on the task metric. 6 fits per split and architecture.
+GNN_DEPTHS = (1, 2, 3)
+GNN_HIDDEN = 64
+GNN_DROPOUT = 0.2
+GNN_LR = 1e-3
+
+
+def gnn_train_config(metric: str, lr: float = GNN_LR, weight_decay: float = 0.0):
+    """TrainConfig of the tuned GNNs: early stopping and best epoch on the task ``metric``."""
+    return jaxclp.TrainConfig(lr=lr, weight_decay=weight_decay, metric=metric)
+
+
+def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS) -> list:
+    """The :class:`jaxclp.gnn.GNNSpec` candidates of one architecture (see ``GNN_DEPTHS``)."""
+    from jaxclp.gnn import GNNSpec
+
+    return [GNNSpec(conv=conv, hidden=GNN_HIDDEN, num_layers=d, sep=sep, residual=r, norm=r, dropout=GNN_DROPOUT,
+                    heads=4) for d in depths for r in (False, True)]
+
+
+def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
+    from jaxclp.gnn import fit_gnn
+
+    cfg = gnn_train_config(ctx.metric)
+    out = {}
+    for spec in gnn_grid(conv, sep):
+        r = fit_gnn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                    num_classes=ctx.num_classes, spec=spec, cfg=cfg)
+        out[("layers", spec.num_layers, "res_ln", spec.residual)] = r.prior
+    return out
 
 
 def method_gcn(ctx: Context) -> dict:
+    """Kipf & Welling's 2-layer GCN (``("gcn",)``) and the tuned GCN grid, early-stopped on ``ctx.metric``."""
     r = jaxclp.fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                       num_classes=ctx.num_classes)
-    return {("gcn",): r.prior}
+                       num_classes=ctx.num_classes, cfg=jaxclp.TrainConfig(metric=ctx.metric))
+    return {("gcn",): r.prior} | _tuned_candidates(ctx, "gcn")
 
 
 def method_h2gcn(ctx: Context) -> dict:
     r = jaxclp.fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                         num_classes=ctx.num_classes)
+                         num_classes=ctx.num_classes, cfg=jaxclp.TrainConfig(metric=ctx.metric))
     return {("h2gcn",): r.prior}
+
+
+def method_sage(ctx: Context) -> dict:
+    """GraphSAGE (mean aggregator; ego and neighbours always separate), grid :func:`gnn_grid`."""
+    return _tuned_candidates(ctx, "sage")
+
+
+def method_gat(ctx: Context) -> dict:
+    """GAT (4 heads, self-loops), grid :func:`gnn_grid`."""
+    return _tuned_candidates(ctx, "gat")
+
+
+def method_gat_sep(ctx: Context) -> dict:
+    """GAT-sep (ego embedding kept apart, attention over neighbours only), grid :func:`gnn_grid`."""
+    return _tuned_candidates(ctx, "gat", sep=True)
+
+
+def method_gcn_sep(ctx: Context) -> dict:
+    """GCN-sep (ego embedding kept apart, sym-normalized neighbours without loops), grid :func:`gnn_grid`."""
+    return _tuned_candidates(ctx, "gcn", sep=True)
 
 
 METHODS: dict[str, Callable[[Context], dict]] = {
@@ -160,7 +246,12 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "clp_star": method_clp_star,
     "clp": method_clp,
     "clp_paper": method_clp_paper,
+    "clp_authors": method_clp_authors,
     "gcn": method_gcn,
     "h2gcn": method_h2gcn,
+    "sage": method_sage,
+    "gat": method_gat,
+    "gat_sep": method_gat_sep,
+    "gcn_sep": method_gcn_sep,
 }
-NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper"}
+NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors"}

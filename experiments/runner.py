@@ -3,14 +3,36 @@
 One record per (dataset, split, run, method); a header record per invocation (versions, git commit, argv).
 Records are appended with a single ``write`` of one line to a file opened with O_APPEND (atomic for our line
 sizes on POSIX), so an interrupted run leaves only whole records and is resumed by skipping them.
+
+Configuration-keyed resume. Every record carries ``config``, every option that can change a number (dataset,
+split kind, base seed, the training settings incl. epochs, the feature kind, the metric, the identity of the
+data: the registry's sha256 of every source file for a named dataset, a sha256 of the arrays for a
+:class:`Dataset` passed in, the jaxclp version and whether JAX runs in float64), and ``config_hash``, a
+short stable hash of it. A run skips only the keys (dataset, split, run, method, config_hash) already
+present. If ``out`` holds results of the same (dataset, split, method) from another configuration (records
+without ``config``, written by older versions, count as another configuration), :func:`run` refuses
+with :class:`StaleResultsError` and says how to proceed: another ``out``, or ``replace_stale=True``
+(``--replace-stale``), which moves those records to ``results.stale.jsonl`` beside ``results.jsonl`` and
+recomputes. A folder therefore never mixes
+configurations for one (dataset, split, method), and the summary never shows a number of another setup.
+The number of runs is not part of the configuration: split ``i`` uses seed ``seed + i`` and its own PRNG key
+whatever ``runs`` is, so ``--runs 10`` after ``--runs 2`` computes runs 2..9 only.
+
+Concurrent writers. The whole check-and-run of one :func:`run` call holds an advisory lock
+(``fcntl.flock`` on ``out/.lock``, POSIX; no lock where ``fcntl`` is missing): a second process on the same
+folder waits, then re-reads the finished keys and skips them, so no key is written twice.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -21,6 +43,9 @@ import numpy as np
 
 import jaxclp
 from jaxclp.datasets import Dataset, load, random_splits
+from jaxclp.datasets.fetch import data_root as _data_root, sha256sum
+from jaxclp.datasets.registry import REGISTRY, canonical_name
+from jaxclp.features import as_features
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
@@ -28,8 +53,9 @@ from jaxclp.train import TrainConfig
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
 
 RESULTS_FILE = "results.jsonl"
+STALE_FILE = "results.stale.jsonl"
+LOCK_FILE = ".lock"
 MLP_DEPTHS = (1, 2, 3)
-IDENTITY_FEATURES_MAX_NODES = 5000
 
 
 def git_commit() -> str | None:
@@ -82,18 +108,17 @@ def read_records(path: Path) -> list[dict]:
     return out
 
 
-def node_features(ds: Dataset) -> tuple[np.ndarray, str]:
-    """Dense float32 features; featureless graphs get identity (n <= 5000) or one-hot log2-degree features."""
-    if ds.features is not None:
-        f = ds.features
-        f = f.toarray() if hasattr(f, "toarray") else np.asarray(f)
-        return f.astype(np.float32), "given"
-    n = ds.num_nodes
-    if n <= IDENTITY_FEATURES_MAX_NODES:
-        return np.eye(n, dtype=np.float32), "identity"
-    deg = np.asarray(ds.graph.in_degree())
-    b = np.floor(np.log2(deg + 1)).astype(int)
-    return np.eye(b.max() + 1, dtype=np.float32)[b], "log2-degree one-hot"
+def node_features(ds: Dataset, kind: str = "auto"):
+    """The model input features and their kind: :func:`jaxclp.datasets.node_features`.
+
+    Default (``"auto"``): the dataset's own features (scipy CSR float32 when sparse and over 1 GiB dense, as
+    deezer-europe and Coauthor Physics; else a dense float32 array); for featureless graphs the paper's single
+    feature ``log(degree + 1)`` (``"log-degree"``). Options ``"identity"``, ``"degree-onehot"``. The returned kind
+    is what the records' ``"features"`` field holds.
+    """
+    from jaxclp.datasets import node_features as _node_features
+
+    return _node_features(ds, kind)
 
 
 def single_class_parts(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs) -> dict[int, dict[str, list]]:
@@ -142,68 +167,99 @@ def get_splits(ds: Dataset, split: str, runs: int, seed: int):
 
 def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = ("mlp", "clp"),
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
-        progress: bool = True, argv: Sequence[str] | None = None, data_root=None) -> list[dict]:
+        progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
+        replace_stale: bool | None = None) -> list[dict]:
     """Runs ``methods`` on ``runs`` splits of one dataset; appends records to ``out/results.jsonl``.
+
+    Resumable and safe for concurrent callers on one ``out`` (see the module docstring): only keys of the
+    same configuration are skipped, results of another configuration are refused (or moved aside with
+    ``replace_stale=True``), and the check-and-run holds ``out/.lock``.
 
     Args:
         dataset: a dataset name (see ``jaxclp.datasets.available()``) or a loaded Dataset.
         split: "sparse", "medium", "dense" or "published".
         methods: names from :data:`jaxclp.experiments.methods.METHODS`.
-        runs: number of random splits (seeds ``seed + i``); published splits use all of theirs up to runs.
+        runs: number of random splits (seeds ``seed + i``), >= 1; published splits use all of theirs up to
+            runs.
         out: output directory.
         seed: base seed (splits and model keys).
-        epochs: MLP/LINK epochs (paper: 500).
+        epochs: MLP/LINK epochs (paper: 500), >= 1.
         progress: show a progress bar.
+        argv: the command line, stored in the header record.
+        data_root: dataset root for a dataset name.
+        replace_stale: move records of another configuration for the same (dataset, split, method) to
+            ``out/results.stale.jsonl`` and recompute them, instead of refusing. None (default): False, or
+            True inside ``with replacing_stale():`` (how ``jaxclp reproduce --replace-stale`` reaches the
+            runs of a target).
 
     Returns:
         The new records.
+
+    Raises:
+        ValueError: unknown method, ``runs`` or ``epochs`` < 1, a single-class split.
+        StaleResultsError: (a ValueError) ``out`` holds results of another configuration and
+            ``replace_stale`` is False.
     """
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
+    if replace_stale is None:
+        replace_stale = _REPLACE_STALE.get()
+    if int(runs) < 1:
+        raise ValueError(f"runs must be >= 1; got {runs}")
+    if int(epochs) < 1:
+        raise ValueError(f"epochs must be >= 1; got {epochs}")
     ds = dataset if isinstance(dataset, Dataset) else load(dataset, root=data_root)
+    sp = get_splits(ds, split, runs, seed)
+    nruns = min(runs, sp.train.shape[0])
+    feats, feat_kind = node_features(ds)
+    cfg = (TrainConfig(epochs=epochs, metric=ds.metric) if "metric" in TrainConfig._fields
+           else TrainConfig(epochs=epochs))
+    config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root))
+    chash = config_hash(config)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESULTS_FILE
-    done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
-            if r.get("type") == "result"}
-    sp = get_splits(ds, split, runs, seed)
-    nruns = min(runs, sp.train.shape[0])
-    todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
-    if not todo:
-        return []
-    check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split)
-    append_record(path, header_record(argv) | {"dataset": ds.name, "split": split})
-    feats, feat_kind = node_features(ds)
-    x = jnp.asarray(feats)
-    y = np.asarray(ds.labels)
-    k = int(ds.num_classes)
-    cfg = TrainConfig(epochs=epochs)
-    keys = jax.random.split(jax.random.key(seed), nruns)
-    tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
-    y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-    priors, mlp_seconds = (mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg) if NEEDS_PRIOR & set(methods)
-                           else ({}, 0.0))
-    records = []
-    bar = _progress(todo, progress, f"{ds.name}/{split}")
-    for j, i in enumerate(bar):
-        ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
-        depth = ctx.mlp_depth
-        for m in methods:
-            if (ds.name, split, i, m) in done:
-                continue
-            t0 = time.perf_counter()
-            cands = METHODS[m](ctx)
-            cfg_m, val = select(cands, y_vis[j], va[i], ds.metric)
-            test = score_test(ds.metric, cands[cfg_m], y, te[i])
-            seconds = time.perf_counter() - t0 + (mlp_seconds if m in NEEDS_PRIOR else 0.0)
-            rec = {"type": "result", "dataset": ds.name, "split": split, "run": i,
-                   "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric,
-                   "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
-                   "num_candidates": len(cands), "features": feat_kind}
-            append_record(path, rec)
-            records.append(rec)
+    with folder_lock(out):
+        _repair_tail(path)
+        stale_records(path, ds.name, split, methods, config, chash, replace_stale)
+        done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
+                if r.get("type") == "result" and r.get("config_hash") == chash}
+        todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
+        if not todo:
+            return []
+        check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split)
+        append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
+                                                   "config_hash": chash})
+        x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
+        y = np.asarray(ds.labels)
+        k = int(ds.num_classes)
+        keys = jax.random.split(jax.random.key(seed), nruns)
+        tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
+        y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
+        priors, mlp_seconds = (mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg) if NEEDS_PRIOR & set(methods)
+                               else ({}, 0.0))
+        records = []
+        bar = _progress(todo, progress, f"{ds.name}/{split}")
+        for j, i in enumerate(bar):
+            ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
+            depth = ctx.mlp_depth
+            for m in methods:
+                if (ds.name, split, i, m) in done:
+                    continue
+                t0 = time.perf_counter()
+                cands = METHODS[m](ctx)
+                cfg_m, val = select(cands, y_vis[j], va[i], ds.metric)
+                test = score_test(ds.metric, cands[cfg_m], y, te[i])
+                seconds = time.perf_counter() - t0 + (mlp_seconds if m in NEEDS_PRIOR else 0.0)
+                rec = {"type": "result", "dataset": ds.name, "split": split, "run": i,
+                       "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric,
+                       "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
+                       "num_candidates": len(cands), "features": feat_kind, "config": config,
+                       "config_hash": chash}
+                append_record(path, rec)
+                records.append(rec)
     return records
 
 
@@ -253,3 +309,192 @@ def _progress(items, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=desc, leave=False)
+
+
+# ------------------------------------------------------------------------- configuration, staleness, lock
+class StaleResultsError(ValueError):
+    """``out`` holds results of another configuration for the same (dataset, split, method)."""
+
+
+_REPLACE_STALE = contextvars.ContextVar("jaxclp_replace_stale", default=False)
+
+
+@contextlib.contextmanager
+def replacing_stale(enabled: bool = True):
+    """Within the block, :func:`run` calls that do not pass ``replace_stale`` use ``enabled``."""
+    token = _REPLACE_STALE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _REPLACE_STALE.reset(token)
+
+
+def config_hash(config: dict) -> str:
+    """A short stable hash (12 hex digits of sha256) of a configuration dict (canonical JSON)."""
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kind: str, data: dict) -> dict:
+    """Every option of a run that can change a number (the runs count excepted: see the module docstring)."""
+    return {"dataset": ds.name, "split": split, "seed": int(seed), "train": dict(cfg._asdict()),
+            "features": feature_kind, "metric": ds.metric, "data": data, "jaxclp": jaxclp.__version__,
+            "x64": bool(jax.config.jax_enable_x64)}
+
+
+def data_identity(dataset: str | Dataset, ds: Dataset, data_root=None) -> dict:
+    """Identity of the data a run uses.
+
+    For a registered name: the registry's sha256 of every source file (the file's own sha256 where the
+    registry has none; ``"absent"`` for a missing optional file) and the loader options. For a
+    :class:`Dataset` passed in (synthetic, derived, a user's file): a sha256 of its arrays.
+    """
+    if not isinstance(dataset, Dataset) and canonical_name(dataset) in REGISTRY:
+        spec = REGISTRY[canonical_name(dataset)]
+        root = _data_root(data_root)
+        files = {}
+        for fs in sorted(spec.files.values(), key=lambda f: f.path):
+            p = root / fs.path
+            if fs.sha256 is not None and (p.exists() or not fs.optional):
+                files[fs.path] = fs.sha256
+            elif p.exists():
+                files[fs.path] = sha256sum(p)
+            else:
+                files[fs.path] = "absent"
+        return {"files": files, "options": dict(spec.options)}
+    return {"arrays_sha256": dataset_sha256(ds)}
+
+
+def dataset_sha256(ds: Dataset) -> str:
+    """sha256 over a Dataset's graph, labels, features and published splits (dtype, shape and bytes)."""
+    h = hashlib.sha256()
+
+    def add(tag, a):
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+
+    g = ds.graph
+    h.update(f"n={g.num_nodes};k={int(ds.num_classes)};".encode())
+    add("senders", g.senders)
+    add("receivers", g.receivers)
+    add("weights", g.weights)
+    add("labels", ds.labels)
+    f = ds.features
+    if f is not None:
+        if hasattr(f, "tocsr"):
+            f = f.tocsr()
+            for tag in ("data", "indices", "indptr"):
+                add("features." + tag, getattr(f, tag))
+            add("features.shape", np.asarray(f.shape))
+        else:
+            add("features", f)
+    if ds.splits is not None:
+        for tag in ("train", "val", "test"):
+            add("splits." + tag, getattr(ds.splits, tag))
+    return h.hexdigest()
+
+
+def _config_diff(old: dict | None, new: dict) -> str:
+    if not old:
+        return "no configuration recorded (an older jaxclp)"
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            a, b = old.get(key), new.get(key)
+            if isinstance(a, dict) and isinstance(b, dict):
+                sub = [f"{key}.{s}: {a.get(s)!r} -> {b.get(s)!r}" for s in sorted(set(a) | set(b))
+                       if a.get(s) != b.get(s)]
+                diffs += sub[:3]
+            else:
+                diffs.append(f"{key}: {a!r} -> {b!r}")
+    return ", ".join(diffs[:4]) or "a different configuration hash"
+
+
+def stale_records(path: Path, dataset: str, split: str, methods, config: dict, chash: str,
+                  replace: bool) -> list[dict]:
+    """Results in ``path`` of (dataset, split, one of methods) from a configuration other than ``chash``.
+
+    With ``replace=True`` they are moved to ``STALE_FILE`` beside ``path`` (appended there first, then
+    ``path`` is rewritten without them, atomically); else :class:`StaleResultsError` is raised. Call with the
+    folder lock held.
+    """
+    methods = set(methods)
+    stale = [r for r in read_records(path) if r.get("type") == "result" and r.get("dataset") == dataset
+             and r.get("split") == split and r.get("method") in methods and r.get("config_hash") != chash]
+    if not stale:
+        return []
+    if not replace:
+        hashes = sorted({str(r.get("config_hash")) for r in stale})
+        raise StaleResultsError(
+            f"{path} holds {len(stale)} result(s) of {dataset}/{split} from another configuration "
+            f"({_config_diff(stale[-1].get('config'), config)}; config_hash {', '.join(hashes)} vs {chash}); "
+            f"nothing was run. Use a new --out, or --replace-stale (replace_stale=True) to move them to "
+            f"{path.parent / STALE_FILE} and recompute.")
+    keep, moved = [], []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn line: dropped with the rewrite
+        is_stale = (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
+                    and r.get("method") in methods and r.get("config_hash") != chash)
+        (moved if is_stale else keep).append(line)
+    stale_path = path.parent / STALE_FILE
+    fd = os.open(stale_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, ("\n".join(moved) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    tmp = path.with_name(f".{path.name}.rewrite")
+    with open(tmp, "w") as f:
+        f.write("".join(line + "\n" for line in keep))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    print(f"jaxclp: moved {len(moved)} result(s) of {dataset}/{split} from another configuration to {stale_path}",
+          file=sys.stderr)
+    return stale
+
+
+def _repair_tail(path: Path) -> None:
+    """Ends a results file that lost its last newline (a torn write) with one, so the next record starts on
+    its own line and the torn line stays unreadable (ignored) instead of corrupting the next record."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+    if last != b"\n":
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path, verbose: bool = True):
+    """Holds an exclusive advisory lock on ``out/.lock`` (``fcntl.flock``; released when the process dies).
+
+    A second holder waits (saying so on stderr when ``verbose``). Without ``fcntl`` (Windows) no lock is
+    taken.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(Path(out) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if verbose:
+                print(f"jaxclp: another run holds {Path(out) / LOCK_FILE}; waiting for it to finish",
+                      file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

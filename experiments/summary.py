@@ -9,12 +9,13 @@ import numpy as np
 
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
 
-# The paper's reported numbers (percent), keyed (dataset, split, method). The paper's tables were not
-# available to us offline, so this is empty and the summary prints "n/a" rather than a remembered number.
-# Fill it from the paper (Zhong, Ivanov, Pang, TMLR 2022) to get the difference column.
-PAPER: dict[tuple[str, str, str], float] = {}
+from jaxclp.paper import paper_number
 
-METHOD_ORDER = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp", "gcn", "h2gcn")
+# The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
+# ``paper_number(dataset, split, method) -> (mean, std) | None``, percent.
+
+METHOD_ORDER = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_authors", "clp", "gcn", "h2gcn", "gcn_sep", "sage",
+                "gat", "gat_sep")
 
 
 def aggregate(records):
@@ -29,15 +30,25 @@ def aggregate(records):
     return {k: np.asarray(v) for k, v in out.items()}, last
 
 
-def markdown(records, title: str = "") -> str:
+def markdown(records, title: str = "", methods=()) -> str:
+    """The summary table of ``records``.
+
+    Args:
+        records: result records (other record types are ignored).
+        title: heading.
+        methods: columns to show even where no record has them yet (the cell then holds "–" and the paper's
+            number, if any); the methods of the records are always shown.
+    """
     agg, last = aggregate(records)
-    methods = [m for m in METHOD_ORDER if any(k[2] == m for k in agg)] + sorted(
-        {k[2] for k in agg} - set(METHOD_ORDER))
+    present = {k[2] for k in agg} | set(methods)
+    methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
     lines = [f"## {title}" if title else "", "",
              "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± sample std (ddof 1) over "
-             "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's number "
-             "where recorded (else n/a); Δ = ours − paper.", "",
+             "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's mean ± std "
+             "(Zhong et al., TMLR 2022; its configurations were selected on test accuracy) where its tables "
+             "have the method, dataset and split; Δ = ours − paper; ⚠ marks |Δ| larger than the combined "
+             "spread sqrt(std_ours² + std_paper²).", "",
              "| dataset | split | metric | " + " | ".join(methods) + " |",
              "|---|---|---|" + "---|" * len(methods)]
     for d, s in rows:
@@ -47,17 +58,35 @@ def markdown(records, title: str = "") -> str:
         for m in methods:
             v = agg.get((d, s, m))
             if v is None:
-                cells.append("–")
+                cells.append("–" + paper_cell(d, s, m, None))
                 continue
             txt = f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f} ({len(v)})"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
-            p = PAPER.get((d, s, m))
-            txt += f"<br>paper {p:.1f}, Δ {v.mean() - p:+.1f}" if p is not None else ""
+            txt += paper_cell(d, s, m, v)
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
     lines += ["", variant_table(last)]
     return "\n".join(lines)
+
+
+def paper_cell(dataset: str, split: str, method: str, values) -> str:
+    """``"<br>paper X ± s, Δ +d"`` (with ``⚠`` when |Δ| exceeds the combined spread), or ``""`` if no number.
+
+    Args:
+        dataset, split, method: our names.
+        values: (n,) our test scores in percent, or None (no result of ours: the paper's number alone).
+    """
+    p = paper_number(dataset, split, method)
+    if p is None:
+        return ""
+    if values is None:
+        return f"<br>paper {p[0]:.1f} ± {p[1]:.1f}"
+    v = np.asarray(values, dtype=float)
+    std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    delta = float(v.mean()) - p[0]
+    flag = " ⚠" if abs(delta) > float(np.hypot(std, p[1])) else ""
+    return f"<br>paper {p[0]:.1f} ± {p[1]:.1f}, Δ {delta:+.1f}{flag}"
 
 
 def variant_table(last) -> str:
@@ -81,14 +110,14 @@ def variant_table(last) -> str:
     return "\n".join(lines)
 
 
-def write_summary(out_dir, title: str = "", filename: str = "summary.md") -> Path:
+def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=()) -> Path:
     out_dir = Path(out_dir)
     records = read_records(out_dir / RESULTS_FILE)
     if not title:  # keep the title a reproduce target gave this directory
         old = out_dir / filename
         first = old.read_text().splitlines()[0] if old.exists() else ""
         title = first[3:] if first.startswith("## ") and len(first) > 3 else out_dir.name
-    text = markdown(records, title)
+    text = markdown(records, title, methods)
     commands = sorted({" ".join(r["argv"]) for r in records if r.get("type") == "header" and r.get("argv")})
     if commands:
         text += "\n\nCommands that produced these records:\n\n" + "\n".join(f"    {c}" for c in commands)

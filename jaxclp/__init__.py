@@ -5,18 +5,21 @@ Pipeline stages (each a pure function of arrays): :func:`fit_mlp` -> :func:`init
 :func:`propagate` (iterative) or :func:`solve` (closed form). :class:`CLP` composes them for users.
 """
 from jaxclp import datasets
+from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, authors_starts
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
 from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.estimator import CLP
+from jaxclp.features import SparseFeatures, as_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
                         gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph)
+from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_splits, tuned_gnn_param_count
 from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
                               true_compatibility)
 from jaxclp.metrics import accuracy, roc_auc
 from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
-from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius
+from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius, spectral_scale
 from jaxclp.propagate import PropagateInfo, propagate
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 from jaxclp.solve import METHODS, Solution, solve, solve_operator
@@ -27,11 +30,13 @@ __version__ = "0.1.0"
 __all__ = [
     "CLP", "CLPResult", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
     "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
-    "two_hop_graph", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
-    "Solution", "SpectralInfo", "TrainConfig", "accuracy", "clp_beliefs", "clp_operator", "clp_star",
+    "two_hop_graph", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
+    "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "clp_beliefs",
+    "clp_operator", "clp_star",
     "compatibility_distance", "correct_and_smooth", "datasets", "edge_homophily", "edge_values",
     "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",
     "label_propagation", "lp_operator", "mlp_param_count", "node_homophily", "node_homophily_per_node", "propagate",
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
-    "spmm_transpose", "true_compatibility",
+    "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
+    "authors_starts", "spectral_scale",
 ]

@@ -25,6 +25,71 @@ def nonnegative(name: str, x) -> None:
         raise ValueError(f"{name} must be nonnegative; min is {float(np.min(np.asarray(x)))}")
 
 
+def floating(name: str, x) -> None:
+    """``x`` must have a floating-point dtype (integer beliefs would silently turn alpha into 0 or 1)."""
+    dt = getattr(x, "dtype", None)
+    dt = np.asarray(x).dtype if dt is None else np.dtype(dt)
+    if not np.issubdtype(dt, np.floating):
+        raise ValueError(f"{name} must be a floating-point array; got dtype {dt} "
+                         f"(cast it, e.g. {name}.astype(float))")
+
+
+def integer_labels(name: str, y) -> np.ndarray:
+    """``y`` as a numpy integer array, or ValueError naming ``name`` (strings, floats, bools, objects)."""
+    arr = np.asarray(y)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must be integers (class ids; -1 for unlabelled); got dtype {arr.dtype}")
+    return arr
+
+
+def num_classes(k) -> None:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or int(k) < 2:
+        raise ValueError(f"num_classes must be an integer >= 2; got {k!r}")
+
+
+def masked_labels(y, num_nodes: int, k: int, train_mask, val_mask=None, *, name: str = "labels") -> None:
+    """Integer labels (n,) whose ``train_mask | val_mask`` entries lie in [0, k) (others are never read)."""
+    shape(name, y, (num_nodes,))
+    if not is_concrete(y, train_mask, val_mask):
+        return
+    arr = integer_labels(name, y)
+    for mname, m in (("train_mask", train_mask), ("val_mask", val_mask)):
+        if m is None:
+            continue
+        sel = arr[np.asarray(m, bool)]
+        bad = (sel < 0) | (sel >= k)
+        if bad.any():
+            nodes = np.flatnonzero(np.asarray(m, bool))[bad]
+            raise ValueError(f"{name} on {mname} nodes must lie in [0, K) with K = {k} classes; got "
+                             f"{sel[bad][:5].tolist()} at node(s) {nodes[:5].tolist()}"
+                             + (f" and {bad.sum() - 5} more" if bad.sum() > 5 else ""))
+
+
+def features(x, num_nodes: int | None = None, name: str = "features") -> None:
+    """(n, d) dense or :class:`jaxclp.features.SparseFeatures`, finite values (checked when concrete)."""
+    from jaxclp.features import SparseFeatures
+    if isinstance(x, SparseFeatures):
+        if num_nodes is not None and x.shape[0] != num_nodes:
+            raise ValueError(f"{name} must have shape ({num_nodes}, ?) (one row per node); got {x.shape}")
+        finite(name, x.values)
+        return
+    shape(name, x, (num_nodes, None))
+    finite(name, x)
+
+
+def prior_rows(name: str, p, atol: float = 1e-4) -> None:
+    """Rows of a prior (class distributions) must sum to 1 within ``atol``; refused otherwise (no rescaling)."""
+    if not is_concrete(p):
+        return
+    sums = np.asarray(p).sum(axis=1)
+    bad = np.abs(sums - 1) > atol
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} rows must sum to 1 (a class distribution per node); {int(bad.sum())} row(s) "
+                         f"do not, e.g. row {i} sums to {float(sums[i]):.6g}. Normalize it first: "
+                         f"{name} / {name}.sum(axis=1, keepdims=True)")
+
+
 def shape(name: str, x, expected: tuple) -> None:
     """Checks ``x.shape`` against ``expected`` where ``None`` entries match anything."""
     s = tuple(np.shape(x))
@@ -81,6 +146,8 @@ def clp_inputs(num_nodes: int, b0, H, prior) -> int:
     k = int(np.shape(b0)[1])
     shape("prior", prior, (num_nodes, k))
     shape("H", H, (k, k))
+    floating("b0", b0)
+    floating("prior", prior)
     probabilities("b0", b0)
     probabilities("prior", prior)
     finite("H", H)

@@ -3,43 +3,203 @@
 LP and both C&S stages are label propagation ``X = (1-a) (I - a Ahat)^{-1} X0``, i.e. the CLP solver with
 the operator ``Ahat`` itself (:func:`jaxclp.lp_operator`); every function accepts a scalar alpha or a 1-D
 vector of alphas (solved together) and returns arrays with a leading alpha axis in the latter case.
+
+Edge weights: ``Ahat`` is built from ``graph.weights`` (the weights given to ``Graph.from_edge_index`` etc.)
+with the normalization applied on top of them, using weighted degrees: ``"sym"``:
+``w_rs / sqrt(d_in(r) d_out(s))``, ``"row"``: ``w_rs / d_in(r)``, ``"none"``: the weights as they are. (PyG's
+``LabelPropagation`` / ``CorrectAndSmooth`` instead use an ``edge_weight`` they are given as the propagation
+matrix itself, without normalization, and normalize only unweighted graphs.)
+
+Closed form or iteration. Without the options below LP is the exact fixed point (the linear solve of
+:func:`jaxclp.solve_operator`, to relative residual ``tol``). With ``num_layers``, ``clamp`` or a per-step
+reset the propagation is the iteration PyG runs::
+
+    X_{t+1} = post((1 - a) X0 + a Ahat X_t),  X_0 = X0,
+
+where ``post`` clips every entry to ``clamp = (lo, hi)`` and then resets the rows of ``reset_mask`` to their
+``X0`` values; it runs exactly ``num_layers`` steps, or (``num_layers=None``) until every column's increment
+``||X_{t+1} - X_t||_2 <= tol ||(1 - a) X0||_2`` (a contraction for ``a < 1``: ``Ahat`` has 2-norm <= 1 for
+"sym", inf-norm <= 1 for "row", and clipping is nonexpansive). A reset without clamp and without
+``num_layers`` is solved in closed form (the system restricted to the other rows).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxclp import _checks
 from jaxclp.compat import one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, edge_values, spmm
-from jaxclp.operator import lp_operator
-from jaxclp.solve import Method, Solution, solve_operator
+from jaxclp.operator import FactoredOperator, lp_operator, norm_bounds
+from jaxclp.solve import Method, Solution, solve_operator, stationary_columns
 from jaxclp.train import TrainConfig, train_full_batch
+
+AUTOSCALE_CAP = 1000.0
+"""PyG's autoscale cap: a node's C&S scale is set to 1 where it is infinite or exceeds this."""
+ALPHA_ONE_LAYERS = 50
+"""Steps run for a propagation with alpha = 1 when no layer count is given (PyG's C&S example uses 50)."""
+
+
+def _alpha_array(alpha, dtype, *, allow_one: bool, name: str = "alpha") -> jax.Array:
+    a = jnp.asarray(alpha, dtype=dtype)
+    if a.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {a.shape}")
+    if _checks.is_concrete(a):
+        arr = np.asarray(a)
+        hi_ok = np.all(arr <= 1) if allow_one else np.all(arr < 1)
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or not hi_ok:
+            interval = "(0, 1]" if allow_one else "the open interval (0, 1)"
+            extra = "" if allow_one else " (alpha = 1 needs a fixed number of layers)"
+            raise ValueError(f"{name} must lie in {interval}{extra}; got {arr.tolist()}")
+    return a
+
+
+def _check_layers(name: str, layers) -> None:
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, (int, np.integer))
+                               or layers < 1):
+        raise ValueError(f"{name} must be None or a positive int; got {layers!r}")
+
+
+def _check_clamp(clamp) -> tuple[float, float] | None:
+    if clamp is None:
+        return None
+    try:
+        lo, hi = (float(c) for c in clamp)
+    except (TypeError, ValueError):
+        raise ValueError(f"clamp must be None or a pair (lo, hi); got {clamp!r}") from None
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise ValueError(f"clamp must be a pair (lo, hi) with lo <= hi; got {clamp!r}")
+    return lo, hi
 
 
 def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
-                     method: Method = "auto", tol: float = 1e-6) -> Solution:
-    """Closed-form label propagation ``(1-alpha)(I - alpha Ahat)^{-1} x0`` of an (n, K) signal."""
+                     method: Method = "auto", tol: float = 1e-6, max_iters: int = 10_000,
+                     num_layers: int | None = None, clamp: tuple[float, float] | None = None,
+                     reset_mask: jax.Array | None = None) -> Solution:
+    """Label propagation of an (n, K) signal: ``(1-alpha)(I - alpha Ahat)^{-1} x0`` or its iteration.
+
+    Args:
+        graph: the graph (its ``weights`` are used, normalized on top; see the module docstring).
+        x0: (n, K) signal.
+        alpha: scalar or 1-D vector (solved together; the value gets a leading alpha axis). In (0, 1); 1 is
+            allowed with ``num_layers`` (not a contraction: the result is that many steps, not a fixed point).
+        normalization: "sym", "row" or "none".
+        method: solver of the closed form ("auto" or one of :data:`jaxclp.solve.METHODS`); ignored when
+            iterating.
+        tol: relative residual (closed form) or relative increment (iteration) per column.
+        max_iters: iteration cap.
+        num_layers: run exactly this many steps of the iteration (PyG's ``num_layers``) instead of solving.
+        clamp: ``(lo, hi)``: clip every entry to ``[lo, hi]`` after each step (PyG's LP clamps to (0, 1)).
+        reset_mask: (n,) bool: reset these rows to ``x0`` after each step (training labels kept fixed).
+
+    Returns:
+        A :class:`jaxclp.solve.Solution`; ``method`` is ``"iterate"`` when iterating (its residual is then the
+        last increment ``||post(...) - X||`` per column).
+    """
     _checks.shape("x0", x0, (graph.num_nodes, None))
     _checks.finite("x0", x0)
     check_normalization(normalization)
-    op = lp_operator(graph, x0.shape[1], normalization=normalization, dtype=x0.dtype)
-    return solve_operator(op, x0, alpha=alpha, method=method, tol=tol, normalization=normalization)
+    _check_layers("num_layers", num_layers)
+    bounds = _check_clamp(clamp)
+    if reset_mask is not None:
+        _checks.mask("reset_mask", reset_mask, graph.num_nodes, nonempty=False)
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number; got {tol!r}")
+    dtype = x0.dtype if jnp.issubdtype(x0.dtype, jnp.floating) else jnp.result_type(float)
+    x0 = x0.astype(dtype)
+    alphas = _alpha_array(alpha, dtype, allow_one=num_layers is not None)
+    op = lp_operator(graph, x0.shape[1], normalization=normalization, dtype=dtype)
+    if num_layers is None and bounds is None:
+        if reset_mask is None:
+            return solve_operator(op, x0, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
+                                  normalization=normalization)
+        return _solve_with_reset(op, x0, alphas, reset_mask, method, tol, max_iters, normalization)
+    lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
+    reset = jnp.zeros(graph.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask)
+    x, its, res, rel = _iterate(graph, op.values, x0, alphas, reset, jnp.asarray(lo, dtype),
+                                jnp.asarray(hi, dtype), jnp.asarray(tol, dtype), num_layers, max_iters)
+    rows, cols = norm_bounds(op)
+    return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
+                    rho_bound=jnp.minimum(rows, cols), method="iterate")
+
+
+def _solve_with_reset(op: FactoredOperator, x0, alphas, reset_mask, method, tol, max_iters,
+                      normalization) -> Solution:
+    """Fixed point with the rows L of ``reset_mask`` held at ``x0``: ``x_L = x0_L`` and
+    ``(I - a A_UU) x_U = (1-a) x0_U + a A_UL x0_L``, solved as the operator ``diag(u) Ahat diag(u)``."""
+    u = jnp.broadcast_to((~jnp.asarray(reset_mask))[:, None], x0.shape).astype(x0.dtype)
+    restricted = op._replace(left=u, right=u)
+    labelled = op.matvec((1.0 - u) * x0)  # A_{:,L} x0_L
+
+    def solve(a):
+        # solve_operator solves (I - a op) x = (1 - a) prior
+        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
+        return solve_operator(restricted, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
+                              normalization=normalization)
+
+    def one(a):
+        sol = solve(a)
+        return sol._replace(value=jnp.where(u > 0, sol.value, x0))  # exactly x0 (not (1-a) x0 / (1-a))
+
+    if alphas.ndim == 0:
+        return one(alphas)
+    sols = [one(a) for a in alphas]
+    return Solution(*(jnp.stack([getattr(s, f) for s in sols]) for f in Solution._fields[:-1]),
+                    method=sols[0].method)
+
+
+@functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
+def _iterate(graph, values, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
+    k = x0.shape[1]
+
+    def run(alpha):
+        base = (1.0 - alpha) * x0
+
+        def step(x):
+            x = jnp.clip(base + alpha * spmm(graph, values, x), lo, hi)
+            return jnp.where(reset[:, None], x0, x)
+
+        den = jnp.linalg.norm(base, axis=0)
+        if num_layers is not None:
+            x = jax.lax.fori_loop(0, num_layers, lambda _, x: step(x), x0)
+            its = jnp.full((k,), num_layers, jnp.int32)
+        else:
+            x, its = stationary_columns(step, x0, den, tol, max_iters)
+        res = jnp.linalg.norm(step(x) - x, axis=0)
+        return x, its, res, res / jnp.where(den > 0, den, 1.0)
+
+    return run(alphas) if alphas.ndim == 0 else jax.vmap(run)(alphas)
 
 
 def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, num_classes: int, *,
-                      alpha, normalization: Normalization = "sym", method: Method = "auto") -> jax.Array:
+                      alpha, normalization: Normalization = "sym", method: Method = "auto", tol: float = 1e-6,
+                      max_iters: int = 10_000, num_layers: int | None = None,
+                      clamp: tuple[float, float] | None = None, reset_train: bool = False) -> jax.Array:
     """LP (Zhou et al. 2004): propagate the one-hot training labels ``M*Y``.
+
+    Args:
+        graph, labels ((n,) ints; only training entries are read), train_mask ((n,) bool), num_classes: the
+            problem. ``graph.weights`` are honoured (normalized on top; see the module docstring).
+        alpha: scalar or 1-D vector in (0, 1) (1 allowed with ``num_layers``).
+        normalization, method, tol, max_iters: as :func:`propagate_labels`.
+        num_layers: run this many steps of the iteration instead of the closed form (PyG's ``num_layers``).
+        clamp: ``(lo, hi)`` per-step clip (PyG's default post step is ``(0, 1)``); default none.
+        reset_train: reset the training rows to their one-hot labels after each step (labels kept fixed, as
+            Zhu & Ghahramani's LP); default False (Zhou et al.: training rows are propagated too).
 
     Returns:
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
     _checks.mask("train_mask", train_mask, graph.num_nodes)
     y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
-    return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method).value
+    return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
+                            max_iters=max_iters, num_layers=num_layers, clamp=clamp,
+                            reset_mask=train_mask if reset_train else None).value
 
 
 def correct_and_smooth(
@@ -49,42 +209,115 @@ def correct_and_smooth(
     train_mask: jax.Array,
     *,
     alpha_correct: float,
-    alpha_smooth: float,
+    alpha_smooth,
     normalization: Normalization = "sym",
     method: Method = "auto",
+    tol: float = 1e-6,
+    max_iters: int = 10_000,
+    scale: str | float = "auto",
+    autoscale_cap: float | None = AUTOSCALE_CAP,
+    correct_layers: int | None = None,
+    smooth_layers: int | None = None,
+    clamp: bool = False,
+    clip_corrected: bool = True,
 ) -> jax.Array:
-    """C&S (Huang et al. 2021) with autoscale.
+    """C&S (Huang et al. 2021): correct the prior with the propagated training residual, then smooth.
 
-    Correct: propagate the training residual ``E0 = M*(Y - D)`` and add it back scaled so that each node's
-    correction has the mean training-residual L1 size. Smooth: set training rows to their labels and
-    propagate the result.
+    Correct: the training residual ``E0 = M*(Y - D)`` is propagated with ``alpha_correct`` to ``E`` and added
+    back, ``Z = D + scale * E``:
+
+    * ``scale="auto"`` (autoscale, default): ``E`` is the LP of ``E0``; node i gets
+      ``scale_i = sigma / ||E_i||_1`` with ``sigma`` the mean L1 norm of the training residuals, and
+      ``scale_i := 1`` where it is infinite or larger than ``autoscale_cap`` (PyG's rule; default 1000):
+      without the cap a node far from every training node has a near-zero ``E_i`` that would be scaled up
+      > 1000x, making the result depend on solver round-off. ``autoscale_cap=None`` disables the cap.
+    * ``scale=s`` (a float >= 0; the C&S paper's "FDiff-scale", PyG's ``autoscale=False``): ``E`` propagates
+      ``E0`` with the training rows reset to ``E0`` after every step (fixed at their residuals), and
+      ``Z = D + s E``.
+
+    With ``clip_corrected`` (default) ``Z`` is clipped to [0, 1] once. Smooth: training rows of ``Z`` are set
+    to their one-hot labels and the result is propagated with ``alpha_smooth``.
+
+    The correction is solved to ``tol / cap`` (``tol / max(s, 1)`` for a fixed scale; never below 10 machine
+    epsilons) because the scaling multiplies its error by up to that factor; so the result is accurate to
+    about ``tol`` whatever the solver.
+
+    PyG-equivalent settings (``torch_geometric.nn.CorrectAndSmooth(L1, a1, L2, a2, autoscale, scale)``):
+    ``correct_layers=L1, smooth_layers=L2, clamp=True, clip_corrected=False``. Our defaults differ from PyG's in
+    three ways: exact fixed points instead of a fixed number of layers, no per-step clamps, and ``Z`` clipped
+    to [0, 1] once.
 
     Args:
-        graph: the graph.
+        graph: the graph (``graph.weights`` honoured, normalized on top; see the module docstring).
         prior: (n, K) base predictions D.
         labels: (n,) labels (only training entries are read).
         train_mask: (n,) bool.
-        alpha_correct: scalar in (0, 1).
-        alpha_smooth: scalar in (0, 1), or a 1-D vector (the smoothing solves are vmapped; the correction is
-            computed once).
+        alpha_correct: scalar in (0, 1]; 1 runs ``correct_layers`` steps (default
+            :data:`ALPHA_ONE_LAYERS` = 50, as PyG's example; alpha = 1 has no fixed point to solve for).
+        alpha_smooth: scalar in (0, 1) (or (0, 1] with ``smooth_layers``), or a 1-D vector (the smoothing
+            solves are vmapped; the correction is computed once).
+        normalization, method, tol, max_iters: as :func:`propagate_labels`.
+        scale: ``"auto"`` or a fixed nonnegative float (see above).
+        autoscale_cap: the autoscale cap (None: no cap). Ignored for a fixed scale.
+        correct_layers, smooth_layers: fixed numbers of steps (PyG's ``num_correction_layers`` /
+            ``num_smoothing_layers``) instead of the exact fixed points.
+        clamp: PyG's per-step clamps: every correction step clipped to [-1, 1] (autoscale only: with a fixed
+            scale the training rows are reset instead, as in PyG) and every smoothing step to [0, 1].
+        clip_corrected: clip ``Z`` to [0, 1] before smoothing (PyG does not).
 
     Returns:
         (n, K) smoothed scores, or (A, n, K) for a vector ``alpha_smooth``.
     """
     n, k = prior.shape
     _checks.mask("train_mask", train_mask, n)
+    _checks.finite("prior", prior)
     if jnp.ndim(alpha_correct) != 0:
         raise ValueError("alpha_correct must be a scalar (loop over it; alpha_smooth may be a vector)")
-    y = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, k).astype(prior.dtype)
+    _check_layers("correct_layers", correct_layers)
+    _check_layers("smooth_layers", smooth_layers)
+    if not isinstance(clamp, (bool, np.bool_)):
+        raise ValueError(f"clamp must be a bool; got {clamp!r}")
+    auto = isinstance(scale, str)
+    if auto and scale != "auto":
+        raise ValueError(f"scale must be 'auto' or a nonnegative float; got {scale!r}")
+    if not auto:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(scale) or scale < 0:
+            raise ValueError(f"scale must be 'auto' or a finite nonnegative float; got {scale!r}")
+    if autoscale_cap is not None and not (isinstance(autoscale_cap, (int, float)) and autoscale_cap > 0):
+        raise ValueError(f"autoscale_cap must be None or a positive number; got {autoscale_cap!r}")
+    dtype = prior.dtype if jnp.issubdtype(prior.dtype, jnp.floating) else jnp.result_type(float)
+    prior = prior.astype(dtype)
+    a1 = _alpha_array(alpha_correct, dtype, allow_one=True, name="alpha_correct")
+    a2 = _alpha_array(alpha_smooth, dtype, allow_one=smooth_layers is not None, name="alpha_smooth")
+    if correct_layers is None and _checks.is_concrete(a1) and float(a1) == 1.0:
+        correct_layers = ALPHA_ONE_LAYERS  # alpha_correct = 1: no fixed point to solve for
+    amplification = (autoscale_cap or AUTOSCALE_CAP) if auto else max(float(scale), 1.0)
+    tol_correct = max(tol / amplification, 10 * float(jnp.finfo(dtype).eps))
+    common = dict(normalization=normalization, method=method, max_iters=max_iters)
+
+    y = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, k).astype(dtype)
     e0 = jnp.where(train_mask[:, None], y - prior, 0.0)
-    e = propagate_labels(graph, e0, alpha=alpha_correct, normalization=normalization, method=method).value
-    sigma = jnp.sum(jnp.abs(e0)) / jnp.maximum(jnp.sum(train_mask), 1)
-    size = jnp.sum(jnp.abs(e), axis=1, keepdims=True)
-    scale = jnp.where(size > 0, sigma / jnp.where(size > 0, size, 1.0), 0.0)
-    z = jnp.clip(prior + scale * e, 0.0, 1.0)
+    if auto:
+        e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
+                             clamp=(-1.0, 1.0) if clamp else None, **common).value
+        sigma = jnp.sum(jnp.abs(e0)) / jnp.maximum(jnp.sum(train_mask), 1)
+        size = jnp.sum(jnp.abs(e), axis=1, keepdims=True)
+        factor = jnp.where(size > 0, sigma / jnp.where(size > 0, size, 1.0), jnp.inf)
+        if autoscale_cap is None:
+            factor = jnp.where(jnp.isinf(factor), 0.0, factor)
+        else:
+            factor = jnp.where(jnp.isinf(factor) | (factor > autoscale_cap), 1.0, factor)
+        z = prior + factor * e
+    else:
+        e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
+                             reset_mask=train_mask, **common).value
+        z = prior + jnp.asarray(scale, dtype) * e
+    if clip_corrected:
+        z = jnp.clip(z, 0.0, 1.0)
     g0 = jnp.where(train_mask[:, None], y, z)
-    return propagate_labels(graph, g0, alpha=jnp.asarray(alpha_smooth, prior.dtype), normalization=normalization,
-                            method=method).value
+    return propagate_labels(graph, g0, alpha=a2, tol=tol, num_layers=smooth_layers,
+                            clamp=(0.0, 1.0) if clamp else None, **common).value
 
 
 def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha,

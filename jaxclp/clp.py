@@ -4,8 +4,12 @@ Variants (all selectable on validation by :class:`jaxclp.CLP` and the runner):
 
 * ``normalization``: "sym" / "row" / "none" adjacency inside the propagation (H is always estimated with
   the raw adjacency).
-* ``l1_normalize``: the authors' code's per-step L1 normalization of each node's class vector (nonlinear,
-  iterative only, ``num_iters`` steps).
+* ``l1_normalize``: a per-step L1 normalization of each node's class vector AFTER mixing,
+  ``B <- L1rows((1-a) D + a A^F B)`` (nonlinear, iterative only, ``num_iters`` steps). This is NOT the authors'
+  code, which normalizes the propagated term BEFORE mixing and has further switches: that step is
+  :mod:`jaxclp.authors` (runner method ``clp_authors``).
+* ``spectral_scale``: every class operator divided by its spectral radius (:func:`jaxclp.operator.spectral_scale`)
+  so that every alpha in (0, 1) converges and means the same on every graph (linear variant only).
 * ``prior_source``: "mlp" propagates ``D`` (the paper's update); "b0" uses ``B0`` (training labels clamped
   into the prior, a residual/label-reuse prior).
 """
@@ -21,7 +25,8 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.compat import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, Normalization, check_normalization
-from jaxclp.operator import SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius
+from jaxclp.operator import (SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius,
+                             spectral_scale)
 from jaxclp.propagate import _iterate_jit
 from jaxclp.sinkhorn import SinkhornInfo
 from jaxclp.solve import Method, solve_operator
@@ -68,6 +73,7 @@ def clp_beliefs(
     method: Method = "auto",
     tol: float = 1e-6,
     spectrum: bool = True,
+    spectral_scale: bool = False,
 ) -> CLPResult:
     """Runs CLP steps 2-5 for a grid of alphas (closed form, vmapped over alphas; or iterative for L1).
 
@@ -83,7 +89,10 @@ def clp_beliefs(
         tol: solver tolerance.
         spectrum: compute the per-class spectral radius for the result (power iteration). When False it is
             computed only where validity needs it ("none" normalization beyond the a-priori and norm
-            bounds), and ``spectral`` is None otherwise.
+            bounds, or ``spectral_scale``), and ``spectral`` is None otherwise.
+        spectral_scale: propagate with ``A^F_k / rho(A^F_k)`` (module docstring); alphas up to 1 (exclusive)
+            are then valid where the Collatz-Wielandt bound of the scaled operator is below 1/alpha.
+            ``spectral`` then describes the UNSCALED operators.
 
     Returns:
         :class:`CLPResult`.
@@ -99,6 +108,10 @@ def clp_beliefs(
     d = prior if prior_source == "mlp" else b0
     op = clp_operator(graph, b0, H, normalization=normalization)
     n, k = prior.shape
+    if spectral_scale:
+        if l1_normalize:
+            raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
+        return _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
     amax = float(np.max(np.asarray(alphas)))
     proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
     spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
@@ -111,13 +124,31 @@ def clp_beliefs(
         valid = np.ones(alphas.shape[0], bool)
     else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
         valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
-    beliefs = jnp.zeros((alphas.shape[0], n, k), prior.dtype)
-    converged = jnp.zeros((alphas.shape[0], k), bool)
-    used = "none"
-    if valid.any():
-        idx = np.flatnonzero(valid)
-        sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
-        beliefs = beliefs.at[idx].set(sol.value)
-        converged = converged.at[idx].set(sol.converged)
-        used = sol.method
+    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
     return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
+
+
+def _solve_valid(op, d, alphas, valid, method, tol, normalization):
+    """Closed form for the alphas where ``valid``; zeros (and ``converged=False``) elsewhere.
+
+    Returns:
+        ``(beliefs (A, n, K), converged (A, K), method used or "none")``.
+    """
+    n, k = d.shape
+    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
+    converged = jnp.zeros((alphas.shape[0], k), bool)
+    if not valid.any():
+        return beliefs, converged, "none"
+    idx = np.flatnonzero(valid)
+    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    return beliefs.at[idx].set(sol.value), converged.at[idx].set(sol.converged), sol.method
+
+
+def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol) -> CLPResult:
+    """The spectrally scaled closed form (``clp_beliefs(..., spectral_scale=True)``)."""
+    scaled, rho = spectral_scale(op)
+    info = operator_spectral_radius(op)
+    upper = float(np.max(np.asarray(info.upper) / np.asarray(rho)))
+    valid = np.asarray(alphas) * upper < 1.0
+    beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
+    return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxclp import _checks
-from jaxclp.graph import Graph, spmm
+from jaxclp.graph import Graph, spmm, spmm_transpose
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 
 
@@ -19,16 +19,25 @@ def initial_beliefs(prior: jax.Array, labels: jax.Array, train_mask: jax.Array) 
     """``B0 = M*Y + (1-M)*prior``: training rows replaced by their one-hot labels.
 
     Args:
-        prior: (n, K) prior beliefs D (e.g. MLP softmax).
-        labels: (n,) int labels; only training entries are read.
+        prior: (n, K) floating prior beliefs D (e.g. MLP softmax): finite, nonnegative, each row summing to 1
+            (within 1e-4). A prior that is not row-stochastic is refused, not rescaled: its rows would be
+            weighed against the one-hot training rows at the wrong scale.
+        labels: (n,) int labels; only training entries are read, and they must lie in ``[0, K)``.
         train_mask: (n,) bool.
 
     Returns:
         (n, K) B0.
+
+    Raises:
+        ValueError: naming the argument (checked for concrete inputs; skipped under ``jax.jit``).
     """
+    _checks.shape("prior", prior, (None, None))
     n, k = prior.shape
+    _checks.floating("prior", prior)
+    _checks.probabilities("prior", prior)
+    _checks.prior_rows("prior", prior)
     _checks.mask("train_mask", train_mask, n)
-    _checks.shape("labels", labels, (n,))
+    _checks.masked_labels(labels, n, k, train_mask)
     y = jax.nn.one_hot(labels, k, dtype=prior.dtype)
     return jnp.where(train_mask[:, None], y, prior)
 
@@ -45,9 +54,12 @@ def estimate_compatibility(
 ) -> tuple[jax.Array, SinkhornInfo]:
     """Estimates the class compatibility ``H = Sinkhorn((M*Y)^T A B0)`` from training labels only.
 
-    ``A`` is the RAW adjacency (``A[r, s]`` = weight of edge s -> r), so entry (i, j) of the count matrix is
-    the belief mass of class j over the in-neighbours of training nodes of class i. Labels of non-training
-    nodes are never read (they are masked out before any arithmetic).
+    ``A`` is the paper's RAW adjacency with ``A[i, j]`` = weight of the edge i -> j, so entry (i, j) of the
+    count matrix is the belief mass of class j over the OUT-neighbours (receivers) of training nodes of
+    class i: ``H[sender class, receiver class]``, the direction in which the edge weights
+    ``F[e, k] = (b0[s] @ H)[k] * b0[r, k]`` use it (and the authors' code computes it). On undirected graphs
+    the estimate is the same for either direction. Labels of non-training nodes are never read (they are
+    masked out before any arithmetic).
 
     Args:
         graph: the graph.
@@ -73,7 +85,8 @@ def estimate_compatibility(
 def _estimate(graph, prior, labels, train_mask, tol, max_iters, smoothing):
     b0 = initial_beliefs(prior, labels, train_mask)
     my = one_hot_train(labels, train_mask, prior.shape[1]).astype(prior.dtype)
-    counts = my.T @ spmm(graph, graph.weights.astype(prior.dtype), b0)
+    # edge s -> r adds b0[r] to row label(s): the mass over each training node's receivers
+    counts = my.T @ spmm_transpose(graph, graph.weights.astype(prior.dtype), b0)
     return sinkhorn(counts, tol=tol, max_iters=max_iters, smoothing=smoothing)
 
 
@@ -89,9 +102,15 @@ def edge_weights(graph: Graph, b0: jax.Array, H: jax.Array) -> jax.Array:
 
     Returns:
         (m, K) edge weights.
+
+    Raises:
+        ValueError: wrong shapes, ``b0`` not floating / negative / NaN or inf, ``H`` with NaN or inf.
     """
     _checks.shape("b0", b0, (graph.num_nodes, None))
     _checks.shape("H", H, (b0.shape[1], b0.shape[1]))
+    _checks.floating("b0", b0)
+    _checks.probabilities("b0", b0)
+    _checks.finite("H", H)
     return _edge_weights(graph, b0, H)
 
 

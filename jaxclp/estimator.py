@@ -12,6 +12,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compat import initial_beliefs
+from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
 from jaxclp.operator import spectral_radius
@@ -29,7 +30,8 @@ class CLP:
     Example::
 
         model = jaxclp.CLP(hidden=(64,)).fit(graph, features, labels, train_mask, val_mask)
-        pred = model.predict()            # (n,) classes
+        pred = model.predict()            # (n,) labels, in the user's own label values
+        model.classes_                    # sorted labels of the train/val nodes; columns of predict_proba
         model.alpha_, model.H_, model.spectral_.rho
 
     Args:
@@ -41,12 +43,23 @@ class CLP:
         prior_source: "mlp", "b0", or a list to select from.
         num_iters: steps of the iterative (L1) variant.
         method: closed-form solver ("auto" by default).
-        metric: "accuracy" or "roc_auc" for validation selection.
+        metric: "accuracy" or "roc_auc" for validation selection (of the MLP's epoch and of CLP's
+            configuration).
         seed: PRNG seed for the MLP (or pass ``key`` to :meth:`fit`).
-        num_classes: K; inferred as ``max(train/val labels) + 1`` when None (pass it to have out-of-range
-            labels rejected).
+        classes: the label values (any integers >= 0), e.g. ``[3, 7, 99]``; by default (scikit-learn's
+            convention) the sorted unique labels of the train and validation nodes.
+        num_classes: shorthand for ``classes=range(num_classes)`` (labels are then 0..K-1, and a class may
+            have no labelled node at all).
+
+    Labels: integers, ``-1`` marks unlabelled nodes; only ``train_mask | val_mask`` entries are read (they
+    must not be -1) and any value below -1 is refused. Label values are mapped internally to 0..K-1 in the
+    order of ``classes_``; :meth:`predict` maps back. When the classes are inferred (neither ``classes`` nor
+    ``num_classes`` given), a label that occurs on validation nodes but on no training node is refused with a
+    ValueError (a stray label would otherwise become a class the MLP and H never saw); pass ``classes`` or
+    ``num_classes`` to declare such a class on purpose.
 
     Attributes (after fit):
+        classes_: (K,) sorted label values (the user's); ``num_classes_`` = K.
         alpha_, normalization_, l1_normalize_, prior_source_: the selected configuration.
         H_: (K, K) compatibility; spectral_: per-class :class:`jaxclp.SpectralInfo`; sinkhorn_: its info.
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info).
@@ -58,11 +71,13 @@ class CLP:
                  weight_decay: float = 5e-5, epochs: int = 500, patience: int = 50, optimizer: str = "adam",
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
-                 num_classes: int | None = None):
+                 classes=None, num_classes: int | None = None):
+        if metric not in ("accuracy", "roc_auc"):
+            raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
         self.hidden = tuple(hidden)
         self.dropout = dropout
         self.cfg = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, patience=patience,
-                               optimizer=optimizer)
+                               optimizer=optimizer, metric=metric)  # the MLP is selected on it too
         self.alphas = tuple(float(a) for a in alphas)
         _checks.alpha(np.asarray(self.alphas), "alphas")
         self.normalization = normalization
@@ -72,21 +87,32 @@ class CLP:
         self.method = method
         self.metric = metric
         self.seed = seed
+        self.classes = classes
         self.num_classes = num_classes
+        if classes is not None and num_classes is not None:
+            raise ValueError("pass classes or num_classes, not both")
+        if num_classes is not None:
+            _checks.num_classes(num_classes)
 
     def fit(self, graph: Graph, features, labels, train_mask, val_mask, *, key=None, prior=None) -> "CLP":
         """Trains the MLP, estimates H and selects alpha and the variant on validation.
 
         Args:
             graph: the graph (n nodes).
-            features: (n, d) node features, or None when ``prior`` is given.
+            features: (n, d) node features (dense array, scipy.sparse matrix, e.g. the loader's
+                ``sparse_features=True`` CSR, or :class:`jaxclp.features.SparseFeatures`; sparse input is never
+                densified), or None when ``prior`` is given.
             labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
             train_mask, val_mask: (n,) bool, disjoint; train nonempty, val nonempty.
             key: PRNG key (default ``jax.random.key(seed)``).
-            prior: optional (n, K) precomputed prior (skips the MLP).
+            prior: optional (n, K) precomputed prior (skips the MLP): floating, nonnegative, rows summing to 1
+                (refused otherwise, not rescaled), columns in the order of ``classes_``.
 
         Returns:
             self.
+
+        Raises:
+            ValueError: naming the argument that is wrong (shapes against ``graph.num_nodes``, dtypes, labels).
         """
         n = graph.num_nodes
         _checks.mask("train_mask", train_mask, n)
@@ -94,22 +120,28 @@ class CLP:
         tm, vm = np.asarray(train_mask), np.asarray(val_mask)
         if np.any(tm & vm):
             raise ValueError("train_mask and val_mask overlap")
-        y = np.asarray(labels)
-        _checks.shape("labels", y, (n,))
-        seen = tm | vm
-        y = np.where(seen, y, 0)  # labels outside train/val are never read
-        k = _checks.labels(y, n, self.num_classes)
-        self.num_classes_ = k
-        y = jnp.asarray(y, jnp.int32)
+        y_user = _checks.integer_labels("labels", labels)
+        _checks.shape("labels", y_user, (n,))
         if prior is None:
             if features is None:
                 raise ValueError("features is None: pass features or a precomputed prior")
+            features = as_features(features, jnp.float32)
+            _checks.features(features, n)  # one row per node of graph: blame features, not the masks
+        self.classes_ = self._resolve_classes(y_user, tm, vm)
+        k = self.num_classes_ = len(self.classes_)
+        seen = tm | vm
+        y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
+        y = jnp.asarray(y, jnp.int32)
+        if prior is None:
             key = jax.random.key(self.seed) if key is None else key
-            self.mlp_ = fit_mlp(key, jnp.asarray(features), y, jnp.asarray(tm), jnp.asarray(vm),
+            self.mlp_ = fit_mlp(key, features, y, jnp.asarray(tm), jnp.asarray(vm),
                                 num_classes=k, hidden=self.hidden, dropout=self.dropout, cfg=self.cfg)
             prior = self.mlp_.prior
         else:
+            _checks.shape("prior", prior, (n, k))
+            _checks.floating("prior", prior)
             _checks.probabilities("prior", prior, n, k)
+            _checks.prior_rows("prior", prior)
             self.mlp_ = None
         self.prior_ = jnp.asarray(prior)
         best = None
@@ -137,6 +169,44 @@ class CLP:
         self.beliefs_ = res.beliefs[i]
         return self
 
+    def _resolve_classes(self, y: np.ndarray, tm: np.ndarray, vm: np.ndarray) -> np.ndarray:
+        """Sorted class labels (K,), validating ``y`` (user values) on the train/val nodes."""
+        if np.any(y < -1):
+            i = int(np.flatnonzero(y < -1)[0])
+            raise ValueError(f"labels must be class ids >= 0, or -1 for unlabelled nodes; got {int(y[i])} at "
+                             f"node {i}")
+        for mname, m in (("train_mask", tm), ("val_mask", vm)):
+            if np.any(y[m] == -1):
+                nodes = np.flatnonzero(m & (y == -1))
+                raise ValueError(f"labels is -1 (unlabelled) on {len(nodes)} {mname} node(s), e.g. node(s) "
+                                 f"{nodes[:5].tolist()}: every train/val node needs a label")
+        if self.classes is not None:
+            classes = _checks.integer_labels("classes", self.classes).ravel()
+            if np.unique(classes).size != classes.size or np.any(classes < 0):
+                raise ValueError(f"classes must be distinct integers >= 0; got {classes.tolist()}")
+            classes = np.sort(classes)
+        elif self.num_classes is not None:
+            classes = np.arange(int(self.num_classes))
+        else:
+            classes = np.unique(y[tm | vm])
+            val_only = np.setdiff1d(np.unique(y[vm]), np.unique(y[tm]))
+            if val_only.size:
+                nodes = np.flatnonzero(vm & np.isin(y, val_only))
+                raise ValueError(
+                    f"labels: class(es) {val_only.tolist()} occur on val_mask node(s) {nodes[:5].tolist()} but on "
+                    "no train_mask node, so the MLP and H would never see them. Fix the labels, or pass "
+                    "classes=[...] (or num_classes) to declare the class set if this is intended")
+        if classes.size < 2:
+            raise ValueError(f"need at least K = 2 classes; the train/val labels take only the value(s) "
+                             f"{classes.tolist()}")
+        seen = tm | vm
+        unknown = seen & ~np.isin(y, classes)
+        if unknown.any():
+            nodes = np.flatnonzero(unknown)
+            raise ValueError(f"labels on train/val nodes must be one of classes {classes.tolist()}; got "
+                             f"{np.unique(y[unknown])[:5].tolist()} at node(s) {nodes[:5].tolist()}")
+        return classes
+
     @property
     def spectral_(self):
         """Per-class :class:`jaxclp.SpectralInfo` of the selected operators, computed on first access.
@@ -155,11 +225,12 @@ class CLP:
             raise RuntimeError("call fit() first")
 
     def predict_proba(self) -> jax.Array:
-        """(n, K) beliefs of the selected configuration, rows normalized to sum to 1."""
+        """(n, K) beliefs of the selected configuration, rows normalized to sum to 1; columns follow
+        ``classes_``."""
         self._check_fitted()
         s = self.beliefs_.sum(axis=1, keepdims=True)
         return jnp.where(s > 0, self.beliefs_ / jnp.where(s > 0, s, 1.0), 1.0 / self.num_classes_)
 
-    def predict(self) -> jax.Array:
-        """(n,) predicted classes."""
-        return jnp.argmax(self.predict_proba(), axis=1)
+    def predict(self) -> np.ndarray:
+        """(n,) predicted labels, in the user's label values (``classes_[argmax(predict_proba())]``)."""
+        return self.classes_[np.asarray(jnp.argmax(self.predict_proba(), axis=1))]

@@ -56,6 +56,27 @@ class Graph:
     symmetric: bool = False
     indptr: jax.Array | None = None
 
+    def __post_init__(self):
+        # Node ids of a Graph built directly from concrete arrays must lie in [0, num_nodes): an id >= n
+        # would be dropped silently by the segment sums (and a negative one wrap around). Skipped for
+        # traced or abstract leaves (jit, vmap, tree unflattening with placeholders).
+        n = self.num_nodes
+        if not isinstance(n, (int, np.integer)):
+            return
+        for name in ("senders", "receivers"):
+            ids = getattr(self, name)
+            if not isinstance(ids, (np.ndarray, jax.Array)) or isinstance(ids, jax.core.Tracer):
+                continue
+            if ids.ndim != 1 or ids.size == 0:
+                continue
+            if not (np.issubdtype(ids.dtype, np.integer)):
+                raise ValueError(f"{name} must hold integer node ids; got dtype {ids.dtype}")
+            arr = np.asarray(ids)
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < 0 or hi >= n:
+                bad = arr[(arr < 0) | (arr >= n)]
+                raise ValueError(f"{name} has node ids out of range [0, num_nodes={n}): e.g. {bad[:5].tolist()}")
+
     @property
     def num_edges(self) -> int:
         return int(self.senders.shape[0])
@@ -282,9 +303,11 @@ def _edge_values(graph: Graph, normalization: Normalization) -> jax.Array:
 def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
     """Sparse product ``Ahat @ x``: ``out[r] = sum_{e: s->r} values[e] * x[s]``.
 
-    For one value per edge and an (n, K) block with K >= ``jaxclp.sparse.CSR_MIN_COLUMNS`` this runs the
-    native CSR kernel (:func:`jaxclp.sparse.csr_matmul`, differentiable and fast under vmap); otherwise
-    (vectors, K < 3, or per-class (m, K) values) a gather and a sorted ``segment_sum``.
+    For one value per edge and an (n, K) block with K >= ``jaxclp.sparse.CSR_MIN_COLUMNS`` this runs
+    :func:`jaxclp.sparse.csr_matmul` (the C++ kernel on CPU where built, else XLA's CSR kernel; custom VJP,
+    fast under vmap, but not linear-transposable, e.g. inside ``jax.scipy.sparse.linalg.gmres``); vectors,
+    K < 3 and per-class (m, K) values use a gather and a sorted ``segment_sum`` (transposable).
+    :meth:`jaxclp.operator.FactoredOperator.matvec` uses the fused kernel for every K.
 
     Args:
         graph: the graph (edges sorted by receiver).

@@ -8,13 +8,37 @@ from typing import NamedTuple, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxclp import _checks
+from jaxclp.features import SparseFeatures, as_features, matmul
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
+
+
+class SparseDense(nn.Module):
+    """``nn.Dense`` for a :class:`jaxclp.features.SparseFeatures` input (same parameters and initialisation).
+
+    Computes ``X @ kernel + bias`` with :func:`jaxclp.features.matmul` (gather + segment sum, O(nnz * h)),
+    never forming the dense (n, d) input. Parameters are ``{"kernel": (d, h), "bias": (h,)}`` with
+    ``nn.Dense``'s initialisers, so a parameter tree fits dense and sparse inputs alike.
+    """
+
+    features: int
+    param_dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: SparseFeatures) -> jax.Array:
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[1], self.features), self.param_dtype)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), self.param_dtype)
+        dtype = jnp.result_type(x.values.dtype, kernel.dtype, bias.dtype)
+        return matmul(x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
 
 
 class MLP(nn.Module):
     """ReLU MLP with dropout; ``num_layers = len(hidden) + 1`` linear maps (``hidden=()`` is linear).
+
+    The input may be a dense (n, d) array or a :class:`jaxclp.features.SparseFeatures`; for the latter the
+    first layer is a :class:`SparseDense` (same parameters, so the two give the same outputs).
 
     Attributes:
         hidden: widths of the hidden layers (0 to 3 of them in the paper's grids).
@@ -27,12 +51,16 @@ class MLP(nn.Module):
     dropout: float = 0.5
 
     @nn.compact
-    def __call__(self, x: jax.Array, *, train: bool) -> jax.Array:
-        """(n, d) features -> (n, K) logits."""
-        for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-            x = nn.Dropout(self.dropout, deterministic=not train)(x)
-        return nn.Dense(self.num_classes)(x)
+    def __call__(self, x, *, train: bool) -> jax.Array:
+        """(n, d) features (dense or :class:`jaxclp.features.SparseFeatures`) -> (n, K) logits."""
+        widths = tuple(self.hidden) + (self.num_classes,)
+        for i, width in enumerate(widths):
+            layer = SparseDense if (i == 0 and isinstance(x, SparseFeatures)) else nn.Dense
+            x = layer(width, name=f"Dense_{i}")(x)  # the names nn.Dense gets automatically
+            if i < len(widths) - 1:
+                x = nn.relu(x)
+                x = nn.Dropout(self.dropout, deterministic=not train)(x)
+        return x
 
 
 class MLPResult(NamedTuple):
@@ -51,7 +79,7 @@ class MLPResult(NamedTuple):
 
 def fit_mlp(
     key: jax.Array,
-    features: jax.Array,
+    features,
     labels: jax.Array,
     train_mask: jax.Array,
     val_mask: jax.Array,
@@ -67,8 +95,11 @@ def fit_mlp(
 
     Args:
         key: PRNG key (initialisation and dropout).
-        features: (n, d) float features.
-        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
+        features: (n, d) features: a dense array (cast to float32), a scipy.sparse matrix (e.g. CSR from
+            ``jaxclp.datasets.load(..., sparse_features=True)``) or a :class:`jaxclp.features.SparseFeatures`.
+            Sparse input is never densified: the first layer is ``segment_sum(W[cols] * values, rows)``.
+        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1). Those
+            must lie in ``[0, num_classes)``.
         train_mask, val_mask: (n,) bool.
         num_classes: K.
         hidden: hidden widths; ``()`` for a linear model.
@@ -77,22 +108,35 @@ def fit_mlp(
 
     Returns:
         :class:`MLPResult`.
+
+    Raises:
+        ValueError: naming the argument: ``features`` not (n, d) / not finite / not numeric, a mask of the
+            wrong shape or dtype, an empty ``train_mask``, ``labels`` not integer or a train/val label outside
+            ``[0, num_classes)``, ``num_classes`` < 2.
     """
+    features = _prepare_features(features)
     n = features.shape[0]
-    _checks.shape("features", features, (n, None))
-    _checks.finite("features", features)
     _checks.mask("train_mask", train_mask, n)
     _checks.mask("val_mask", val_mask, n, nonempty=False)
-    _checks.shape("labels", labels, (n,))
-    return _fit_mlp_jit(key, jnp.asarray(features, jnp.float32), labels, train_mask, val_mask,
+    _checks.num_classes(num_classes)
+    _checks.masked_labels(labels, n, int(num_classes), train_mask, val_mask)
+    return _fit_mlp_jit(key, features, labels, train_mask, val_mask,
                         num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout), cfg=cfg)
 
 
+def _prepare_features(features):
+    """Validated float32 features: a dense jax array or :class:`SparseFeatures` (never densified)."""
+    features = as_features(features, jnp.float32)
+    _checks.features(features)
+    return features
+
+
 def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
-    """Unvalidated, jit/vmap-able body of :func:`fit_mlp`."""
+    """Unvalidated, jit/vmap-able body of :func:`fit_mlp` (``features`` dense or :class:`SparseFeatures`)."""
     model = MLP(hidden=hidden, num_classes=num_classes, dropout=dropout)
     init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, features[:1], train=False)
+    # initialisation reads only the input's width: a dense (1, d) zero row serves dense and sparse input
+    params = model.init(init_key, jnp.zeros((1, features.shape[1]), features.dtype), train=False)
 
     def apply_fn(p, k, train):
         return model.apply(p, features, train=train, rngs={"dropout": k})
@@ -105,13 +149,34 @@ def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, 
 _fit_mlp_jit = jax.jit(fit_mlp_kernel, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
 
 
-@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
 def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classes, hidden=(64,),
                    dropout=0.5, cfg=TrainConfig()) -> MLPResult:
     """:func:`fit_mlp` vmapped over S splits: keys (S,), masks (S, n) -> prior (S, n, K).
 
     ``labels`` is (n,) shared, or (S, n) per split (e.g. with each split's test labels set to -1).
+    ``features`` as in :func:`fit_mlp` (dense, scipy.sparse or :class:`SparseFeatures`; sparse is shared by
+    the splits, not densified). Inputs are validated when concrete, as in :func:`fit_mlp`.
     """
+    features = _prepare_features(features)
+    n = features.shape[0]
+    if _checks.is_concrete(train_masks, val_masks, labels):
+        _checks.num_classes(num_classes)
+        tms, vms, ys = np.asarray(train_masks), np.asarray(val_masks), np.asarray(labels)
+        _checks.shape("train_masks", tms, (None, n))
+        _checks.shape("val_masks", vms, (tms.shape[0], n))
+        if ys.ndim == 2:
+            _checks.shape("labels", ys, (tms.shape[0], n))
+        for s in range(tms.shape[0]):
+            _checks.mask(f"train_masks[{s}]", tms[s], n)
+            _checks.mask(f"val_masks[{s}]", vms[s], n, nonempty=False)
+            _checks.masked_labels(ys[s] if ys.ndim == 2 else ys, n, int(num_classes), tms[s], vms[s],
+                                  name="labels" if ys.ndim == 1 else f"labels[{s}]")
+    return _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, num_classes=int(num_classes),
+                               hidden=tuple(hidden), dropout=float(dropout), cfg=cfg)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
+def _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg):
     f = functools.partial(fit_mlp_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
     label_axis = 0 if labels.ndim == 2 else None
     return jax.vmap(f, in_axes=(0, None, label_axis, 0, 0))(keys, features, labels, train_masks, val_masks)

@@ -47,7 +47,8 @@ def iterate(op: FactoredOperator, prior: jax.Array, start: jax.Array, alpha, num
         start: (n, K) initial B.
         alpha: scalar in (0, 1).
         num_iters: number of steps (may be traced).
-        l1_normalize: L1-normalize each node's class vector after every step (the authors' code).
+        l1_normalize: L1-normalize each node's class vector after every step, i.e. AFTER mixing (not the
+            authors' code, which normalizes the propagated term before mixing: :mod:`jaxclp.authors`).
         edge_matrix: optional precomputed (m, K) per-class edge values (the "edgewise" engine).
     """
     if edge_matrix is None:
@@ -141,8 +142,10 @@ def propagate(
         alpha: propagation strength in (0, 1).
         num_iters: number of steps.
         normalization: adjacency normalization of ``Ahat``: "sym", "row" or "none" (raw 0/1).
-        l1_normalize: L1-normalize every node's class vector after each step (the authors' code; nonlinear,
-            no closed form, never diverges).
+        l1_normalize: L1-normalize every node's class vector after each step, AFTER mixing:
+            ``B <- L1rows((1-a) D + a A^F B)`` (nonlinear, no closed form, never diverges). This is not the
+            authors' step (they normalize the propagated term before mixing, with a residual start and a
+            post step): use :func:`jaxclp.authors.authors_propagate` for that.
         engine: "factored" or "edgewise".
         throw: raise on a divergent configuration (else warn and return the diverging iterate).
         return_info: also return a :class:`PropagateInfo`.

@@ -23,6 +23,7 @@ solver, and ``converged`` means ``relative_residual <= tol``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal, NamedTuple
 
 import jax
@@ -32,7 +33,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import FactoredOperator, clp_operator, norm_bounds
-from jaxclp.propagate import residual
+from jaxclp.propagate import check_spectrum, residual
 
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
 METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
@@ -174,35 +175,53 @@ def stationary_columns(step, x0, rhs_norm, tol, max_iters):
 
 
 # --------------------------------------------------------------------------- one alpha, one method
-def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters):
-    rhs = (1.0 - alpha) * prior
+def _transposed(op: FactoredOperator) -> FactoredOperator:
+    """``A^F_k.T = diag(right) Ahat.T diag(left)``; as a FactoredOperator only when ``Ahat`` is symmetric
+    (the CG case: then ``Ahat.T = Ahat`` and the transpose swaps the scalings)."""
+    return op._replace(left=op.right, right=op.left)
+
+
+def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, transpose: bool = False):
+    """Solves ``(I - alpha A^F_k) x_k = rhs_k`` (or the transposed system) with ``method``; not differentiated
+    itself (see :func:`_solve_one`)."""
     k = rhs.shape[1]
+    apply = op.rmatvec if transpose else op.matvec
 
     def matvec(x):
-        return x - alpha * op.matvec(x)
+        return x - alpha * apply(x)
 
     if method == "dense":
         a = op.to_dense()  # (K, n, n)
+        if transpose:
+            a = jnp.swapaxes(a, 1, 2)
         n = rhs.shape[0]
         m = jnp.eye(n, dtype=rhs.dtype)[None] - alpha * a
         x = jax.vmap(jnp.linalg.solve, in_axes=(0, 0))(m, rhs.T).T
         return x, jnp.zeros((k,), jnp.int32)
     if method == "neumann":
         rn = jnp.linalg.norm(rhs, axis=0)
-        return stationary_columns(lambda x: rhs + alpha * op.matvec(x), rhs, rn, tol, max_iters)
+        return stationary_columns(lambda x: rhs + alpha * apply(x), rhs, rn, tol, max_iters)
     if method == "jacobi":
-        d = 1.0 - alpha * op.diagonal()
+        d = 1.0 - alpha * op.diagonal()  # the transpose has the same diagonal
         rn = jnp.linalg.norm(rhs, axis=0)
-        return stationary_columns(lambda x: (rhs + alpha * op.matvec(x) - (1.0 - d) * x) / d, rhs / d, rn,
+        return stationary_columns(lambda x: (rhs + alpha * apply(x) - (1.0 - d) * x) / d, rhs / d, rn,
                                   tol, max_iters)
     if method == "bicgstab":
         return bicgstab_columns(matvec, rhs, tol, max_iters)
     if method == "gmres":
+        g = op.graph
+
         def one_class(left, right, b):
-            sub = op._replace(left=left[:, None], right=right[:, None])
+            # jax's gmres transposes its matvec while tracing (custom_linear_solve), so it gets the plain,
+            # transposable gather + segment_sum product, not the custom-VJP CSR/FFI kernel behind op.matvec
+            def sub_apply(v):  # (n, 1) -> (n, 1)
+                src, dst, lft, rgt = ((g.receivers, g.senders, right, left) if transpose
+                                      else (g.senders, g.receivers, left, right))
+                msg = op.values[:, None] * (rgt[:, None] * v)[src]
+                return lft[:, None] * jax.ops.segment_sum(msg, dst, g.num_nodes, indices_are_sorted=not transpose)
             # 'incremental' tests convergence after every Arnoldi step ('batched', the default, always runs
             # all `restart` steps); jax's maxiter counts restart cycles, so cap the SpMMs at ~max_iters
-            x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub.matvec(v[:, None])[:, 0], b,
+            x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub_apply(v[:, None])[:, 0], b,
                                                  tol=tol, atol=0.0, restart=GMRES_RESTART,
                                                  maxiter=-(-max_iters // GMRES_RESTART),
                                                  solve_method="incremental")
@@ -210,8 +229,34 @@ def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters):
         x = jax.vmap(one_class, in_axes=(1, 1, 1), out_axes=1)(op.left, op.right, rhs)
         return x, jnp.full((k,), -1, jnp.int32)
     if method == "cg":
-        return _cg_symmetrized(op, rhs, alpha, tol, max_iters)
+        return _cg_symmetrized(_transposed(op) if transpose else op, rhs, alpha, tol, max_iters)
     raise ValueError(f"unknown method {method!r}")
+
+
+def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters):
+    """``(1-alpha)(I - alpha A^F_k)^{-1} prior_k`` for every k, differentiable for every method.
+
+    The solve is wrapped in ``jax.lax.custom_linear_solve``: derivatives (forward and reverse, w.r.t. the
+    prior, b0, H, the edge values and alpha, i.e. everything the operator closes over) come from implicit
+    differentiation, ``dx = (I - alpha A)^{-1} (d rhs + d(alpha A) x)``, with the adjoint solved by the same
+    method on the transposed operator (``rmatvec``); the solver loops (``lax.while_loop``, not
+    reverse-differentiable) are never differentiated. Gradients are exact up to the solver tolerance.
+    """
+    rhs = (1.0 - alpha) * prior
+    g = op.graph
+
+    def matvec(x):  # only differentiated, never run by the solve: plain gather + segment_sum (transposable,
+        # unlike the custom-VJP CSR kernel behind op.matvec); same values as op.matvec
+        msg = op.values[:, None] * (op.right * x)[g.senders]
+        return x - alpha * op.left * jax.ops.segment_sum(msg, g.receivers, g.num_nodes, indices_are_sorted=True)
+
+    def solve_fn(_, b):
+        return _solve_raw(op, b, alpha, method, tol, max_iters)
+
+    def transpose_fn(_, b):
+        return _solve_raw(op, b, alpha, method, tol, max_iters, transpose=True)
+
+    return jax.lax.custom_linear_solve(matvec, rhs, solve_fn, transpose_fn, has_aux=True)
 
 
 def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
@@ -278,8 +323,13 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
 
 def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto", tol: float = 1e-6,
                    max_iters: int = 10_000, symmetric_ok: bool | None = None,
-                   normalization: Normalization = "sym") -> Solution:
-    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation)."""
+                   normalization: Normalization = "sym", throw: bool = False) -> Solution:
+    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation).
+
+    The low-level entry of the library's estimators, which read the diagnostics themselves: ``throw``
+    defaults to False here (True in :func:`solve`); with ``throw=True`` it raises as :func:`solve` does.
+    """
+    _checks.floating("prior", prior)  # an integer prior would silently cast alpha to 0 or 1
     alphas = jnp.asarray(alpha, dtype=prior.dtype)
     if alphas.ndim > 1:
         raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
@@ -298,9 +348,56 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
             "method='cg' needs a symmetric Ahat (an undirected graph with normalization 'sym' or 'none'): "
             "A^F_k is not symmetrizable otherwise and CG would return a wrong answer. "
             "Use 'bicgstab', 'gmres' or 'dense'.")
+    if throw:
+        _check_divergence(op, alphas, normalization)
     x, its, res, rel = _solve_jit(op, prior, alphas, method, tol, max_iters)
-    return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
-                    rho_bound=rho_bound, method=method)
+    sol = Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
+                   rho_bound=rho_bound, method=method)
+    if throw:
+        _check_converged(sol, alphas, tol, max_iters)
+    return sol
+
+
+def _check_divergence(op: FactoredOperator, alphas, normalization) -> None:
+    """Raises ValueError when ``alpha * rho(A^F_k) >= 1`` for some class (eager; skipped when traced).
+
+    Reuses :func:`jaxclp.propagate.check_spectrum`: the a-priori bound (rho <= 1 for "sym"/"row") or the
+    row/column-sum bound proves convergence for free; the power iteration runs only when neither does.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        info = check_spectrum(op, alphas, throw=False, normalization=normalization)
+    if info is None:
+        return
+    a = float(np.max(np.asarray(alphas)))
+    rho = np.asarray(info.rho)
+    bad = np.flatnonzero(a * rho >= 1.0)
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(
+            f"solve: alpha * rho >= 1 for class {k}: spectral radius rho = {rho[k]:.6g}, alpha = {a:.6g}, "
+            f"alpha * rho = {a * rho[k]:.6g}; CLP's propagation diverges and the closed form holds only for "
+            f"alpha < 1/rho = {1.0 / rho[k]:.6g} (classes that diverge: {bad.tolist()}). Use "
+            f"normalization='sym' or 'row', a smaller alpha, or throw=False to get the linear system's "
+            f"solution with its diagnostics.")
+
+
+def _check_converged(sol: Solution, alphas, tol, max_iters) -> None:
+    """Raises ValueError when some class did not reach ``tol`` (eager; skipped when traced)."""
+    if not _checks.is_concrete(sol.converged, sol.relative_residual):
+        return
+    conv = np.asarray(sol.converged)
+    if conv.all():
+        return
+    rel = np.asarray(sol.relative_residual)
+    where = np.argwhere(~conv)[0]
+    at = (f"alpha = {float(np.asarray(alphas).reshape(-1)[where[0]]):.6g}, class {int(where[-1])}"
+          if conv.ndim == 2 else f"class {int(where[0])}")
+    raise ValueError(
+        f"solve did not converge: method {sol.method!r} reached relative residual {float(rel[tuple(where)]):.3g} "
+        f"> tol = {tol:g} ({at}; {int((~conv).sum())} of {conv.size} systems not converged) within "
+        f"max_iters = {max_iters}. Raise max_iters or tol, try another method, or pass throw=False to get the "
+        f"value with its diagnostics.")
 
 
 def solve(
@@ -314,6 +411,7 @@ def solve(
     method: Method = "auto",
     tol: float = 1e-6,
     max_iters: int = 10_000,
+    throw: bool = True,
 ) -> Solution:
     """Closed-form CLP ``B[:, k] = (1-alpha) (I - alpha A^F_k)^{-1} prior[:, k]`` for all classes.
 
@@ -328,12 +426,21 @@ def solve(
         method: "auto" or one of ``METHODS`` (see the module docstring).
         tol: relative residual target per class.
         max_iters: iteration cap of the iterative methods.
+        throw: (lineax's convention) raise a ValueError when ``alpha * rho(A^F_k) >= 1`` for some class
+            (naming the class, rho and 1/rho: the propagation diverges, and the value of the linear system,
+            even where a direct or Krylov method solves it, is not CLP's fixed point) or when a class does not
+            reach ``tol``. With ``throw=False`` the :class:`Solution` is returned with its diagnostics
+            (``converged``, ``relative_residual``, ``rho_bound``). The checks need concrete values: inside
+            ``jax.jit`` (traced input) they are skipped, as with every input check.
 
     Returns:
         A :class:`Solution`.
+
+    Raises:
+        ValueError: bad input (naming the argument), and with ``throw=True`` divergence or non-convergence.
     """
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     check_normalization(normalization)
     op = clp_operator(graph, b0, H, normalization=normalization)
     return solve_operator(op, prior.astype(b0.dtype), alpha=alpha, method=method, tol=tol,
-                          max_iters=max_iters, normalization=normalization)
+                          max_iters=max_iters, normalization=normalization, throw=throw)

@@ -1,21 +1,38 @@
 """Fast CSR sparse-dense products for receiver-sorted edge lists.
 
-``csr_matmul`` computes ``out[r] = sum_{e: s->r} values[e] * y[s]`` for an (n, K) block ``y`` with
-``jax.experimental.sparse.BCSR @ dense``, which on CPU lowers to XLA's native CSR kernel. That kernel is
-vectorized over the dense columns only when their number is a multiple of 8, so ``y`` is zero-padded to a
-multiple of 8 columns. Measured in ``benchmarks/results/throughput.md`` (n = 100k, m = 2M, float32): 12 ms vs
-62-78 ms for the scatter-based ``segment_sum`` at K = 5, 52 vs 244 ms at K = 40; at K = 2 the padding makes it
-slower (17 vs 12 ms), hence :data:`CSR_MIN_COLUMNS`.
+Two products, both pure and jittable, differentiable (``custom_vjp``) and fast under ``vmap``
+(``custom_vmap``):
 
-Two custom rules keep it fast and correct under transformations:
+* :func:`csr_matmul`: ``out[r] = sum_{e: s->r} values[e] * y[s]`` for an (n, K) block ``y``;
+* :func:`factored_matmul`: the CLP step ``out = left * (Ahat @ (right * x))`` in one operation.
+
+**Paths.** On CPU both run a fused C++ kernel called through the XLA FFI (``csrc/jaxclp_kernels.cc``, the
+optional extension ``jaxclp._kernels`` built by ``pip install``): one pass over the CSR, rows split into
+chunks of equal nonzeros over XLA's own CPU thread pool, float32/float64, any K. The kernel is registered for
+the "cpu" platform only and selected with ``jax.lax.platform_dependent``, so GPU/TPU lowerings keep the XLA
+path. The XLA path (also the CPU fallback) is ``jax.experimental.sparse.BCSR @ dense`` with the columns padded
+to a multiple of 8 (XLA:CPU's CSR kernel vectorizes only then) for K >= :data:`CSR_MIN_COLUMNS`, and a gather
+plus sorted ``segment_sum`` for fewer columns. Timings: ``benchmarks/results/throughput.md``.
+
+The fallback is used when the extension is not built (one ``RuntimeWarning`` at first use) or when the
+environment variable ``JAXCLP_NO_FFI=1`` is set (read at first use). The path is chosen when a function is
+traced: :func:`xla_path` forces the XLA path for code traced inside it (tests, benchmarks).
+
+Custom rules:
 
 * ``custom_vmap``: a batch of right-hand sides (e.g. ``solve`` vmapped over alphas, GMRES vmapped over
   classes) is folded into the columns: one wide product instead of the generic batched lowering (~10x slower).
 * ``custom_vjp``: the cotangent of ``y`` is the transposed product (a CSR sorted by sender, built in the
-  backward pass), and the cotangent of ``values`` is ``sum_k g[r_e, k] * y[s_e, k]``: gradients flow to both.
+  backward pass), and the cotangent of ``values`` is ``sum_k g[r_e, k] * y[s_e, k]``; for
+  :func:`factored_matmul` also the cotangents of ``left`` and ``right``.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +40,86 @@ import numpy as np
 from jax.experimental import sparse as jsp
 
 CSR_MIN_COLUMNS = 3
+NO_FFI_ENV = "JAXCLP_NO_FFI"
 _PAD = 8
+
+# ----------------------------------------------------------------------------------------------- kernel loading
+
+_lock = threading.Lock()
+_state: dict = {"checked": False, "available": False, "reason": None, "warned": False, "disabled_env": False}
+_force = threading.local()
+
+
+def _env_disabled() -> bool:
+    return os.environ.get(NO_FFI_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _load() -> None:
+    with _lock:
+        if _state["checked"]:
+            return
+        _state["checked"] = True
+        if _env_disabled():
+            _state["disabled_env"] = True
+            _state["reason"] = f"{NO_FFI_ENV} is set"
+            return
+        try:
+            from jaxclp import _kernels  # the optional C++ extension
+            for name, capsule in _kernels.registrations().items():
+                jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+        except Exception as e:  # ImportError (not built), or a registration failure
+            _state["reason"] = f"{type(e).__name__}: {e}"
+            return
+        _state["available"] = True
+
+
+def kernel_available() -> bool:
+    """Whether the fused CPU kernel is built, loaded and not disabled by ``JAXCLP_NO_FFI``."""
+    _load()
+    return _state["available"]
+
+
+def kernel_status() -> str:
+    """One line: which CPU path :mod:`jaxclp.sparse` uses, and why."""
+    if kernel_available():
+        return "fused C++ kernel (XLA FFI, jaxclp._kernels) on CPU; XLA path on other platforms"
+    return f"XLA path everywhere ({_state['reason']})"
+
+
+@contextlib.contextmanager
+def xla_path():
+    """Code traced inside this context uses the XLA path even on CPU (already compiled functions keep theirs).
+
+    Example::
+
+        with jaxclp.sparse.xla_path():
+            ref = jax.jit(lambda: csr_matmul(...))()   # a fresh function: traced here
+    """
+    prev = getattr(_force, "on", False)
+    _force.on = True
+    try:
+        yield
+    finally:
+        _force.on = prev
+
+
+def _use_kernel() -> bool:
+    """Trace-time choice of the CPU path; warns once when the kernel was expected but is missing."""
+    if getattr(_force, "on", False):
+        return False
+    if kernel_available():
+        return True
+    if not _state["disabled_env"] and not _state["warned"]:
+        _state["warned"] = True
+        warnings.warn(
+            "jaxclp: the fused CPU kernel (extension jaxclp._kernels) is not available "
+            f"({_state['reason']}); using XLA's sparse path, which is 2-4x slower on CPU. Reinstall with a C++ "
+            f"compiler (`pip install -e .`) to build it, or set {NO_FFI_ENV}=1 to silence this warning.",
+            RuntimeWarning, stacklevel=3)
+    return False
+
+
+# ------------------------------------------------------------------------------------------------ the XLA path
 
 
 def _pad_cols(y):
@@ -32,26 +128,87 @@ def _pad_cols(y):
     return (jnp.pad(y, ((0, 0), (0, kp - k))) if kp != k else y), k
 
 
+def _xla_mm(data, indices, rows_of, indptr, y):
+    """The XLA path: padded BCSR @ dense for K >= CSR_MIN_COLUMNS, gather + sorted segment_sum otherwise."""
+    rows = indptr.shape[0] - 1
+    if y.shape[1] >= CSR_MIN_COLUMNS:
+        yp, k = _pad_cols(y)
+        mat = jsp.BCSR((data, indices, indptr), shape=(rows, y.shape[0]), indices_sorted=True)
+        return (mat @ yp)[:, :k]
+    return jax.ops.segment_sum(data[:, None] * y[indices], rows_of, rows, indices_are_sorted=True)
+
+
+def _ffi_mm(data, indices, rows_of, indptr, y):
+    out = jax.ShapeDtypeStruct((indptr.shape[0] - 1, y.shape[1]), y.dtype)
+    return jax.ffi.ffi_call("jaxclp_csr_mm", out)(data, indices.astype(jnp.int32), indptr.astype(jnp.int32), y)
+
+
+def _ffi_scaled(data, indices, rows_of, indptr, left, right, x):
+    out = jax.ShapeDtypeStruct((indptr.shape[0] - 1, x.shape[1]), x.dtype)
+    return jax.ffi.ffi_call("jaxclp_csr_mm_scaled", out)(data, indices.astype(jnp.int32),
+                                                         indptr.astype(jnp.int32), x, left, right)
+
+
+def _xla_scaled(data, indices, rows_of, indptr, left, right, x):
+    return left * _xla_mm(data, indices, rows_of, indptr, right * x)
+
+
+def _on_platform(ffi_fn, xla_fn, *args):
+    if not _use_kernel():
+        return xla_fn(*args)
+    return jax.lax.platform_dependent(*args, cpu=ffi_fn, default=xla_fn)
+
+
+# --------------------------------------------------------------------------------------- batched primitives
+
+
+def _bcast(axis_size, args, in_batched):
+    return tuple(a if b else jnp.broadcast_to(a, (axis_size, *a.shape)) for a, b in zip(args, in_batched))
+
+
+def _fold(a):
+    """(b, n, K) -> (n, b * K): the batch folded into the columns."""
+    b, n, k = a.shape
+    return jnp.moveaxis(a, 0, 1).reshape(n, b * k)
+
+
+def _unfold(a, b):
+    return jnp.moveaxis(a.reshape(a.shape[0], b, a.shape[1] // b), 1, 0)
+
+
 @jax.custom_batching.custom_vmap
-def _csr_mm(data, indices, indptr, y):
-    yp, k = _pad_cols(y)
-    mat = jsp.BCSR((data, indices, indptr), shape=(indptr.shape[0] - 1, y.shape[0]), indices_sorted=True)
-    return (mat @ yp)[:, :k]
+def _csr_mm(data, indices, rows_of, indptr, y):
+    return _on_platform(_ffi_mm, _xla_mm, data, indices, rows_of, indptr, y)
 
 
 @_csr_mm.def_vmap
-def _csr_mm_vmap(axis_size, in_batched, data, indices, indptr, y):
+def _csr_mm_vmap(axis_size, in_batched, data, indices, rows_of, indptr, y):
     *mat_b, y_b = in_batched
     if any(mat_b):  # a batch of different matrices: no folding possible, map sequentially
-        def bcast(a, b):
-            return a if b else jnp.broadcast_to(a, (axis_size, *a.shape))
-        args = tuple(bcast(a, b) for a, b in zip((data, indices, indptr, y), in_batched))
+        args = _bcast(axis_size, (data, indices, rows_of, indptr, y), in_batched)
         return jax.lax.map(lambda a: _csr_mm(*a), args), True
     if not y_b:
-        return _csr_mm(data, indices, indptr, y), False
-    b, n, k = y.shape
-    out = _csr_mm(data, indices, indptr, jnp.moveaxis(y, 0, 1).reshape(n, b * k))
-    return jnp.moveaxis(out.reshape(out.shape[0], b, k), 1, 0), True
+        return _csr_mm(data, indices, rows_of, indptr, y), False
+    return _unfold(_csr_mm(data, indices, rows_of, indptr, _fold(y)), axis_size), True
+
+
+@jax.custom_batching.custom_vmap
+def _scaled_mm(data, indices, rows_of, indptr, left, right, x):
+    return _on_platform(_ffi_scaled, _xla_scaled, data, indices, rows_of, indptr, left, right, x)
+
+
+@_scaled_mm.def_vmap
+def _scaled_mm_vmap(axis_size, in_batched, data, indices, rows_of, indptr, left, right, x):
+    args = (data, indices, rows_of, indptr, left, right, x)
+    if any(in_batched[:4]):
+        return jax.lax.map(lambda a: _scaled_mm(*a), _bcast(axis_size, args, in_batched)), True
+    if not any(in_batched[4:]):
+        return _scaled_mm(*args), False
+    left, right, x = (_fold(a) for a in _bcast(axis_size, (left, right, x), in_batched[4:]))
+    return _unfold(_scaled_mm(data, indices, rows_of, indptr, left, right, x), axis_size), True
+
+
+# ------------------------------------------------------------------------------------------------ public API
 
 
 def host_row_pointers(rows, num_rows: int) -> jax.Array:
@@ -65,6 +222,17 @@ def row_pointers(rows: jax.Array, num_rows: int) -> jax.Array:
     return jnp.searchsorted(rows, jnp.arange(num_rows + 1, dtype=rows.dtype)).astype(jnp.int32)
 
 
+def _transpose_mm(values, senders, receivers, num_cols, g):
+    """``Ahat.T @ g`` through the CSR of the transpose (edges sorted by sender), built here."""
+    order = jnp.argsort(senders, stable=True)  # (sender, receiver) order: the transpose's CSR
+    s = senders[order]
+    return _csr_mm(values[order], receivers[order], s, row_pointers(s, num_cols), g)
+
+
+def _zero(a):
+    return np.zeros(a.shape, jax.dtypes.float0)  # cotangent of an integer input
+
+
 @jax.custom_vjp
 def csr_matmul(values, senders, receivers, indptr, y):
     """``out[r] = sum_{e: s->r} values[e] * y[s]``.
@@ -74,25 +242,81 @@ def csr_matmul(values, senders, receivers, indptr, y):
         senders: (m,) int32 column indices.
         receivers: (m,) int32 row indices, sorted ascending, senders sorted within each row.
         indptr: (n + 1,) int32 row pointers of ``receivers`` (:func:`row_pointers`).
-        y: (n, K) dense block.
+        y: (n, K) dense block, any K >= 1.
 
     Returns:
         (n, K).
     """
-    return _csr_mm(values, senders, indptr, y)
+    return _csr_mm(values, senders, receivers, indptr, y)
 
 
 def _fwd(values, senders, receivers, indptr, y):
-    return _csr_mm(values, senders, indptr, y), (values, senders, receivers, indptr, y)
+    return _csr_mm(values, senders, receivers, indptr, y), (values, senders, receivers, indptr, y)
 
 
 def _bwd(res, g):
     values, senders, receivers, indptr, y = res
-    order = jnp.argsort(senders, stable=True)  # (sender, receiver) order: the transpose's CSR
-    g_y = _csr_mm(values[order], receivers[order], row_pointers(senders[order], y.shape[0]), g)
+    g_y = _transpose_mm(values, senders, receivers, y.shape[0], g)
     g_values = jnp.sum(g[receivers] * y[senders], axis=-1).astype(values.dtype)
-    zero = lambda a: np.zeros(a.shape, jax.dtypes.float0)  # noqa: E731  (integer inputs)
-    return g_values, zero(senders), zero(receivers), zero(indptr), g_y
+    return g_values, _zero(senders), _zero(receivers), _zero(indptr), g_y
 
 
 csr_matmul.defvjp(_fwd, _bwd)
+
+
+def factored_matmul(values, senders, receivers, indptr, left, right, x):
+    """The factored CLP step ``out = left * (Ahat @ (right * x))`` in one pass over the CSR.
+
+    ``Ahat[r, s] = sum of values[e] over the edges s -> r``. On CPU with the kernel built this is one fused
+    operation; otherwise it is exactly ``left * csr_matmul(values, ..., right * x)`` on the XLA path.
+
+    Args:
+        values: (m,) float edge values (same dtype as ``x``).
+        senders: (m,) int32 column indices.
+        receivers: (m,) int32 row indices, sorted ascending, senders sorted within each row.
+        indptr: (n + 1,) int32 row pointers of ``receivers``.
+        left: (n, K) row scaling.
+        right: (n, K) column scaling.
+        x: (n, K) dense block, any K >= 1.
+
+    Returns:
+        (n, K) in the common dtype of the float inputs.
+
+    Raises:
+        ValueError: naming the argument whose shape does not fit.
+    """
+    if x.ndim != 2:
+        raise ValueError(f"x must be (n, K), got shape {x.shape}")
+    n, k = indptr.shape[0] - 1, x.shape[1]
+    for name, a, shape in (("values", values, senders.shape), ("receivers", receivers, senders.shape),
+                           ("left", left, (n, k)), ("right", right, x.shape)):
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    dtype = jnp.result_type(values.dtype, left.dtype, right.dtype, x.dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"values, left, right and x must be floating point, got {dtype}")
+    return _factored(values.astype(dtype), senders, receivers, indptr, left.astype(dtype), right.astype(dtype),
+                     x.astype(dtype))
+
+
+@jax.custom_vjp
+def _factored(values, senders, receivers, indptr, left, right, x):
+    return _scaled_mm(values, senders, receivers, indptr, left, right, x)
+
+
+def _ffwd(values, senders, receivers, indptr, left, right, x):
+    out = _scaled_mm(values, senders, receivers, indptr, left, right, x)
+    return out, (values, senders, receivers, indptr, left, right, x)
+
+
+def _fbwd(res, g):
+    values, senders, receivers, indptr, left, right, x = res
+    h = left * g
+    z = right * x
+    g_left = g * _csr_mm(values, senders, receivers, indptr, z)  # recomputed: the forward keeps no intermediate
+    t = _transpose_mm(values, senders, receivers, x.shape[0], h)
+    g_values = jnp.sum(h[receivers] * z[senders], axis=-1).astype(values.dtype)
+    return g_values, _zero(senders), _zero(receivers), _zero(indptr), g_left, x * t, right * t
+
+
+_factored.defvjp(_ffwd, _fbwd)

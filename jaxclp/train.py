@@ -23,6 +23,9 @@ class TrainConfig(NamedTuple):
         patience: stop after this many epochs without validation improvement (0 disables early stopping).
         optimizer: "adam" (L2 added to the gradient, as ``torch.optim.Adam(weight_decay=...)`` in the
             paper's code) or "adamw" (decoupled decay).
+        metric: validation metric for early stopping and best-epoch selection: "accuracy" or "roc_auc"
+            (binary tasks; scored on the softmax probability of class 1). Pass the task's metric
+            (``dataset.metric``) so that every trained model is selected on what it is evaluated on.
     """
 
     lr: float = 0.01
@@ -30,6 +33,7 @@ class TrainConfig(NamedTuple):
     epochs: int = 500
     patience: int = 50
     optimizer: str = "adam"
+    metric: str = "accuracy"
 
 
 class TrainInfo(NamedTuple):
@@ -41,6 +45,8 @@ class TrainInfo(NamedTuple):
         best_val_accuracy: validation accuracy of the returned parameters.
         best_val_loss: validation loss of the returned parameters.
         final_train_loss: training loss at the last epoch.
+        best_val_metric: validation value of ``TrainConfig.metric`` (the selection criterion) of the
+            returned parameters.
     """
 
     best_epoch: jax.Array
@@ -48,6 +54,7 @@ class TrainInfo(NamedTuple):
     best_val_accuracy: jax.Array
     best_val_loss: jax.Array
     final_train_loss: jax.Array
+    best_val_metric: jax.Array
 
 
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
@@ -80,10 +87,12 @@ def train_full_batch(
     val_mask: jax.Array,
     cfg: TrainConfig = TrainConfig(),
 ):
-    """Trains ``params`` full-batch; returns the parameters with the best validation accuracy.
+    """Trains ``params`` full-batch; returns the parameters with the best validation ``cfg.metric``.
 
-    "Best" is the highest validation accuracy, ties broken by lower validation loss. Training stops once
-    ``cfg.patience`` epochs pass without improvement. Labels outside ``train_mask | val_mask`` are never read.
+    "Best" is the highest validation metric (accuracy, or ROC-AUC of the class-1 softmax probability when
+    ``cfg.metric == "roc_auc"``), ties broken by lower validation loss; an undefined AUC (one class in the
+    validation mask) counts as ``-inf`` so the loss decides. Training stops once ``cfg.patience`` epochs pass
+    without improvement. Labels outside ``train_mask | val_mask`` are never read.
 
     Args:
         apply_fn: ``apply_fn(params, key, train: bool) -> (n, K) logits`` (dropout keyed by ``key``).
@@ -97,10 +106,32 @@ def train_full_batch(
         ``(best_params, TrainInfo)``.
     """
     opt = make_optimizer(cfg)
-    return _train(apply_fn, opt, cfg.epochs, cfg.patience, params, key, labels, train_mask, val_mask)
+    score = validation_metric(cfg.metric)
+    return _train(apply_fn, opt, cfg.epochs, cfg.patience, params, key, labels, train_mask, val_mask, score)
 
 
-def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val_mask):
+def validation_metric(metric: str) -> Callable:
+    """``f(logits, labels, mask) -> ()`` for ``metric`` in {"accuracy", "roc_auc"} (jit-able).
+
+    ROC-AUC is computed on the softmax probability of class 1 (the logits of a 2-class model are not
+    monotone in it); NaN (a single class under ``mask``) is mapped to ``-inf``.
+    """
+    if metric == "accuracy":
+        return masked_accuracy
+    if metric == "roc_auc":
+        from jaxclp.metrics import roc_auc  # metrics imports this module
+
+        def auc(logits, labels, mask):
+            if logits.shape[-1] != 2:
+                raise ValueError(f"metric 'roc_auc' needs 2 classes; logits have shape {logits.shape}")
+            v = roc_auc(jax.nn.softmax(logits, axis=-1), labels, mask)
+            return jnp.where(jnp.isnan(v), -jnp.inf, v)
+
+        return auc
+    raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+
+
+def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val_mask, score=masked_accuracy):
     labels = jnp.where(train_mask | val_mask, labels, 0)
 
     def loss_fn(p, k):
@@ -109,10 +140,11 @@ def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val
 
     def evaluate(p):
         logits = apply_fn(p, key, False)
-        return masked_accuracy(logits, labels, val_mask), masked_cross_entropy(logits, labels, val_mask)
+        return (score(logits, labels, val_mask), masked_cross_entropy(logits, labels, val_mask),
+                masked_accuracy(logits, labels, val_mask))
 
-    acc0, loss0 = evaluate(params)
-    state = dict(params=params, opt=opt.init(params), best=params, best_acc=acc0, best_loss=loss0,
+    m0, loss0, acc0 = evaluate(params)
+    state = dict(params=params, opt=opt.init(params), best=params, best_m=m0, best_loss=loss0, best_acc=acc0,
                  best_epoch=jnp.int32(-1), bad=jnp.int32(0), epoch=jnp.int32(0), key=key,
                  train_loss=jnp.asarray(jnp.inf, loss0.dtype))
 
@@ -125,10 +157,11 @@ def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val
         loss, grads = jax.value_and_grad(loss_fn)(s["params"], sub)
         updates, opt_state = opt.update(grads, s["opt"], s["params"])
         params = optax.apply_updates(s["params"], updates)
-        acc, vloss = evaluate(params)
-        better = (acc > s["best_acc"]) | ((acc == s["best_acc"]) & (vloss < s["best_loss"]))
+        m, vloss, acc = evaluate(params)
+        better = (m > s["best_m"]) | ((m == s["best_m"]) & (vloss < s["best_loss"]))
         pick = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)
         return dict(params=params, opt=opt_state, best=pick(params, s["best"]),
+                    best_m=jnp.where(better, m, s["best_m"]),
                     best_acc=jnp.where(better, acc, s["best_acc"]),
                     best_loss=jnp.where(better, vloss, s["best_loss"]),
                     best_epoch=jnp.where(better, s["epoch"], s["best_epoch"]),
@@ -136,7 +169,8 @@ def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val
 
     s = jax.lax.while_loop(cond, body, state)
     info = TrainInfo(best_epoch=s["best_epoch"], epochs_run=s["epoch"], best_val_accuracy=s["best_acc"],
-                     best_val_loss=s["best_loss"], final_train_loss=s["train_loss"])
+                     best_val_loss=s["best_loss"], final_train_loss=s["train_loss"],
+                     best_val_metric=s["best_m"])
     return s["best"], info
 
 

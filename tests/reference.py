@@ -6,7 +6,8 @@ Written from the method's semantics, not from the library code:
   edges add up in the dense matrix);
 * ``Ahat``: "sym" ``A[r,s] / sqrt(deg_in(r) deg_out(s))``, "row" ``A[r,s] / deg_in(r)``, "none" ``A``;
   a zero degree gives a zero row/column;
-* ``B0 = M*Y + (1-M)*D``; ``H = Sinkhorn((M*Y)^T A B0)`` with the RAW A (smoothing C/mean(C) + eps);
+* ``B0 = M*Y + (1-M)*D``; ``H = Sinkhorn((M*Y)^T A^T B0)`` with the RAW A in this A[r, s] convention (the
+  paper's A[i, j] for i -> j; H[sender class, receiver class]; smoothing C/mean(C) + eps);
 * ``F[e, k] = (B0[s] H)[k] B0[r, k]``, ``A^F_k = diag(B0[:, k]) Ahat diag(G[:, k])``, ``G = B0 H``;
 * iteration ``B <- (1-a) D + a A^F_k B`` from ``B0``; closed form ``B_k = (1-a)(I - a A^F_k)^{-1} D_k``.
 
@@ -157,13 +158,15 @@ def initial_beliefs(prior, labels, mask):
 
 
 def compatibility_counts(a_raw, prior, labels, mask):
-    """C = (M*Y)^T A B0 with the raw dense A; only training labels are read."""
+    """C = (M*Y)^T A B0 with the paper's raw A[i, j] = weight of i -> j (the TRANSPOSE of ``a_raw``, which is
+    A[r, s]): row i sums the beliefs of the receivers of training nodes of class i, so H[sender class,
+    receiver class] as the edge weights F use it. Only training labels are read."""
     k = np.asarray(prior).shape[1]
     mask = np.asarray(mask)
     lab = np.where(mask, np.asarray(labels), 0)
     b0 = initial_beliefs(prior, lab, mask)
     my = one_hot(lab, k) * mask[:, None]
-    return my.T @ np.asarray(a_raw, dtype=np.float64) @ b0
+    return my.T @ np.asarray(a_raw, dtype=np.float64).T @ b0
 
 
 def compatibility(a_raw, prior, labels, mask, smoothing=1e-6):

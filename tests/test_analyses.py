@@ -161,9 +161,11 @@ def test_fig4_quick(tmp_path):
     assert all(abs(r["h_realized"] - r["h"]) < 0.01 for r in rows)  # the generator hits the grid
     _rows_match_records(rows, Path(data["records"]), lambda r, i: (r["dataset"], r["split"], i, r["method"]))
     by = {(r["features"], r["h"], r["method"]): r["mean"] for r in rows}
-    # structure-only methods follow homophily: LP and GCN gain a lot from h = 0 to h = 1
+    # structure-only LP follows homophily: it gains a lot from h = 0 to h = 1. The `gcn` method now chooses on
+    # validation among Kipf's GCN and residual/LayerNorm variants, which keep the features' accuracy at h = 0
+    # (0.95 on this quick graph), so it no longer collapses there; at h = 1 it must still be accurate.
     assert by[("gaussian", 1.0, "lp")] > by[("gaussian", 0.0, "lp")] + 0.3
-    assert by[("gaussian", 1.0, "gcn")] > by[("gaussian", 0.0, "gcn")] + 0.2
+    assert by[("gaussian", 1.0, "gcn")] > 0.8 and by[("gaussian", 0.0, "gcn")] > 0.8
 
 
 def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):

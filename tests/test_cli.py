@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jaxclp.experiments import cli, runner
@@ -47,12 +48,102 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
     assert summary.read_text() == text
 
 
-def test_cli_rejects_unknown_method_and_dataset(tmp_path, monkeypatch):
+def test_cli_user_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    """Issue 14.5: a user error is one line ``jaxclp: error: ...`` on stderr and exit status 2 (argparse's
+    convention), not a traceback; nothing is written for a refused run."""
     monkeypatch.setenv("JAXCLP_DATA", str(tmp_path / "data"))
-    with pytest.raises(ValueError, match="nope"):
-        cli.main(["run", "--dataset", "texas", "--methods", "mlp,nope", "--out", str(tmp_path), "--no-progress"])
-    with pytest.raises(ValueError, match="valid"):
-        cli.main(["run", "--dataset", "no-such-graph", "--out", str(tmp_path), "--no-progress"])
+    monkeypatch.delenv("JAXCLP_TRACEBACK", raising=False)
+    cases = [(["run", "--dataset", "texas", "--methods", "mlp,nope"], "unknown methods ['nope']"),
+             (["run", "--dataset", "no-such-graph"], "unknown dataset 'no-such-graph'; valid names: acm"),
+             (["run", "--dataset", "texas", "--labels", "y.csv"], "--labels only apply to --graph FILE"),
+             (["run", "--graph", str(tmp_path / "missing.npz")], "missing.npz")]
+    for args, expect in cases:
+        out = tmp_path / "o"
+        assert cli.main(args + ["--out", str(out), "--no-progress"]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("jaxclp: error: ") and err.count("\n") == 1 and expect in err, (args, err)
+        assert "Traceback" not in err and not out.exists(), args
+
+
+@pytest.mark.parametrize("bad", [["--epochs", "0"], ["--epochs", "-5"], ["--runs", "0"], ["--runs", "x"]])
+def test_cli_epochs_and_runs_must_be_positive(tmp_path, capsys, bad):
+    """``--epochs 0`` used to record an untrained model with exit 0; ``--runs 0`` reported an internal
+    argument name and left an empty folder."""
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--dataset", "texas", "--out", str(out), *bad])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {bad[0]}:" in err and ("must be >= 1" in err or "invalid int" in err)
+    assert not out.exists()
+
+
+def test_cli_version_datasets_and_help(tmp_path, capsys, monkeypatch):
+    import jaxclp
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"jaxclp {jaxclp.__version__}"
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    assert "`jaxclp datasets` lists them" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit) as e:  # --dataset and --graph are mutually exclusive
+        cli.main(["run", "--dataset", "texas", "--graph", "g.npz"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    # the registry, with "cached" for a dataset whose files are in the data root
+    root = tmp_path / "data"
+    spec = jaxclp.datasets.REGISTRY["texas"]
+    for fs in spec.files.values():
+        (root / fs.path).parent.mkdir(parents=True, exist_ok=True)
+        (root / fs.path).write_text("x")
+    assert cli.main(["datasets", "--data-root", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln.split() for ln in lines if ln.split() and ln.split()[0] in jaxclp.datasets.REGISTRY}
+    assert set(rows) == set(jaxclp.datasets.REGISTRY)
+    assert rows["texas"][4] == "yes" and rows["cornell"][4] == "no"
+    assert rows["texas"][1:3] == ["?", "?"]  # not parsed yet: sizes unknown, not guessed
+
+
+def test_cli_summarize_missing_or_empty_folder(tmp_path, capsys):
+    """``summarize`` on a missing folder raised FileNotFoundError about summary.md; on an empty one it wrote
+    an empty table with exit 0."""
+    assert cli.main(["summarize", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["summarize", str(tmp_path / "empty")]) == 2
+    assert "holds no result records" in capsys.readouterr().err
+    assert not (tmp_path / "empty" / "summary.md").exists()
+
+
+def _platonov_npz(path, n=60, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % k
+    feats = (np.eye(k)[y] + 0.5 * rng.standard_normal((n, k))).astype(np.float32)
+    edges = np.array([(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.1])
+    masks = np.zeros((3, 2, n), bool)
+    for s in range(2):
+        perm = rng.permutation(n)
+        for part, idx in enumerate(np.array_split(perm, 3)):
+            masks[part, s, idx] = True
+    np.savez(path, node_features=feats, node_labels=y, edges=edges, train_masks=masks[0], val_masks=masks[1],
+             test_masks=masks[2])
+    return masks
+
+
+def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
+    """Issue 10.4: ``jaxclp run --graph FILE --split published`` runs on a graph the registry does not know,
+    with the file's own masks; the records are keyed by the file's name."""
+    masks = _platonov_npz(tmp_path / "mygraph.npz")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--graph", str(tmp_path / "mygraph.npz"), "--split", "published", "--methods",
+                     "mlp,lp", "--runs", "2", "--epochs", "5", "--out", str(out), "--no-progress"]) == 0
+    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert sorted((r["dataset"], r["run"], r["method"]) for r in recs) == [
+        ("mygraph", i, m) for i in (0, 1) for m in ("lp", "mlp")]
+    assert all(r["split"] == "published" and r["seed"] is None for r in recs)
+    assert len({r["config_hash"] for r in recs}) == 1 and "arrays_sha256" in recs[0]["config"]["data"]
+    assert "mygraph" in (out / "summary.md").read_text()
+    assert masks.shape == (3, 2, 60)
 
 
 @needs_shared

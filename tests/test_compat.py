@@ -68,9 +68,9 @@ def test_estimate_compatibility_vs_reference(rng, kind, k):
 
 
 def test_compatibility_small_directed_hand_example():
-    """Edges 0->1, 2->1 (directed). Train: node 1 (class 0), node 0 (class 1). The count row of class 0 is
-    the in-neighbour mass of node 1: B0[0] + B0[2] = [0.3, 1.7]; class 1 (node 0) has no in-neighbour."""
-    g = Graph.from_edge_index(np.array([[0, 2], [1, 1]]), 3, symmetrize=False)
+    """Edges 1->0, 1->2 (directed). Train: node 1 (class 0), node 0 (class 1). The count row of class 0 is
+    the mass of node 1's receivers: B0[0] + B0[2] = [0.3, 1.7]; class 1 (node 0) sends to nobody."""
+    g = Graph.from_edge_index(np.array([[1, 1], [0, 2]]), 3, symmetrize=False)
     prior = np.array([[0.5, 0.5], [0.5, 0.5], [0.3, 0.7]])
     labels = np.array([1, 0, 0], np.int32)
     mask = np.array([True, True, False])

@@ -38,11 +38,15 @@ TABLE = {
     "wiki": ("wiki", 2405, 11596, 12761, 4973, 17, 0.6097),
     "acm": ("acm", 3025, 13128, 13128, 1870, 3, 0.8208),
     "dblp": ("dblp", 4057, 3528, 3528, 334, 4, 0.7988),
-    "deezer-europe": ("deezer-europe", 28281, 92752, 92752, 0, 2, 0.5251),
+    "deezer-europe": ("deezer-europe", 28281, 92752, 92752, 31241, 2, 0.5251),
     "twitch-en": ("twitch/ENGB", 7126, 35324, 35324, 2545, 2, 0.5560),
     "twitch-ru": ("twitch/RU", 4385, 37304, 37304, 2224, 2, 0.6176),
     "minesweeper": ("minesweeper", 10000, 39402, 39402, 7, 2, 0.6828),
+    "coauthor-cs": ("coauthor-cs", 18333, 81894, 81894, 6805, 15, 0.8081),
+    "coauthor-physics": ("coauthor-physics", 34493, 247962, 247962, 8415, 5, 0.9314),
 }
+# features kept sparse (scipy CSR) by default: dense float32 form over 1 GiB
+SPARSE_BY_DEFAULT = {"deezer-europe", "coauthor-physics"}
 # class counts given in the SOURCE.md files
 CLASS_COUNTS = {
     "texas": [33, 1, 18, 101, 30], "wisconsin": [10, 70, 118, 32, 21], "actor": [853, 1337, 1630, 1815, 1965],
@@ -50,6 +54,8 @@ CLASS_COUNTS = {
     "usa-airports": [297, 297, 297, 299], "brazil-airports": [32, 32, 32, 35], "europe-airports": [99, 99, 99, 102],
     "acm": [1061, 965, 999], "dblp": [1197, 745, 1109, 1006], "deezer-europe": [15743, 12538],
     "twitch-en": [3238, 3888], "twitch-ru": [3310, 1075], "minesweeper": [8000, 2000],
+    "coauthor-cs": [708, 462, 2050, 429, 1394, 2193, 371, 924, 775, 118, 1444, 2033, 420, 4136, 876],
+    "coauthor-physics": [5750, 5045, 17426, 2753, 3519],
 }
 # published split sizes (train, val, test) of split 0
 SPLIT_SIZES = {
@@ -105,6 +111,11 @@ def test_matches_readme_table(name, loaded, root):
     assert ds.num_classes == c and ds.labels.min() == 0 and ds.labels.max() == c - 1
     if f == 0:
         assert ds.features is None
+    elif name in SPARSE_BY_DEFAULT:
+        import scipy.sparse as sps
+        assert sps.isspmatrix_csr(ds.features) and ds.features.dtype == np.float32
+        assert ds.features.shape == (n, f)
+        assert np.all(np.isfinite(ds.features.data))
     else:
         assert isinstance(ds.features, np.ndarray) and ds.features.dtype == np.float32
         assert ds.features.shape == (n, f)
@@ -257,6 +268,10 @@ def test_second_load_uses_processed_cache(name, loaded, root, monkeypatch):
     np.testing.assert_array_equal(again.labels, first.labels)
     if first.features is None:
         assert again.features is None
+    elif name in SPARSE_BY_DEFAULT:  # compare the CSR arrays (never densify 1-3.5 GB here)
+        assert again.features.shape == first.features.shape
+        for part in ("data", "indices", "indptr"):
+            np.testing.assert_array_equal(getattr(again.features, part), getattr(first.features, part))
     else:
         np.testing.assert_array_equal(again.features, first.features)
     if first.splits is not None:
@@ -459,21 +474,202 @@ def test_any_heterophilous_npz(tmp_path):
 
 
 @needs_shared
-def test_deezer_features_loaded_when_present(tmp_path):
-    # The published features file (31241 binary bag-of-artists columns; SOURCE.md counts) is loaded when present.
+def test_deezer_features_fetched_by_default_and_sparse(tmp_path):
+    # The published features file (31241 binary bag-of-artists columns; SOURCE.md counts) is fetched by default
+    # and kept sparse (28281 x 31241 would be 3.5 GB dense).
+    import scipy.sparse as sps
+
     root = tmp_path / "root"
-    d1 = D.load("deezer-europe", root=root, base_url=BASE_URL, sparse_features=True, cache=tmp_path / "c",
-                include_optional=True)
+    d1 = D.load("deezer-europe", root=root, base_url=BASE_URL, cache=tmp_path / "c")
+    assert (root / "deezer-europe" / "deezer_europe_features.json").is_file()
+    assert sps.isspmatrix_csr(d1.features) and d1.features.dtype == np.float32
     assert d1.features.shape == (28281, 31241) and d1.num_undirected_edges == 92752
     assert int((np.diff(d1.features.indptr) == 0).sum()) == 6159  # nodes with an empty feature list
     assert np.unique(d1.features.indices).size == 30978
-    # Without the (optional) features file the dataset still loads, featureless.
+    assert set(np.unique(d1.features.data).tolist()) == {1.0}
+    x, kind = D.node_features(d1)
+    assert kind == "given" and sps.isspmatrix_csr(x) and x.nnz == d1.features.nnz
+    # Without the features file and with download=False the error names the missing file.
     bare = tmp_path / "bare" / "deezer-europe"
     bare.mkdir(parents=True)
     for f in ("deezer_europe_edges.csv", "deezer_europe_target.csv", "deezer-europe-splits.npy"):
         shutil.copy(root / "deezer-europe" / f, bare / f)
-    d0 = D.load("deezer-europe", root=bare.parent, download=False, cache=tmp_path / "c")
-    assert d0.features is None and d0.num_nodes == 28281
+    with pytest.raises(FileNotFoundError, match="deezer_europe_features.json"):
+        D.load("deezer-europe", root=bare.parent, download=False, cache=tmp_path / "c")
+
+
+# ------------------------------------------------------------------------------------ Coauthor (Shchur npz)
+@needs_shared
+def test_coauthor_features_and_adjacency(loaded):
+    import scipy.sparse as sps
+
+    cs = loaded("coauthor-cs")
+    assert isinstance(cs.features, np.ndarray) and cs.features.shape == (18333, 6805)
+    assert int(np.count_nonzero(cs.features)) == 1092079  # SOURCE.md
+    nz = cs.features[cs.features != 0]
+    # word counts (measured: 1..105; SOURCE.md's "counts 1..5" undercounts 27587 entries above 5)
+    assert nz.min() == 1.0 and nz.max() == 105.0 and np.all(nz == np.round(nz)) and int((nz > 5).sum()) == 27587
+    phy = loaded("coauthor-physics")
+    assert sps.isspmatrix_csr(phy.features) and phy.features.nnz == 1137311
+    assert phy.splits is None and phy.info["file_self_loops"].size == 0
+
+
+def _shchur_arrays(rng, n=6, d=4):
+    import scipy.sparse as sps
+
+    adj = sps.csr_matrix(np.triu(rng.random((n, n)) < 0.5, 1).astype(np.float32))
+    adj = (adj + adj.T).tocsr()
+    attr = sps.csr_matrix((rng.random((n, d)) < 0.5).astype(np.float32))
+    return dict(adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr, adj_shape=np.array(adj.shape),
+                attr_data=attr.data, attr_indices=attr.indices, attr_indptr=attr.indptr,
+                attr_shape=np.array(attr.shape), labels=np.arange(n) % 3), adj, attr
+
+
+def test_shchur_npz_reads_numeric_arrays_only(tmp_path):
+    rng = np.random.default_rng(3)
+    arrays, adj, attr = _shchur_arrays(rng)
+    p = tmp_path / "g.npz"
+    # object arrays (as in the published files' class_names) are present but never read
+    np.savez(p, **arrays, class_names=np.array([{"a": 1}, None], dtype=object))
+    raw = D.read_shchur_npz(p)
+    dense = np.zeros((6, 6))
+    dense[raw.edge_index[0], raw.edge_index[1]] = 1
+    np.testing.assert_array_equal(dense, adj.toarray() != 0)
+    np.testing.assert_array_equal(raw.features.toarray(), attr.toarray())
+    np.testing.assert_array_equal(raw.labels, np.arange(6) % 3)
+    assert raw.num_classes == 3
+
+
+def test_shchur_npz_refuses_pickled_arrays_and_bad_keys(tmp_path):
+    rng = np.random.default_rng(4)
+    arrays, _, _ = _shchur_arrays(rng)
+    p = tmp_path / "pickled.npz"
+    np.savez(p, **{**arrays, "labels": np.array([0, 1, 2, 0, 1, "x"], dtype=object)})
+    with pytest.raises(ValueError, match=r"pickled\.npz.*'labels' needs pickle"):
+        D.read_shchur_npz(p)
+    q = tmp_path / "nokeys.npz"
+    np.savez(q, **{k: v for k, v in arrays.items() if k != "adj_indptr"})
+    with pytest.raises(ValueError, match=r"nokeys\.npz.*missing keys \['adj_indptr'\]"):
+        D.read_shchur_npz(q)
+    r = tmp_path / "short.npz"
+    np.savez(r, **{**arrays, "labels": np.arange(5)})
+    with pytest.raises(ValueError, match=r"short\.npz: labels has 5 entries but the adjacency has 6 nodes"):
+        D.read_shchur_npz(r)
+
+
+def test_coauthor_registry_entries():
+    for name, fname, sha in [("coauthor-cs", "ms_academic_cs", "933c7457"), ("coauthor-physics", "ms_academic_phy",
+                                                                          "e4d68468")]:
+        fs = R.get_spec(name).files["npz"]
+        assert fs.url == ("https://raw.githubusercontent.com/shchur/gnn-benchmark/"
+                          f"1e72912a0810cdf27ae54fd589a3b43358a2b161/data/npz/{fname}.npz")
+        assert fs.sha256.startswith(sha) and not fs.optional
+    assert R.canonical_name("Physics") == "coauthor-physics" and R.canonical_name("CS") == "coauthor-cs"
+
+
+# --------------------------------------------------------------------------- features for featureless graphs
+def _toy(edges, n, loops=()):
+    from jaxclp.datasets._base import build_dataset
+
+    ei = np.array(list(edges) + [(v, v) for v in loops], dtype=np.int64).T.reshape(2, -1)
+    raw = D.RawData(edge_index=ei, num_nodes=n, labels=np.zeros(n, np.int32), num_classes=1)
+    return build_dataset(raw, "toy", "accuracy")
+
+
+def test_log_degree_is_networkx_convention():
+    # 0-1 listed twice (both directions), 1-2, a self-loop on 2 (networkx counts it twice), node 3 isolated
+    ds = _toy([(0, 1), (1, 0), (1, 2), (0, 1)], 4, loops=(2,))
+    assert ds.graph.num_edges == 4  # loop dropped from the graph, but recorded
+    np.testing.assert_array_equal(D.networkx_degree(ds), [1, 2, 3, 0])
+    x, kind = D.node_features(ds)
+    assert kind == "log-degree" and x.shape == (4, 1) and x.dtype == np.float32
+    np.testing.assert_allclose(x[:, 0], np.log([2.0, 3.0, 4.0, 1.0]), rtol=1e-6)
+    oh, kind = D.node_features(ds, "degree-onehot")
+    assert kind == "degree-onehot"
+    np.testing.assert_array_equal(oh, np.eye(4, dtype=np.float32)[[1, 2, 3, 0]])
+    ident, kind = D.node_features(ds, "identity")
+    np.testing.assert_array_equal(ident, np.eye(4))
+    with pytest.raises(ValueError, match="has no node features"):
+        D.node_features(ds, "given")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        D.node_features(ds, "degree")
+
+
+@needs_shared
+def test_airports_log_degree_matches_networkx(loaded):
+    nx = pytest.importorskip("networkx")
+    from jaxclp.datasets.struc2vec import read_struc2vec
+
+    for name in ("brazil-airports", "europe-airports"):
+        ds = loaded(name)
+        raw = read_struc2vec(SHARED / name / f"{name}.edgelist", SHARED / name / f"labels-{name}.txt")
+        g = nx.Graph(raw.edge_index.T.tolist())  # the authors' loader: nx.Graph(edges), G.degree
+        expected = np.log(np.array([g.degree[i] for i in range(ds.num_nodes)]) + 1.0)
+        x, kind = D.node_features(ds)
+        assert kind == "log-degree"
+        np.testing.assert_allclose(x[:, 0], expected, rtol=1e-6)
+    assert loaded("brazil-airports").info["file_self_loops"].size == 71
+
+
+def test_large_sparse_features_stay_sparse():
+    import scipy.sparse as sps
+    from jaxclp.datasets._base import build_dataset
+
+    n, d = 50, 40
+    f = sps.random(n, d, density=0.1, format="csr", random_state=0, dtype=np.float32)
+    raw = D.RawData(edge_index=np.zeros((2, 0), np.int64), num_nodes=n, labels=np.zeros(n, np.int32),
+                    num_classes=1, features=f)
+    assert isinstance(build_dataset(raw, "toy", "accuracy").features, np.ndarray)  # small: dense by default
+    ds = build_dataset(raw, "toy", "accuracy", sparse_features=True)
+    assert sps.isspmatrix_csr(ds.features)
+    x, _ = D.node_features(ds, max_dense_bytes=4 * n * d - 1)  # over the limit: stays CSR
+    assert sps.isspmatrix_csr(x) and x.dtype == np.float32
+    np.testing.assert_array_equal(x.toarray(), f.toarray())
+    x, _ = D.node_features(ds, max_dense_bytes=4 * n * d)  # within it: dense
+    assert isinstance(x, np.ndarray)
+    np.testing.assert_array_equal(x, f.toarray())
+    big_i, _ = D.node_features(ds, "identity", max_dense_bytes=100)
+    assert sps.isspmatrix_csr(big_i) and big_i.nnz == n
+
+
+# -------------------------------------------------------------------------------- MUSAE duplicate target rows
+def test_twitch_duplicate_rows_same_label_accepted_with_warning(tmp_path):
+    rng = np.random.default_rng(5)
+    n, edges, mature, feats = _write_twitch(tmp_path / "DE", "DE", rng)
+    t = tmp_path / "DE" / "musae_DE_target.csv"
+    lines = t.read_text().splitlines()
+    row7 = next(ln for ln in lines[1:] if ln.endswith(",7"))
+    t.write_text("\n".join(lines + [row7.replace("1007,", "1007,")]) + "\n")
+    with pytest.warns(UserWarning, match=r"listed more than once with the same label, e\.g\. \[7\]"):
+        raw = D.read_musae_twitch(tmp_path / "DE" / "musae_DE_edges.csv", t)
+    assert raw.num_nodes == n
+    np.testing.assert_array_equal(raw.labels, mature.astype(np.int32))
+
+
+def test_twitch_conflicting_duplicates_refused(tmp_path):
+    rng = np.random.default_rng(6)
+    _write_twitch(tmp_path / "DE", "DE", rng)
+    t = tmp_path / "DE" / "musae_DE_target.csv"
+    lines = t.read_text().splitlines()
+    row3 = next(ln for ln in lines[1:] if ln.endswith(",3"))
+    flipped = row3.replace(",True,", ",@,").replace(",False,", ",True,").replace(",@,", ",False,")
+    t.write_text("\n".join(lines + [flipped]) + "\n")
+    with pytest.raises(ValueError, match=r"musae_DE_target\.csv: 1 node id\(s\) listed more than once with "
+                                         r"different labels \(3: \[0, 1\]\)"):
+        D.read_musae_twitch(tmp_path / "DE" / "musae_DE_edges.csv", t)
+
+
+def test_deezer_duplicate_target_rows(tmp_path):
+    e = tmp_path / "edges.csv"
+    e.write_text("node_1,node_2\n0,1\n1,2\n")
+    t = tmp_path / "target.csv"
+    t.write_text("id,target\n0,1\n1,0\n2,1\n1,0\n")
+    with pytest.warns(UserWarning, match="same label"):
+        raw = D.read_feather_deezer(e, t)
+    np.testing.assert_array_equal(raw.labels, [1, 0, 1])
+    t.write_text("id,target\n0,1\n1,0\n2,1\n1,1\n2,0\n")
+    with pytest.raises(ValueError, match=r"target\.csv: 2 node id\(s\).*1: \[0, 1\], 2: \[0, 1\]"):
+        D.read_feather_deezer(e, t)
 
 
 def test_struc2vec_mapping_ignores_edge_order_and_rejects_unknown_ids(tmp_path):

@@ -105,3 +105,83 @@ def test_minesweeper_seed0_collision_is_real():
     sp = runner.get_splits(ds, "medium", 1, 0)
     with pytest.raises(ValueError, match="minesweeper/medium split 0"):
         runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0], ds.name, "medium")
+
+
+# ----------------------------------------------------------------- configuration-keyed resume (issue 14.1)
+def _keys(path):
+    return sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in runner.read_records(path)
+                  if r.get("type") == "result")
+
+
+def test_resume_is_keyed_on_the_configuration(tmp_path):
+    """A re-run with another --epochs (or seed, ...) into the same folder used to recompute nothing and keep
+    the old numbers. Now every record carries its config and hash; another configuration is refused with a
+    one-line message saying how to proceed, --replace-stale moves the old records to results.stale.jsonl
+    and recomputes; more runs of the same configuration only add the new runs."""
+    ds = _dataset()
+    out = tmp_path / "o"
+    path = out / runner.RESULTS_FILE
+    recs = runner.run(ds, "medium", ["mlp", "lp"], runs=1, out=out, epochs=3, progress=False)
+    cfg = recs[0]["config"]
+    assert cfg["train"]["epochs"] == 3 and cfg["seed"] == 0 and cfg["split"] == "medium"
+    assert cfg["dataset"] == ds.name and cfg["jaxclp"] == jaxclp.__version__ and cfg["features"]
+    assert cfg["data"]["arrays_sha256"] == runner.dataset_sha256(ds)
+    assert recs[0]["config_hash"] == runner.config_hash(cfg) and len(recs[0]["config_hash"]) == 12
+    assert len({r["config_hash"] for r in recs}) == 1
+    # same configuration, more runs: only run 1 is computed
+    more = runner.run(ds, "medium", ["mlp", "lp"], runs=2, out=out, epochs=3, progress=False)
+    assert sorted((r["run"], r["method"]) for r in more) == [(1, "lp"), (1, "mlp")]
+    before = path.read_text()
+    for kw in ({"epochs": 4}, {"seed": 1, "epochs": 3}):
+        with pytest.raises(runner.StaleResultsError, match=r"another configuration .*--replace-stale") as e:
+            runner.run(ds, "medium", ["mlp"], runs=2, out=out, progress=False, **kw)
+        assert "\n" not in str(e.value) and ("epochs" in str(e.value) or "seed" in str(e.value))
+        assert path.read_text() == before  # nothing written
+    # another dataset content (same name) is another configuration too
+    y = np.asarray(ds.labels).copy()
+    y[:3] = (y[:3] + 1) % 3
+    with pytest.raises(runner.StaleResultsError, match="data"):
+        runner.run(_dataset(labels=y), "medium", ["lp"], runs=2, out=out, epochs=3, progress=False)
+    # a method not yet run in the folder is not blocked
+    runner.run(ds, "medium", ["link"], runs=1, out=out, epochs=4, progress=False)
+    new = runner.run(ds, "medium", ["mlp"], runs=2, out=out, epochs=4, progress=False, replace_stale=True)
+    assert sorted(r["run"] for r in new) == [0, 1] and all(r["config"]["train"]["epochs"] == 4 for r in new)
+    stale = runner.read_records(out / runner.STALE_FILE)
+    assert sorted((r["run"], r["method"], r["config"]["train"]["epochs"]) for r in stale) == [
+        (0, "mlp", 3), (1, "mlp", 3)]
+    kept = [r for r in runner.read_records(path) if r.get("type") == "result"]
+    assert sorted((r["run"], r["method"]) for r in kept) == [(0, "link"), (0, "lp"), (0, "mlp"), (1, "lp"),
+                                                             (1, "mlp")]
+    assert {r["config"]["train"]["epochs"] for r in kept if r["method"] == "mlp"} == {4}
+
+
+def test_records_without_a_configuration_count_as_another(tmp_path):
+    """The committed results (older jaxclp, no config) are never resumed into silently."""
+    ds = _dataset()
+    out = tmp_path / "o"
+    out.mkdir()
+    old = {"type": "result", "dataset": ds.name, "split": "medium", "run": 0, "method": "lp",
+           "metric": "accuracy", "val": 0.5, "test": 0.5, "params": {}, "seconds": 1.0}
+    runner.append_record(out / runner.RESULTS_FILE, old)
+    with pytest.raises(runner.StaleResultsError, match=r"no configuration recorded"):
+        runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
+    with runner.replacing_stale():  # how `jaxclp reproduce --replace-stale` reaches the target's runs
+        recs = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
+    assert [r["run"] for r in recs] == [0]
+    assert runner.read_records(out / runner.STALE_FILE) == [old]
+    assert _keys(out / runner.RESULTS_FILE) == [(ds.name, "medium", 0, "lp")]
+
+
+def test_named_dataset_config_uses_the_registry_hashes(tmp_path):
+    spec = jaxclp.datasets.REGISTRY["texas"]
+    ident = runner.data_identity("texas", None, tmp_path)
+    assert ident["files"] == {fs.path: fs.sha256 for fs in spec.files.values()}
+    assert all(len(h) == 64 for h in ident["files"].values())
+
+
+def test_run_validates_runs_and_epochs(tmp_path):
+    ds = _dataset()
+    for kw, msg in (({"runs": 0}, "runs must be >= 1; got 0"), ({"epochs": 0}, "epochs must be >= 1; got 0")):
+        with pytest.raises(ValueError, match=msg):
+            runner.run(ds, "medium", ["lp"], out=tmp_path / "o", progress=False, **{"runs": 1, **kw})
+    assert not (tmp_path / "o").exists()

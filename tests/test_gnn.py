@@ -419,3 +419,179 @@ def test_bad_split_inputs_and_two_hop_raise():
         fit_gcn_splits(keys, g, x, y, tr[:, :3], va, num_classes=2)
     with pytest.raises(ValueError, match="two_hop"):
         fit_h2gcn(keys[0], g, x, y, tr[0], va[0], num_classes=2, two_hop=Graph.from_edge_index(np.zeros((2, 0), int), 5))
+
+
+# --------------------------------------------------------------- GraphSAGE / GAT / tuned GNN (issue 20)
+from jax.flatten_util import ravel_pytree  # noqa: E402
+
+from jaxclp.gnn import (GATConv, GNNSpec, SAGEConv, TunedGNN, attention_graph, fit_gnn,  # noqa: E402
+                        fit_gnn_splits, mean_graph, tuned_gnn_graph, tuned_gnn_param_count)
+
+
+def _np_leaky(v, slope=0.2):
+    return np.where(v > 0, v, slope * v)
+
+
+def test_sage_layer_by_hand():
+    g = triangle_pendant()
+    h = np.arange(12, dtype=np.float64).reshape(4, 3) / 7.0 - 0.5
+    layer = SAGEConv(2)
+    gt = mean_graph(g)
+    params = layer.init(jax.random.PRNGKey(0), gt, jnp.asarray(h, jnp.float32))
+    w_self = np.asarray(params["params"]["self"]["kernel"], np.float64)
+    w_nb = np.asarray(params["params"]["neigh"]["kernel"], np.float64)
+    b = np.asarray(params["params"]["bias"], np.float64) + 0.3
+    params = jax.tree_util.tree_map(lambda x: x, params)
+    params["params"]["bias"] = jnp.asarray(b, jnp.float32)
+    out = np.asarray(layer.apply(params, gt, jnp.asarray(h, jnp.float32)), np.float64)
+    # neighbours: 0:{1,2} 1:{0,2} 2:{0,1,3} 3:{2}; mean aggregation, no self-loop
+    nb = {0: [1, 2], 1: [0, 2], 2: [0, 1, 3], 3: [2]}
+    want = np.stack([h[i] @ w_self + h[nb[i]].mean(0) @ w_nb + b for i in range(4)])
+    np.testing.assert_allclose(out, want, rtol=RTOL, atol=1e-6)
+
+
+@pytest.mark.parametrize("sep", [False, True])
+def test_gat_attention_weights_and_layer_by_hand(sep):
+    g = triangle_pendant()
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(4, 3))
+    heads, width = 2, 4
+    layer = GATConv(width, heads=heads, sep=sep)
+    gt = attention_graph(g, self_loops=not sep)
+    params = layer.init(jax.random.PRNGKey(1), gt, jnp.asarray(h, jnp.float32))
+    p = params["params"]
+    out, state = layer.apply(params, gt, jnp.asarray(h, jnp.float32), mutable=["intermediates"])
+    alpha = np.asarray(state["intermediates"]["alpha"][0], np.float64)  # (E, H)
+    W = np.asarray(p["kernel"]["kernel"], np.float64)
+    a_s, a_d = np.asarray(p["att_src"], np.float64), np.asarray(p["att_dst"], np.float64)
+    wh = (h @ W).reshape(4, heads, width // heads)
+    nb = {0: [1, 2], 1: [0, 2], 2: [0, 1, 3], 3: [2]}
+    if not sep:
+        nb = {i: sorted(v + [i]) for i, v in nb.items()}
+    want = np.zeros((4, width))
+    att = {}
+    for i in range(4):
+        for k in range(heads):
+            e = np.array([_np_leaky(a_s[k] @ wh[j, k] + a_d[k] @ wh[i, k]) for j in nb[i]])
+            w = np.exp(e - e.max())
+            w /= w.sum()
+            for j, wj in zip(nb[i], w):
+                att[(j, i, k)] = wj
+            want[i, k * (width // heads):(k + 1) * (width // heads)] = w @ wh[nb[i], k]
+    if sep:
+        want += h @ np.asarray(p["self"]["kernel"], np.float64)
+    want += np.asarray(p["bias"], np.float64)
+    np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=1e-5, atol=1e-6)
+    # the per-edge attention weights against the hand computation; masked edges/loops get 0
+    s, r, m = np.asarray(gt.senders), np.asarray(gt.receivers), np.asarray(gt.edges)
+    for e in range(len(s)):
+        for k in range(heads):
+            expect = att.get((int(s[e]), int(r[e]), k), 0.0) if m[e] > 0 else 0.0
+            assert alpha[e, k] == pytest.approx(expect, abs=1e-6)
+    # weights of every receiver sum to one per head
+    sums = np.zeros((4, heads))
+    np.add.at(sums, r, alpha)
+    np.testing.assert_allclose(sums, 1.0, rtol=1e-6)
+
+
+def test_gat_sep_with_input_self_loops_ignores_them():
+    g = undirected([(0, 1), (1, 2), (2, 3)], 4, self_loops="add")
+    gt = attention_graph(g, self_loops=False)
+    assert float(jnp.sum(jnp.where(gt.senders == gt.receivers, gt.edges, 0.0))) == 0.0
+    gt2 = attention_graph(g, self_loops=True)  # exactly one active loop per node
+    loops = np.asarray((gt2.senders == gt2.receivers) & (gt2.edges > 0))
+    assert np.bincount(np.asarray(gt2.receivers)[loops], minlength=4).tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("spec, d, k, want", [
+    # input (d p + p) + blocks + output (p K + K)
+    (GNNSpec("gcn", hidden=8, num_layers=2), 5, 3, (5 * 8 + 8) + 2 * (64 + 8) + (8 * 3 + 3)),
+    (GNNSpec("gcn", hidden=8, num_layers=2, sep=True), 5, 3, 48 + 2 * (2 * 64 + 8) + 27),
+    (GNNSpec("sage", hidden=8, num_layers=3, norm=True), 5, 3, 48 + 3 * (2 * 64 + 8 + 16) + 16 + 27),
+    (GNNSpec("gat", hidden=8, num_layers=1, heads=2), 5, 3, 48 + (64 + 2 * 8 + 8) + 27),
+    (GNNSpec("gat", hidden=8, num_layers=1, heads=2, sep=True), 5, 3, 48 + (2 * 64 + 2 * 8 + 8) + 27),
+    (GNNSpec("gcn", hidden=8, num_layers=0), 5, 3, 48 + 27),
+])
+def test_tuned_param_counts(spec, d, k, want):
+    assert tuned_gnn_param_count(spec, d, k) == want
+
+
+def test_tuned_gnn_gradient_matches_finite_differences():
+    g = triangle_pendant()
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(4, 3)), jnp.float64)
+    y = jnp.array([0, 1, 1, 0])
+    for spec in (GNNSpec("gat", hidden=4, num_layers=2, heads=2, sep=True, residual=True, norm=True, dropout=0.0),
+                 GNNSpec("gat", hidden=4, num_layers=1, heads=2, dropout=0.0),
+                 GNNSpec("sage", hidden=4, num_layers=2, residual=True, dropout=0.0)):
+        model = TunedGNN(conv=spec.conv, num_classes=2, hidden=4, num_layers=spec.num_layers, sep=spec.sep,
+                         residual=spec.residual, norm=spec.norm, dropout=0.0, heads=spec.heads)
+        gt = tuned_gnn_graph(g, spec.conv, spec.sep, nodes=x)
+        gt = gt._replace(edges=gt.edges.astype(jnp.float64))
+        params = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64),
+                                        model.init(jax.random.PRNGKey(2), gt, train=False))
+        flat, unravel = ravel_pytree(params)
+        assert flat.dtype == jnp.float64
+
+        def loss(v):
+            logits = model.apply(unravel(v), gt, train=False)
+            return jnp.mean(jax.nn.logsumexp(logits, -1) - logits[jnp.arange(4), y])
+
+        grad = np.asarray(jax.jit(jax.grad(loss))(flat))
+        loss = jax.jit(loss)
+        eps = 1e-6
+        idx = rng.choice(flat.size, 12, replace=False)
+        for i in idx:
+            e = jnp.zeros_like(flat).at[i].set(eps)
+            fd = (float(loss(flat + e)) - float(loss(flat - e))) / (2 * eps)
+            assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param(GNNSpec("sage", hidden=16, num_layers=2, residual=True, norm=True, dropout=0.1),
+                 marks=pytest.mark.slow),
+    GNNSpec("gat", hidden=16, num_layers=2, heads=2, sep=True, residual=True, dropout=0.1)])
+def test_tuned_gnn_learns_and_vmaps(spec):
+    # bipartite graph between two classes of 20 nodes; half the nodes carry a one-hot of their class, the
+    # other half all-zero features: those can only be classified from their (opposite-class) neighbours
+    rng = np.random.default_rng(0)
+    n = 40
+    y = np.repeat([0, 1], 20)
+    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if y[i] != y[j] and rng.random() < 0.3]
+    g = undirected(edges, n)
+    informative = rng.random(n) < 0.5
+    x = (np.eye(2)[y] * informative[:, None]).astype(np.float32)
+    perm = rng.permutation(n)
+    train = np.zeros(n, bool); train[perm[:20]] = True
+    val = np.zeros(n, bool); val[perm[20:30]] = True
+    cfg = TrainConfig(lr=0.01, epochs=150, patience=50, weight_decay=0.0)
+    res = fit_gnn(jax.random.PRNGKey(0), g, x, jnp.asarray(y), jnp.asarray(train), jnp.asarray(val), num_classes=2,
+                  spec=spec, cfg=cfg)
+    test = ~(train | val)
+    pred = np.argmax(np.asarray(res.prior), 1)
+    assert float(np.mean(pred[test] == y[test])) >= 0.9
+    assert float(np.mean(pred[test & ~informative] == y[test & ~informative])) >= 0.85
+    np.testing.assert_allclose(np.asarray(res.prior).sum(1), 1.0, rtol=1e-5)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    rs = fit_gnn_splits(keys, g, x, jnp.asarray(y), jnp.asarray(np.stack([train, train])),
+                        jnp.asarray(np.stack([val, val])), num_classes=2, spec=spec, cfg=cfg, chunk=1)
+    assert rs.prior.shape == (2, n, 2)
+    one = fit_gnn(keys[1], g, x, jnp.asarray(y), jnp.asarray(train), jnp.asarray(val), num_classes=2,
+                  spec=spec, cfg=cfg)
+    np.testing.assert_allclose(np.asarray(rs.prior[1]), np.asarray(one.prior), atol=2e-4)
+
+
+def test_tuned_gnn_bad_inputs_raise():
+    g = path4()
+    x = np.ones((4, 2), np.float32)
+    y = jnp.array([0, 1, 0, 1])
+    tm = jnp.array([True, True, False, False])
+    vm = jnp.array([False, False, True, False])
+    with pytest.raises(ValueError, match="conv"):
+        fit_gnn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=2, spec=GNNSpec("gin"))
+    with pytest.raises(ValueError, match="heads"):
+        fit_gnn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=2, spec=GNNSpec("gat", hidden=6, heads=4))
+    with pytest.raises(ValueError, match="dropout"):
+        fit_gnn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=2, spec=GNNSpec("sage", dropout=1.0))
+    with pytest.raises(ValueError, match="features"):
+        fit_gnn(jax.random.PRNGKey(0), g, x[:3], y, tm, vm, num_classes=2, spec=GNNSpec("sage"))

@@ -425,3 +425,22 @@ def test_spmm_paths_values_grads_and_vmap(k):
                                atol=1e-12)
     vb = jax.jit(jax.vmap(lambda vv: spmm(g, vv, x)))(jnp.stack([v, 2 * v]))
     np.testing.assert_allclose(vb[1], 2 * a @ np.asarray(x), atol=1e-12)
+
+
+def test_direct_construction_rejects_out_of_range_node_ids():
+    """A Graph built directly from arrays with an id >= n (or < 0) used to run silently: the segment sums
+    drop the edge (and a negative id wraps around). It now raises naming the argument; traced and
+    placeholder leaves (jit, vmap, tree unflattening) are not checked, and a valid graph passes through jit."""
+    g = Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), 4)
+    ok = Graph(senders=g.senders, receivers=g.receivers, weights=g.weights, num_nodes=4)
+    assert ok.num_edges == g.num_edges
+    with pytest.raises(ValueError, match=r"receivers has node ids out of range \[0, num_nodes=4\).*\[4\]"):
+        Graph(senders=g.senders, receivers=g.receivers.at[-1].set(4), weights=g.weights, num_nodes=4)
+    with pytest.raises(ValueError, match=r"senders has node ids out of range .*\[-1\]"):
+        Graph(senders=np.array([0, -1]), receivers=np.array([1, 1]), weights=np.ones(2), num_nodes=4)
+    with pytest.raises(ValueError, match=r"senders must hold integer node ids"):
+        Graph(senders=np.array([0.0, 1.0]), receivers=np.array([1, 1]), weights=np.ones(2), num_nodes=4)
+    back = jax.jit(lambda gg: gg)(ok)
+    np.testing.assert_array_equal(back.receivers, ok.receivers)
+    leaves, tree = jax.tree.flatten(ok)
+    assert jax.tree.unflatten(tree, [None] * len(leaves)).num_nodes == 4

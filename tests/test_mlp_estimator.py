@@ -88,7 +88,7 @@ def test_estimator_with_given_prior_matches_clp_beliefs():
 
 @pytest.mark.parametrize("mutate, match", [
     (lambda a: a.update(tm=np.zeros_like(a["tm"])), "train_mask is empty"),
-    (lambda a: a.update(y=np.where(a["tm"], 7, a["y"])), "labels must lie"),
+    (lambda a: a.update(y=np.where(a["tm"], 7, a["y"])), "labels on train/val nodes must be one of classes"),
     (lambda a: a.update(y=np.zeros_like(a["y"])), "K = 2"),
     (lambda a: a.update(vm=a["tm"].copy()), "overlap"),
     (lambda a: a["x"].__setitem__((0, 0), np.nan), "NaN"),

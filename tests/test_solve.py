@@ -1,6 +1,7 @@
 """Closed-form CLP solvers vs the dense numpy reference (np.linalg.solve)."""
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -175,8 +176,11 @@ def test_residual_is_recomputed_from_value(rng, method):
     b0, h, prior = make_problem(rng, N, K)
     ops = ref_ops(g, b0, h, "sym")
     alpha = 0.99
+    with pytest.raises(ValueError, match=rf"did not converge: method '{method}'.*max_iters = 1"):
+        solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, method=method,
+              max_iters=1, tol=1e-12)
     sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, method=method,
-                max_iters=1, tol=1e-12)
+                max_iters=1, tol=1e-12, throw=False)
     res, rel = ref.residual(ops, prior, np.asarray(sol.value), alpha)
     assert np.all(rel > 1e-10)
     rhs_norm = np.linalg.norm((1 - alpha) * prior, axis=0)
@@ -194,7 +198,7 @@ def test_converged_flag_is_exactly_relative_residual_below_tol(rng):
     rel = np.asarray(solve(*args, alpha=0.8, method="dense").relative_residual)
     assert np.all(rel > 0) and np.all(rel < 1e-10)
     for tol in (0.5 * rel.max(), 0.999 * np.median(rel), 2.0 * rel.max()):
-        sol = solve(*args, alpha=0.8, method="dense", tol=float(tol))
+        sol = solve(*args, alpha=0.8, method="dense", tol=float(tol), throw=False)
         np.testing.assert_array_equal(np.asarray(sol.relative_residual), rel)
         np.testing.assert_array_equal(np.asarray(sol.converged), rel <= tol)
 
@@ -325,3 +329,50 @@ def test_property_closed_form_is_fixed_point(problem):
     np.testing.assert_allclose(x, fixed, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(x, ref.closed_form(ops, prior, alpha), rtol=1e-6, atol=1e-9)
     assert np.asarray(sol.converged).all()
+
+
+# ------------------------------------------------------------------------------------ throw (issue 14.4)
+@pytest.mark.parametrize("method", ["dense", "bicgstab"])
+def test_divergent_alpha_raises_naming_class_rho_and_inverse(rng, method):
+    """alpha * rho >= 1 ("none" normalization): the linear system is still solvable (dense LU, BiCGStab
+    report converged=True), but the propagation it stands for diverges, so the value is not CLP's fixed
+    point. ``solve`` raises by default (like ``propagate``) naming the class, rho and 1/rho; ``throw=False``
+    returns the value with the diagnostics as before."""
+    n = 24  # complete graph, raw 0/1 adjacency: rho(A^F_k) of order n * b0 * G, well above 1
+    g = Graph.from_edge_index(np.array([(i, j) for i in range(n) for j in range(i)]).T, n)
+    b0, h, prior = make_problem(rng, n, K)
+    ops = ref_ops(g, b0, h, "none")
+    rho = ref.spectral_radii(ops)  # numpy eigenvalues
+    alpha = 1.2 / rho.max()
+    assert alpha * rho.max() >= 1.0 and alpha < 1.0
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    with pytest.raises(ValueError, match=r"alpha \* rho >= 1 for class \d+: spectral radius rho") as e:
+        solve(*args, alpha=alpha, normalization="none", method=method)
+    msg = str(e.value)
+    cls, r, inv = re.search(r"class (\d+): spectral radius rho = ([\d.e+-]+).*1/rho = ([\d.e+-]+)", msg).groups()
+    bad = np.flatnonzero(alpha * rho >= 1.0)
+    assert int(cls) == bad[0]
+    np.testing.assert_allclose(float(r), rho[int(cls)], rtol=1e-4)
+    np.testing.assert_allclose(float(inv), 1.0 / rho[int(cls)], rtol=1e-4)
+    sol = solve(*args, alpha=alpha, normalization="none", method=method, throw=False)
+    if method == "dense":  # the solvable linear system, not the fixed point of a convergent propagation
+        assert np.asarray(sol.converged).all()
+        np.testing.assert_allclose(np.asarray(sol.value), ref.closed_form(ops, prior, alpha), rtol=1e-6,
+                                   atol=1e-9)
+
+
+def test_throw_default_does_not_raise_where_the_bound_proves_convergence(rng):
+    """sym/row: rho <= 1 a priori, so any alpha < 1 is accepted without a power iteration, and a converged
+    solve returns normally under the default throw=True."""
+    g = make_graph("directed")
+    b0, h, prior = make_problem(rng, N, K)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    for norm in ("sym", "row"):
+        sol = solve(*args, alpha=0.99, normalization=norm, method="dense")
+        assert np.asarray(sol.converged).all()
+    # a vector of alphas: non-convergence names the alpha
+    with pytest.raises(ValueError, match=r"did not converge.*alpha = 0\.9, class"):
+        solve(*args, alpha=jnp.asarray([0.1, 0.9]), method="neumann", max_iters=2, tol=1e-5)
+    sol = solve(*args, alpha=jnp.asarray([0.1, 0.9]), method="neumann", max_iters=2, tol=1e-5, throw=False)
+    conv = np.asarray(sol.converged)
+    assert conv[0].all() and not conv[1].any()

@@ -25,6 +25,7 @@ import numpy as np
 from jaxclp.experiments import runner
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, select, visible_labels
 from jaxclp.datasets import Dataset, Splits
+from jaxclp.features import as_features
 from jaxclp.train import TrainConfig
 
 QUICK_ENV = "JAXCLP_ANALYSES_QUICK"
@@ -196,10 +197,10 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     runner.append_record(path, runner.header_record(argv) | {"dataset": ds.name, "split": split,
                                                               "producer": "experiments.analyses.run_mirror"})
     feats, feat_kind = runner.node_features(ds)
-    x = jnp.asarray(feats)
+    x = as_features(feats)
     y = np.asarray(ds.labels)
     k = int(ds.num_classes)
-    cfg = TrainConfig(epochs=epochs)
+    cfg = TrainConfig(epochs=epochs, metric=ds.metric)
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     degenerate = runner.single_class_parts(y, tr, va, todo)

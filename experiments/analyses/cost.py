@@ -30,6 +30,7 @@ from jaxclp.experiments.analyses import common
 from jaxclp.experiments.methods import Context, method_clp, method_clp_paper, select, visible_labels
 from jaxclp.datasets import load, synthetic
 from jaxclp.mlp import mlp_param_count
+from jaxclp.features import as_features
 from jaxclp.train import TrainConfig
 
 
@@ -106,13 +107,13 @@ def _fitter(kind, kw, ds, x, y, sp, keys, cfg_train):
 
 def measure(ds, cfg: Fig7Config, runs: int) -> list[dict]:
     feats, feat_kind = runner.node_features(ds)
-    x = jnp.asarray(feats)
+    x = as_features(feats)
     y = np.asarray(ds.labels)
     sp = runner.get_splits(ds, cfg.split, runs, cfg.seed)
     nruns = min(runs, sp.train.shape[0])
     keys = jax.random.split(jax.random.key(cfg.seed), nruns)
     te = np.asarray(sp.test)
-    cfg_train = TrainConfig(epochs=cfg.epochs)
+    cfg_train = TrainConfig(epochs=cfg.epochs, metric=ds.metric)
     rows = []
     for kind, tag, kw in _models(cfg):
         f = _fitter(kind, kw, ds, x, y, sp, keys, cfg_train)

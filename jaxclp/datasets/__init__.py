@@ -6,6 +6,8 @@ Quick start::
     ds = datasets.load("texas")                 # Dataset(graph, features, labels, splits, metric, ...)
     sp = datasets.random_splits(ds.num_nodes, "sparse", num_splits=10, seed=0)
     syn = datasets.synthetic(h=0.3, avg_degree=5)
+    mine = datasets.load_file("graph.csv", labels="labels.csv")   # any user's graph (also .npz layouts)
+    x, kind = datasets.node_features(ds)        # own features, or log(degree + 1) for featureless graphs
 
 Files are stored under ``root`` (``$JAXCLP_DATA`` or the user cache directory) with the layout of the registry
 (:data:`REGISTRY`, :data:`FILES`), fetched from their canonical URLs (or ``base_url``/``$JAXCLP_DATA_URL``),
@@ -20,11 +22,14 @@ from jaxclp.datasets._base import Dataset, RawData, edge_homophily, undirected_e
 from jaxclp.datasets.core import available, load
 from jaxclp.datasets.fetch import (ChecksumError, DownloadError, data_root, fetch, fetch_file, file_url,
                                    processed_dir, sha256sum, verify_file)
+from jaxclp.datasets.featurize import FEATURE_KINDS, networkx_degree, node_features
+from jaxclp.datasets.files import load_file
 from jaxclp.datasets.geom_gcn import read_geom_gcn
 from jaxclp.datasets.heterophilous import read_heterophilous_npz
 from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
 from jaxclp.datasets.registry import ALIASES, FILES, REGISTRY, DatasetSpec, FileSpec, get_spec
 from jaxclp.datasets.sdcn import read_sdcn
+from jaxclp.datasets.shchur import read_shchur_npz
 from jaxclp.datasets.splits import SPLIT_KINDS, Splits, published_splits, random_splits
 from jaxclp.datasets.struc2vec import read_struc2vec
 from jaxclp.datasets.synthetic import SYNTHETIC_DEGREES, gaussian_features, sample_edges, synthetic
@@ -37,5 +42,5 @@ __all__ = [
     "sha256sum",
     "verify_file", "ChecksumError", "DownloadError", "SPLIT_KINDS", "SYNTHETIC_DEGREES", "read_geom_gcn",
     "read_heterophilous_npz", "read_struc2vec", "read_tadw", "read_sdcn", "read_musae_twitch",
-    "read_feather_deezer",
+    "read_feather_deezer", "read_shchur_npz", "load_file", "node_features", "networkx_degree", "FEATURE_KINDS",
 ]

@@ -16,7 +16,12 @@ import scipy.sparse as sp
 
 from jaxclp.graph import Graph
 
-__all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labels", "undirected_edges"]
+__all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labels", "undirected_edges",
+           "DENSE_FEATURES_MAX_BYTES"]
+
+# Sparse features are kept sparse (scipy CSR) by default when their dense float32 form would exceed this
+# (deezer-europe: 28281 x 31241 = 3.5 GB dense; Coauthor Physics: 34493 x 8415 = 1.16 GB).
+DENSE_FEATURES_MAX_BYTES = 2**30
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,9 +81,10 @@ class Dataset:
         name: registry name, e.g. ``"texas"``.
         graph: :class:`jaxclp.graph.Graph` with n nodes (by default undirected: both directions of each
             unique edge, no self-loops).
-        features: (n, d) float32 array, or None when the dataset has no node features (airports,
-            deezer-europe without its features file). A scipy CSR matrix if ``sparse_features=True`` was
-            asked for.
+        features: (n, d) float32 array, or None when the dataset has no node features (airports). A scipy
+            CSR float32 matrix when the file stores sparse features whose dense form would exceed
+            :data:`DENSE_FEATURES_MAX_BYTES` (deezer-europe, Coauthor Physics), or when
+            ``sparse_features=True`` was asked for.
         labels: (n,) int32 class ids, 0-based.
         num_classes: C.
         splits: None, or the published fixed splits as a :class:`jaxclp.datasets.splits.Splits` with bool
@@ -179,7 +185,7 @@ def encode_labels(raw) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = False, self_loops: str = "drop",
-                  deduplicate: bool = True, sparse_features: bool = False, info=None) -> Dataset:
+                  deduplicate: bool = True, sparse_features: bool | None = None, info=None) -> Dataset:
     """Applies the graph options to parsed data and returns a :class:`Dataset`.
 
     Args:
@@ -189,8 +195,12 @@ def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = Fals
         directed: keep the file's edge direction (default: symmetrize).
         self_loops: ``"drop"`` (default), ``"keep"`` (the file's loops) or ``"add"`` (one loop per node).
         deduplicate: merge repeated edges (default True).
-        sparse_features: return features as a scipy CSR matrix instead of a dense array.
-        info: extra metadata merged into ``raw.info``.
+        sparse_features: True: features as a scipy CSR matrix; False: a dense array; None (default): sparse
+            features stay CSR when their dense float32 form would exceed :data:`DENSE_FEATURES_MAX_BYTES`,
+            everything else is dense.
+        info: extra metadata merged into ``raw.info``. ``info["file_self_loops"]`` is set to the (k,) sorted
+            indices of the nodes that have a self-loop in the file (whatever ``self_loops`` does with them),
+            so degree conventions that count a loop (networkx: twice) can be reproduced.
     """
     from jaxclp.datasets.splits import Splits
 
@@ -198,6 +208,9 @@ def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = Fals
                                   deduplicate=deduplicate, self_loops=self_loops)
     feats = raw.features
     if feats is not None:
+        if sparse_features is None:
+            dense_bytes = 4 * int(feats.shape[0]) * int(feats.shape[1])
+            sparse_features = sp.issparse(feats) and dense_bytes > DENSE_FEATURES_MAX_BYTES
         if sparse_features:
             feats = sp.csr_matrix(feats, dtype=np.float32)
         elif sp.issparse(feats):
@@ -211,6 +224,8 @@ def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = Fals
     meta = dict(raw.info)
     meta.update(info or {})
     meta.update(directed=directed, self_loops=self_loops, deduplicate=deduplicate)
+    ei = np.asarray(raw.edge_index)
+    meta["file_self_loops"] = np.unique(ei[0][ei[0] == ei[1]]).astype(np.int64)
     return Dataset(name=name, graph=graph, features=feats, labels=np.asarray(raw.labels, dtype=np.int32),
                    num_classes=int(raw.num_classes), splits=splits, metric=metric,
                    node_ids=None if raw.node_ids is None else np.asarray(raw.node_ids), info=meta)

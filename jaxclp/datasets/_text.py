@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["read_bytes", "parse_table", "split_header", "IdIndex"]
+__all__ = ["read_bytes", "parse_table", "split_header", "IdIndex", "first_of_duplicates"]
 
 
 def read_bytes(path) -> bytes:
@@ -134,6 +134,43 @@ class IdIndex:
             raise ValueError(f"{what} contain {bad.size} node id(s) that are not in {self.where}, "
                              f"e.g. {bad[:5].tolist()}")
         return self._order[pos_c].astype(np.int64)
+
+
+def first_of_duplicates(ids, labels, where: str = "file") -> np.ndarray:
+    """Rows to keep when a node file lists some node ids more than once.
+
+    A repeated id with the same label on every row is accepted (the first row is kept, as pandas-based reference
+    loaders do) with a warning; a repeated id with different labels is refused.
+
+    Args:
+        ids: (rows,) node id of each row.
+        labels: (rows,) label of each row.
+        where: file name for messages.
+
+    Returns:
+        (rows,) bool mask, True on the first row of each id.
+
+    Raises:
+        ValueError: some id appears with different labels (the message names up to 10 such ids and their labels).
+    """
+    ids = np.asarray(ids)
+    labels = np.asarray(labels)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    keep = np.zeros(ids.shape[0], bool)
+    keep[first] = True
+    if keep.all():
+        return keep
+    conflict = labels != labels[first][inverse]
+    if conflict.any():
+        bad = np.unique(ids[conflict])
+        detail = ", ".join(f"{i!r}: {sorted(set(labels[ids == i].tolist()))}" for i in bad[:10].tolist())
+        raise ValueError(f"{where}: {bad.size} node id(s) listed more than once with different labels "
+                         f"({detail}); fix the file")
+    dup = np.unique(ids[~keep])
+    warnings.warn(f"{where}: {dup.size} node id(s) listed more than once with the same label, e.g. "
+                  f"{dup[:5].tolist()}; keeping the first row of each", UserWarning, stacklevel=3)
+    return keep
 
 
 def basename(path) -> str:

@@ -7,6 +7,12 @@ of every source file (registry sha256, or size and mtime for a file whose hash i
 missing optional file) and the data root's resolved path: entries are per data root, as when they lived inside
 it (a root without its files still hits only its own entries). A cache hit never reads the raw files.
 Graph options (direction, self-loops, deduplication) are applied after the cache, so they share one entry.
+
+Content check: every entry records the entry it was written as (``<name>-<key>``) and the identity of its
+source files (:func:`source_identity`: the sha256 of each, as in the key). :func:`load_raw` refuses an entry
+whose recorded name/key is not the file's own (e.g. a valid entry of another dataset copied or renamed under
+this key) or whose sources differ from ``expected_sources``; :func:`jaxclp.datasets.load` then warns and
+rebuilds it from the raw files.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import RawData
 from jaxclp.datasets.registry import DatasetSpec
 
-__all__ = ["CACHE_VERSION", "cache_key", "cache_path", "save_raw", "load_raw"]
+__all__ = ["CACHE_VERSION", "cache_key", "cache_path", "save_raw", "load_raw", "source_identity"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries record their own name/key and source sha256s (content check)
 
 
-def cache_key(spec: DatasetSpec, root: Path, options: dict) -> str | None:
-    """Cache key of a dataset, or None if a file of unknown hash is missing (no key can be formed)."""
+def source_identity(spec: DatasetSpec, root: Path) -> list | None:
+    """``[(role, relative path, sha256 | size/mtime | "absent"), ...]`` of a dataset's source files, or None
+    if a file of unknown hash is missing."""
     ident = []
     for role in sorted(spec.files):
         fs = spec.files[role]
@@ -43,6 +50,14 @@ def cache_key(spec: DatasetSpec, root: Path, options: dict) -> str | None:
             ident.append((role, fs.path, f"size={st.st_size};mtime={st.st_mtime_ns}"))
         else:
             return None
+    return ident
+
+
+def cache_key(spec: DatasetSpec, root: Path, options: dict) -> str | None:
+    """Cache key of a dataset, or None if a file of unknown hash is missing (no key can be formed)."""
+    ident = source_identity(spec, root)
+    if ident is None:
+        return None
     blob = json.dumps({"v": CACHE_VERSION, "name": spec.name, "root": str(Path(root).resolve()), "files": ident,
                        "options": {k: options[k] for k in sorted(options)}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -53,13 +68,20 @@ def cache_path(cache_dir: Path, name: str, key: str) -> Path:
     return Path(cache_dir) / f"{name}-{key}.npz"
 
 
-def save_raw(path: Path, raw: RawData) -> None:
-    """Writes ``raw`` atomically (temporary file + rename)."""
+def _jsonable(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def save_raw(path: Path, raw: RawData, sources: list | None = None) -> None:
+    """Writes ``raw`` atomically (temporary file + rename), with the entry's own name (``path``'s stem) and
+    ``sources`` (:func:`source_identity`) recorded for :func:`load_raw`'s content check."""
+    path = Path(path)
     arrays = {
         "edge_index": raw.edge_index.astype(np.int32 if raw.num_nodes < 2**31 else np.int64),
         "labels": np.asarray(raw.labels, np.int32),
         "meta": np.frombuffer(json.dumps({"num_nodes": int(raw.num_nodes), "num_classes": int(raw.num_classes),
-                                          "info": raw.info, "version": CACHE_VERSION}).encode(), np.uint8),
+                                          "info": raw.info, "version": CACHE_VERSION, "entry": path.stem,
+                                          "sources": _jsonable(sources)}).encode(), np.uint8),
     }
     f = raw.features
     if f is not None:
@@ -88,12 +110,25 @@ def save_raw(path: Path, raw: RawData) -> None:
             os.remove(tmp)
 
 
-def load_raw(path: Path) -> RawData:
-    """Reads a cache entry written by :func:`save_raw` (raises on a damaged file)."""
+def load_raw(path: Path, expected_sources: list | None = None) -> RawData:
+    """Reads a cache entry written by :func:`save_raw`.
+
+    Raises:
+        ValueError: a damaged entry, another cache version, an entry written under another name/key (e.g. a
+            valid entry of another dataset placed here), or recorded sources that differ from
+            ``expected_sources`` (when given). The caller rebuilds the entry.
+    """
+    path = Path(path)
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(bytes(z["meta"]).decode())
         if meta.get("version") != CACHE_VERSION:
             raise ValueError(f"{path}: cache version {meta.get('version')} != {CACHE_VERSION}")
+        if meta.get("entry") != path.stem:
+            raise ValueError(f"{path}: the entry was written as {meta.get('entry')!r}, not {path.stem!r} "
+                             "(another dataset's or another key's data): not served")
+        if expected_sources is not None and meta.get("sources") != _jsonable(expected_sources):
+            raise ValueError(f"{path}: recorded source files {meta.get('sources')} differ from "
+                             f"{_jsonable(expected_sources)}: not served")
         feats = None
         if "feat_data" in z.files:
             feats = sp.csr_matrix((z["feat_data"], z["feat_indices"], z["feat_indptr"]),

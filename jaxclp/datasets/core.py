@@ -27,7 +27,7 @@ def available(synthetic: bool = False) -> list[str]:
 
 
 def load(name: str, root=None, download: bool = True, *, base_url=None, directed: bool = False,
-         self_loops: str = "drop", deduplicate: bool = True, sparse_features: bool = False, cache=True,
+         self_loops: str = "drop", deduplicate: bool = True, sparse_features: bool | None = None, cache=True,
          include_optional: bool = False, **options) -> Dataset:
     """Loads a dataset by name.
 
@@ -47,16 +47,19 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         directed: keep the direction of the file's edges (default: undirected, both directions stored).
         self_loops: ``"drop"`` (default), ``"keep"`` (the file's loops) or ``"add"`` (one loop per node).
         deduplicate: merge repeated edges (default True).
-        sparse_features: return features as a scipy CSR matrix (useful for very wide features).
+        sparse_features: True: features as a scipy CSR matrix; False: dense; None (default): CSR for sparse
+            features whose dense float32 form would exceed 1 GiB (deezer-europe, Coauthor Physics), else dense.
         cache: True (default) to use and write the processed cache in ``$JAXCLP_CACHE`` or
             ``<user cache dir>/_processed``; a directory to use that one instead; False for no cache.
-        include_optional: also download optional files (deezer-europe features).
+        include_optional: also download the files a registry entry marks optional (none at present; the
+            deezer-europe features are fetched by default since their hash is published).
         **options: format options, e.g. ``vocab="global"`` for Twitch (3170 shared feature columns instead of
             the ids used by the language).
 
     Returns:
         :class:`Dataset`: ``graph`` (n nodes), ``features`` (n, d) float32 or None, ``labels`` (n,) int32,
         ``num_classes``, ``splits`` (published fixed splits, shape (num_splits, n), or None), ``metric``.
+        (``features`` may be a scipy CSR matrix, see ``sparse_features``.)
 
     Raises:
         ValueError: unknown name or option (the message lists the valid ones), checksum mismatch, bad file.

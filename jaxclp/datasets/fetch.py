@@ -192,7 +192,7 @@ def fetch(name_or_spec, root=None, *, download: bool = True, base_url=None, incl
         root: data root.
         download: fetch missing files.
         base_url: mirror base URL.
-        include_optional: also download optional files (e.g. deezer-europe features); by default an optional
+        include_optional: also download files marked optional; by default an optional
             file is used only when already present.
         timeout: network timeout in seconds.
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.datasets._base import RawData
-from jaxclp.datasets._text import IdIndex, basename, parse_table, read_bytes, split_header
+from jaxclp.datasets._text import IdIndex, basename, first_of_duplicates, parse_table, read_bytes, split_header
 
 __all__ = ["read_csv_columns", "read_multihot_json", "read_musae_twitch", "read_feather_deezer",
            "TWITCH_LANGUAGES", "TWITCH_VOCAB_SIZE"]
@@ -86,7 +86,9 @@ def read_musae_twitch(edges_path, target_path, features_path=None, vocab="used")
 
     Args:
         edges_path: ``musae_<LANG>_edges.csv`` (header ``from,to``; each friendship listed once).
-        target_path: ``musae_<LANG>_target.csv`` (header ``id,days,mature,views,partner,new_id``).
+        target_path: ``musae_<LANG>_target.csv`` (header ``id,days,mature,views,partner,new_id``). A
+            ``new_id`` listed twice with the same ``mature`` is accepted with a warning (first row kept);
+            with different values it is refused (ValueError naming the ids).
         features_path: ``musae_<LANG>_features.json`` (optional).
         vocab: ``"used"`` (default: one column per feature id occurring in this language; ENGB -> 2545,
             RU -> 2224), ``"global"`` (the shared 3170-id vocabulary, as LINKX) or an int width.
@@ -98,6 +100,8 @@ def read_musae_twitch(edges_path, target_path, features_path=None, vocab="used")
     for need in ("new_id", "mature"):
         if need not in cols:
             raise ValueError(f"{basename(target_path)}: missing column {need!r} (has {list(cols)})")
+    keep = first_of_duplicates(cols["new_id"], cols["mature"], basename(target_path))
+    cols = {k: v[keep] for k, v in cols.items()}
     idx, row_to_index = IdIndex.from_rows(cols["new_id"], f"{basename(target_path)} (new_id)")
     if not idx.is_identity:
         raise ValueError(f"{basename(target_path)}: new_id must be 0..n-1")
@@ -126,7 +130,8 @@ def read_feather_deezer(edges_path, target_path, features_path=None, splits_path
 
     Args:
         edges_path: ``deezer_europe_edges.csv`` (header ``node_1,node_2``; each edge listed once).
-        target_path: ``deezer_europe_target.csv`` (header ``id,target``).
+        target_path: ``deezer_europe_target.csv`` (header ``id,target``). Repeated ids: as for Twitch (same
+            target: first row kept with a warning; different targets: ValueError naming the ids).
         features_path: ``deezer_europe_features.json`` or None (then ``features`` is None).
         splits_path: LINKX ``deezer-europe-splits.npy`` (object array of dicts with index arrays ``train``,
             ``valid``, ``test``), or None.
@@ -140,6 +145,9 @@ def read_feather_deezer(edges_path, target_path, features_path=None, splits_path
     if "target" not in cols:
         raise ValueError(f"{basename(target_path)}: missing column 'target' (has {list(cols)})")
     id_col = cols["id"] if "id" in cols else np.arange(cols["target"].shape[0])
+    keep = first_of_duplicates(id_col, cols["target"], basename(target_path))
+    id_col = id_col[keep]
+    cols = {k: v[keep] for k, v in cols.items()}
     idx, row_to_index = IdIndex.from_rows(id_col, basename(target_path))
     labels = np.empty(len(idx), np.int64)
     labels[row_to_index] = cols["target"]

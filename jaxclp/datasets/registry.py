@@ -25,6 +25,7 @@ AMGCN = f"{_RAW}/zhumeiqiBUPT/AM-GCN/1ce29649f47a67e27b89337cc37eb67ba096308a"
 AGCN = f"{_RAW}/ZhihaoPENG-CityU/MM21---AGCN/ca24f59797ca0fbe615a8d4aa1a34bbf38ef65bd"
 ROZEMBERCZKI = f"{_RAW}/benedekrozemberczki/datasets/cc0c850c1c1e8893eae91e4750d0bd5b387c0170"
 LINKX = f"{_RAW}/CUAI/Non-Homophily-Large-Scale/82f8f05c5c3ec16bd5b505cc7ad62ab5e09051e6"
+SHCHUR = f"{_RAW}/shchur/gnn-benchmark/1e72912a0810cdf27ae54fd589a3b43358a2b161"
 
 # sha256 of every file of the shared copy (byte-identical to the publishers' files).
 SHA256: dict[str, str] = {
@@ -49,6 +50,8 @@ SHA256: dict[str, str] = {
     "chameleon/splits/chameleon_split_0.6_0.2_7.npz": "61adcc53846becefecd466a5364dda23b983d387d1ac5d58c6e24d080c0fcba7",
     "chameleon/splits/chameleon_split_0.6_0.2_8.npz": "7076ad5341a8218b1f5b6eccf9cfd15d28286ea11ef5c06eeee77af24ff2bf63",
     "chameleon/splits/chameleon_split_0.6_0.2_9.npz": "743c4f813bf6130398a6511eb9ff07d2366c73bd6c7fddaf226a3f9e2917e0e7",
+    "coauthor-cs/ms_academic_cs.npz": "933c745734e78908c7eb77172a673fee0503f30e26e5a99b36814d88534c42e3",
+    "coauthor-physics/ms_academic_phy.npz": "e4d68468eba5fb8f6b280ffd406bd53e6e4295ba1dd2967d6fe99b978e4b3375",
     "cornell/out1_graph_edges.txt": "c4522a00cc40873c8a04a3a07c49e24a48a507eb284ac9c9f2d3e0590351bbb7",
     "cornell/out1_node_feature_label.txt": "cf5a3ca346cdd1210b8342e22517fcbbdae658065b7a3145f59350e50e6236a3",
     "cornell/splits/cornell_split_0.6_0.2_0.npz": "14022a1e19ec7fc0a07a2c06a785a2f9dc52809dbcd1c14fc318f7800675d73f",
@@ -145,7 +148,7 @@ class FileSpec:
         path: path relative to the data root, e.g. ``"texas/out1_graph_edges.txt"``.
         url: canonical public URL (pinned commit).
         sha256: expected sha256 hex digest, or None if unknown (downloaded unverified, with a warning).
-        optional: the dataset loads without it (e.g. deezer-europe features); used only when present.
+        optional: the dataset loads without it; used only when present (or with ``include_optional``).
     """
 
     path: str
@@ -221,6 +224,12 @@ def _build_sdcn(paths):
     from jaxclp.datasets.sdcn import read_sdcn
 
     return read_sdcn(paths["graph"], paths["labels"], paths.get("features"))
+
+
+def _build_shchur(paths):
+    from jaxclp.datasets.shchur import read_shchur_npz
+
+    return read_shchur_npz(paths["npz"])
 
 
 def _build_twitch(paths, vocab="used"):
@@ -313,9 +322,15 @@ _register(DatasetSpec("deezer-europe", {
     "target": _f("deezer-europe/deezer_europe_target.csv", f"{ROZEMBERCZKI}/deezer_europe/deezer_europe_target.csv"),
     "splits": _f("deezer-europe/deezer-europe-splits.npy", f"{LINKX}/data/splits/deezer-europe-splits.npy"),
     "features": _f("deezer-europe/deezer_europe_features.json",
-                   f"{ROZEMBERCZKI}/deezer_europe/deezer_europe_features.json", optional=True),
-}, _build_deezer, "accuracy", "deezer-europe (FEATHER) with LINKX splits; features only if the json is present",
-    options={"vocab": "global"}))
+                   f"{ROZEMBERCZKI}/deezer_europe/deezer_europe_features.json"),
+}, _build_deezer, "accuracy", "deezer-europe (FEATHER): 31241 binary bag-of-artists features (sparse), LINKX "
+    "splits", options={"vocab": "global"}))
+
+for _name, _file, _desc in [("coauthor-cs", "ms_academic_cs", "Coauthor CS (Shchur et al.; 6805 bag-of-words)"),
+                            ("coauthor-physics", "ms_academic_phy",
+                             "Coauthor Physics (Shchur et al.; 8415 bag-of-words)")]:
+    _register(DatasetSpec(_name, {"npz": _f(f"{_name}/{_file}.npz", f"{SHCHUR}/data/npz/{_file}.npz")},
+                          _build_shchur, "accuracy", _desc))
 
 TWITCH_NAMES = {"de": "DE", "en": "ENGB", "es": "ES", "fr": "FR", "ptbr": "PTBR", "ru": "RU", "tw": "TW"}
 for _short, _lang in TWITCH_NAMES.items():
@@ -326,7 +341,9 @@ for _short, _lang in TWITCH_NAMES.items():
 
 ALIASES = {"film": "actor", "twitch-engb": "twitch-en", "twitch-pt": "twitch-ptbr",
            "twitch-english": "twitch-en", "twitch-russian": "twitch-ru", "deezer": "deezer-europe",
-           "usa": "usa-airports", "brazil": "brazil-airports", "europe": "europe-airports"}
+           "usa": "usa-airports", "brazil": "brazil-airports", "europe": "europe-airports",
+           "cs": "coauthor-cs", "physics": "coauthor-physics", "coauthor-phy": "coauthor-physics",
+           "ms-academic-cs": "coauthor-cs", "ms-academic-phy": "coauthor-physics"}
 
 FILES: dict[str, FileSpec] = {fs.path: fs for spec in REGISTRY.values() for fs in spec.files.values()}
 

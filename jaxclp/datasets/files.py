@@ -1,0 +1,287 @@
+"""``load_file``: any user's graph, from a file the registry does not know.
+
+Three inputs are recognized:
+
+(a) ``.npz`` in the Platonov et al. layout (yandex-research/heterophilous-graphs): ``node_features`` (n, d),
+    ``node_labels`` (n,), ``edges`` (m, 2), optional ``train_masks``/``val_masks``/``test_masks``
+    (num_splits, n) -> the dataset's published splits (``--split published``);
+(b) ``.npz`` in the Shchur et al. CSR layout (shchur/gnn-benchmark): ``adj_data``/``adj_indices``/
+    ``adj_indptr``/``adj_shape``, ``attr_*`` (optional), ``labels``;
+(c) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
+    semicolons; an optional header line; extra columns such as weights are ignored), with ``labels=`` a labels
+    file (``node,label`` rows, or one label per line for nodes 0..n-1; optional header; labels may be integers
+    or strings) and optionally ``features=`` (``.npy`` dense (n, d); ``.npz`` CSR as written by
+    ``scipy.sparse.save_npz`` or with ``attr_*``/``data,indices,indptr,shape`` keys; or a CSV/text matrix with one
+    row per node in node-index order).
+
+Node index: the labels file defines the nodes. If its ids are exactly 0..n-1, index = id; otherwise index = row of
+the labels file. Edges are mapped through this explicit map (never by order of appearance). npz files are
+read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels
+from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
+
+__all__ = ["load_file", "read_edge_list", "read_labels_file", "read_features_file"]
+
+_SEPS = b",\t;"
+_TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
+
+
+def _rows(path) -> list[tuple[int, list[bytes]]]:
+    """Non-blank lines of a text file as ``(1-based line number, tokens)``."""
+    data = read_bytes(path)
+    out = []
+    for i, ln in enumerate(data.split(b"\n"), start=1):
+        toks = ln.rstrip(b"\r").translate(_TO_SPACE).split()
+        if toks:
+            out.append((i, toks))
+    return out
+
+
+def _is_number(tok: bytes) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def _drop_header(rows, path, need_numeric_cols) -> list:
+    """Drops a first line whose needed columns are not all numeric (a header)."""
+    if rows and not all(_is_number(t) for t in rows[0][1][:need_numeric_cols]):
+        return rows[1:]
+    return rows
+
+
+def _int_column(rows, col: int, path, what: str) -> np.ndarray:
+    out = np.empty(len(rows), np.int64)
+    for j, (line, toks) in enumerate(rows):
+        try:
+            out[j] = int(toks[col])
+        except (ValueError, IndexError):
+            got = toks[col].decode(errors="replace") if col < len(toks) else "<missing>"
+            raise ValueError(f"{path}: line {line}: {what} must be an integer; got {got!r}") from None
+    return out
+
+
+def read_edge_list(path) -> np.ndarray:
+    """Reads an edge list: ``u v`` per line (``,``/TAB/space/``;``), optional header, extra columns ignored.
+
+    Returns:
+        (2, m) int64 node ids as listed.
+
+    Raises:
+        ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
+    """
+    rows = _drop_header(_rows(path), path, 2)
+    for line, toks in rows:
+        if len(toks) < 2:
+            raise ValueError(f"{path}: line {line}: expected 2 node ids (u v), got {len(toks)} field(s)")
+    return np.stack([_int_column(rows, 0, path, "node id"), _int_column(rows, 1, path, "node id")]) if rows \
+        else np.zeros((2, 0), np.int64)
+
+
+def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
+    """Reads a labels file: ``node,label`` rows, or one label per line (node ids 0..n-1); optional header.
+
+    Repeated node ids with the same label are accepted with a warning (first row kept); with different labels
+    they are refused.
+
+    Returns:
+        ``(node_ids, raw_labels)``: (n,) int64 ids and (n,) label values (int64 if all integers, else str), in
+        file row order.
+
+    Raises:
+        ValueError: mixed 1- and 2-column rows, non-integer node ids (file and line number), conflicting
+            duplicates, an empty file.
+    """
+    rows = _rows(path)
+    if not rows:
+        raise ValueError(f"{path}: empty labels file")
+    ncols = len(rows[-1][1])
+    if ncols not in (1, 2):
+        raise ValueError(f"{path}: line {rows[-1][0]}: expected 'node,label' or one label per line, got "
+                         f"{ncols} fields")
+    if ncols == 2:
+        rows = _drop_header(rows, path, 1)
+    elif rows and not _is_number(rows[0][1][0]) and all(_is_number(t[0]) for _, t in rows[1:2]):
+        rows = rows[1:]  # header above numeric labels
+    for line, toks in rows:
+        if len(toks) != ncols:
+            raise ValueError(f"{path}: line {line}: expected {ncols} field(s) like the other rows, got {len(toks)}")
+    if ncols == 1:
+        ids = np.arange(len(rows), dtype=np.int64)
+        lab_tok = [t[0] for _, t in rows]
+    else:
+        ids = _int_column(rows, 0, path, "node id")
+        lab_tok = [t[1] for _, t in rows]
+    try:
+        raw = np.array([int(t) for t in lab_tok], dtype=np.int64)
+    except ValueError:
+        raw = np.array([t.decode(errors="replace") for t in lab_tok])
+    keep = first_of_duplicates(ids, raw, str(path))
+    return ids[keep], raw[keep]
+
+
+def read_features_file(path, num_nodes: int):
+    """Reads a features file for ``num_nodes`` nodes (rows in node-index order).
+
+    ``.npy``: dense (n, d) numeric array. ``.npz``: a sparse matrix saved by ``scipy.sparse.save_npz``, or
+    CSR parts ``attr_data/attr_indices/attr_indptr/attr_shape`` or ``data/indices/indptr/shape``, or a single
+    dense array. Anything else: a numeric text matrix (``,``/TAB/space separated, optional header line).
+
+    Returns:
+        (n, d) float32 array or CSR matrix.
+
+    Raises:
+        ValueError: wrong number of rows, non-numeric values (file and line number), arrays that need pickle.
+    """
+    p = str(path)
+    if p.endswith(".npy"):
+        try:
+            x = np.load(p, allow_pickle=False)
+        except ValueError as err:
+            raise ValueError(f"{path}: not a numeric .npy array ({err})") from None
+        if x.ndim == 1:
+            x = x[:, None]
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.number):
+            raise ValueError(f"{path}: features must be a numeric (n, d) array; got {x.dtype} {x.shape}")
+        x = x.astype(np.float32)
+    elif p.endswith(".npz"):
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                keys = set(z.files)
+                if {"data", "indices", "indptr", "shape"} <= keys:
+                    x = sp.load_npz(p) if "format" in keys else sp.csr_matrix(
+                        (z["data"], z["indices"], z["indptr"]), shape=tuple(int(s) for s in z["shape"]))
+                elif {"attr_data", "attr_indices", "attr_indptr", "attr_shape"} <= keys:
+                    x = sp.csr_matrix((z["attr_data"], z["attr_indices"], z["attr_indptr"]),
+                                      shape=tuple(int(s) for s in z["attr_shape"]))
+                elif len(keys) == 1:
+                    x = np.asarray(z[next(iter(keys))], dtype=np.float32)
+                else:
+                    raise ValueError(f"{path}: expected a sparse matrix (data/indices/indptr/shape, as written by "
+                                     f"scipy.sparse.save_npz, or attr_*) or a single array; has keys "
+                                     f"{sorted(keys)}")
+        except ValueError as err:
+            if "allow_pickle" in str(err):
+                raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
+            raise
+        x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x
+    else:
+        rows = _drop_header(_rows(path), path, 1)
+        if not rows:
+            raise ValueError(f"{path}: empty features file")
+        d = len(rows[0][1])
+        x = np.empty((len(rows), d), np.float32)
+        for j, (line, toks) in enumerate(rows):
+            if len(toks) != d:
+                raise ValueError(f"{path}: line {line}: expected {d} numbers like the first row, got {len(toks)}")
+            try:
+                x[j] = [float(t) for t in toks]
+            except ValueError:
+                raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
+    if x.shape[0] != num_nodes:
+        raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes")
+    if not sp.issparse(x) and not np.all(np.isfinite(x)):
+        raise ValueError(f"{path}: features contain NaN or inf")
+    return x
+
+
+def _npz_kind(path) -> str:
+    from jaxclp.datasets.heterophilous import REQUIRED_KEYS
+    from jaxclp.datasets.shchur import ADJ_KEYS
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = set(z.files)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable .npz file ({err})") from None
+    if set(REQUIRED_KEYS) <= keys:
+        return "platonov"
+    if set(ADJ_KEYS) <= keys and "labels" in keys:
+        return "shchur"
+    raise ValueError(f"{path}: unknown .npz layout, keys {sorted(keys)}. Expected either the Platonov et al. "
+                     f"layout {list(REQUIRED_KEYS)} (+ optional train_masks/val_masks/test_masks) or the "
+                     f"Shchur et al. CSR layout {list(ADJ_KEYS)} + attr_* + labels")
+
+
+def load_file(path, *, labels=None, features=None, directed: bool = False, name: str | None = None) -> Dataset:
+    """Loads a user's graph from files (see the module docstring for the formats).
+
+    Args:
+        path: a ``.npz`` (Platonov or Shchur layout), or an edge-list file (CSV/TSV/whitespace).
+        labels: labels file; required for an edge list, not allowed with a ``.npz`` (it holds the labels).
+        features: optional features file for an edge list (``.npy``, ``.npz`` CSR, or CSV); without it the
+            dataset is featureless (the runner then uses ``log(degree + 1)``, see
+            :func:`jaxclp.datasets.node_features`).
+        directed: keep the listed edge direction (default: undirected, both directions stored).
+        name: dataset name (default: the file name without extension).
+
+    Returns:
+        :class:`Dataset` (metric ``"accuracy"``; ``splits`` = the published masks of a Platonov npz, else None;
+        ``info["label_values"]`` = the original label of each class code for an edge list).
+
+    Raises:
+        FileNotFoundError: a file does not exist.
+        ValueError: malformed input; the message names the file and the problem (wrong keys, ids out of range
+            or not in the labels file, label count mismatch, non-numeric rows with their line numbers).
+    """
+    path = Path(path)
+    for what, f in (("graph", path), ("labels", labels), ("features", features)):
+        if f is not None and not Path(f).is_file():
+            raise FileNotFoundError(f"{what} file {f} does not exist")
+    name = name or path.name.split(".")[0]
+    info = {"files": {"graph": str(path)}, "source": "load_file"}
+    if path.suffix == ".npz":
+        if labels is not None or features is not None:
+            raise ValueError(f"{path}: labels= and features= apply to an edge-list file; a .npz holds its own "
+                             "labels and features")
+        kind = _npz_kind(path)
+        try:
+            if kind == "platonov":
+                from jaxclp.datasets.heterophilous import read_heterophilous_npz
+                raw = read_heterophilous_npz(path)
+            else:
+                from jaxclp.datasets.shchur import read_shchur_npz
+                raw = read_shchur_npz(path)
+        except ValueError as err:
+            msg = str(err)
+            if "allow_pickle" in msg:
+                raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
+            raise ValueError(msg if msg.startswith(path.name) or str(path) in msg else f"{path}: {msg}") from None
+        info["format"] = f"{kind} npz"
+    else:
+        if labels is None:
+            raise ValueError(f"{path}: an edge-list file needs labels=<labels file> (node,label rows or one label "
+                             "per line); or pass a .npz in the Platonov or Shchur layout")
+        ids, raw_labels = read_labels_file(labels)
+        idx, row_to_index = IdIndex.from_rows(ids, os.path.basename(str(labels)))
+        by_index = np.empty_like(raw_labels)
+        by_index[row_to_index] = raw_labels
+        codes, classes = encode_labels(by_index)
+        edges = read_edge_list(path)
+        if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
+            bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
+            raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
+                             f"{labels}, e.g. {bad[:5].tolist()}")
+        try:
+            edge_index = idx.index(edges, f"edges of {path}").reshape(2, -1)
+        except ValueError as err:
+            raise ValueError(f"{err} (labels file {labels})") from None
+        feats = None if features is None else read_features_file(features, len(idx))
+        raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
+                      features=feats, node_ids=None if idx.is_identity else idx.ids,
+                      info={"label_values": classes.tolist()})
+        info["format"] = "edge list"
+        info["files"].update(labels=str(labels), features=None if features is None else str(features))
+    return build_dataset(raw, name, "accuracy", directed=directed, info=info)

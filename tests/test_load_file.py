@@ -1,0 +1,144 @@
+"""jaxclp.datasets.load_file: a user's graph from an .npz (Platonov or Shchur layout) or an edge list + labels."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sps
+
+from jaxclp import datasets as D
+
+
+def _platonov(path, n=6, with_masks=True):
+    rng = np.random.default_rng(0)
+    arrays = dict(node_features=rng.random((n, 3)).astype(np.float32), node_labels=np.array([0, 1, 2, 0, 1, 2])[:n],
+                  edges=np.array([[0, 1], [1, 2], [2, 3], [4, 5]]))
+    if with_masks:
+        tr = np.zeros((2, n), bool)
+        tr[:, :2] = True
+        va = np.zeros((2, n), bool)
+        va[:, 2:4] = True
+        arrays.update(train_masks=tr, val_masks=va, test_masks=~(tr | va))
+    np.savez(path, **arrays)
+    return arrays
+
+
+def test_platonov_npz_with_published_masks(tmp_path):
+    a = _platonov(tmp_path / "mine.npz")
+    ds = D.load_file(tmp_path / "mine.npz")
+    assert ds.name == "mine" and ds.num_nodes == 6 and ds.num_classes == 3
+    np.testing.assert_array_equal(ds.features, a["node_features"])
+    np.testing.assert_array_equal(ds.labels, a["node_labels"])
+    assert ds.num_undirected_edges == 4 and ds.graph.num_edges == 8  # symmetrized
+    np.testing.assert_array_equal(D.published_splits(ds).train, a["train_masks"])
+    np.testing.assert_array_equal(ds.splits.test, a["test_masks"])
+    d = D.load_file(tmp_path / "mine.npz", directed=True, name="x")
+    assert d.name == "x" and d.graph.num_edges == 4
+
+
+def test_shchur_npz(tmp_path):
+    adj = sps.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], np.float32))
+    attr = sps.csr_matrix(np.array([[1, 0], [0, 2], [3, 0]], np.float32))
+    np.savez(tmp_path / "s.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=np.array(adj.shape), attr_data=attr.data, attr_indices=attr.indices,
+             attr_indptr=attr.indptr, attr_shape=np.array(attr.shape), labels=np.array([1, 0, 1]))
+    ds = D.load_file(tmp_path / "s.npz")
+    np.testing.assert_array_equal(ds.features, attr.toarray())
+    np.testing.assert_array_equal(ds.labels, [1, 0, 1])
+    assert ds.num_undirected_edges == 2 and ds.splits is None
+
+
+def test_npz_wrong_keys_and_pickle(tmp_path):
+    np.savez(tmp_path / "w.npz", x=np.zeros(3), y=np.ones(3))
+    with pytest.raises(ValueError, match=r"w\.npz: unknown \.npz layout, keys \['x', 'y'\].*Platonov.*Shchur"):
+        D.load_file(tmp_path / "w.npz")
+    a = _platonov(tmp_path / "p.npz")
+    np.savez(tmp_path / "p.npz", **{**a, "node_labels": np.array([0, 1, 2, 0, 1, None], dtype=object)})
+    with pytest.raises(ValueError, match=r"p\.npz.*pickle"):
+        D.load_file(tmp_path / "p.npz")
+    np.savez(tmp_path / "r.npz", **{**a, "edges": np.array([[0, 1], [1, 9]])})
+    with pytest.raises(ValueError, match=r"r\.npz: edges reference nodes outside \[0, 6\)"):
+        D.load_file(tmp_path / "r.npz")
+    np.savez(tmp_path / "c.npz", **{**a, "node_labels": np.arange(5)})
+    with pytest.raises(ValueError, match=r"c\.npz: node_features has 6 rows but node_labels has 5"):
+        D.load_file(tmp_path / "c.npz")
+    with pytest.raises(ValueError, match="labels= and features= apply to an edge-list"):
+        D.load_file(tmp_path / "p.npz", labels=tmp_path / "p.npz")
+
+
+def test_edge_list_with_ids_and_string_labels(tmp_path):
+    e = tmp_path / "g.csv"
+    e.write_text("src,dst\n700,500\n500,900\n900,700\n")  # header, ids not 0..n-1
+    lab = tmp_path / "labels.csv"
+    lab.write_text("node,label\n900,cat\n700,dog\n500,cat\n")
+    ds = D.load_file(e, labels=lab)
+    np.testing.assert_array_equal(ds.node_ids, [900, 700, 500])  # index = row of the labels file
+    assert ds.info["label_values"] == ["cat", "dog"]
+    np.testing.assert_array_equal(ds.labels, [0, 1, 0])
+    assert ds.features is None and ds.num_undirected_edges == 3 and ds.name == "g"
+    assert D.edge_homophily(ds.graph, ds.labels) == pytest.approx(1 / 3)
+    x, kind = D.node_features(ds)
+    assert kind == "log-degree"
+    np.testing.assert_allclose(x[:, 0], np.log(3.0))
+
+
+def test_edge_list_tsv_one_label_per_line_directed_and_features(tmp_path):
+    e = tmp_path / "g.tsv"
+    e.write_text("0\t1\n1\t2\n2\t0\n2\t3\n")
+    lab = tmp_path / "y.txt"
+    lab.write_text("1\n0\n1\n1\n")
+    feats = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.save(tmp_path / "x.npy", feats)
+    ds = D.load_file(e, labels=lab, features=tmp_path / "x.npy", directed=True)
+    assert ds.graph.num_edges == 4 and not ds.graph.symmetric
+    np.testing.assert_array_equal(ds.labels, [1, 0, 1, 1])
+    np.testing.assert_array_equal(ds.features, feats)
+    sps.save_npz(tmp_path / "x.npz", sps.csr_matrix(feats))
+    np.testing.assert_array_equal(D.load_file(e, labels=lab, features=tmp_path / "x.npz").features, feats)
+    (tmp_path / "x.csv").write_text("f0,f1\n" + "".join(f"{a},{b}\n" for a, b in feats))
+    np.testing.assert_array_equal(D.load_file(e, labels=lab, features=tmp_path / "x.csv").features, feats)
+
+
+def test_edge_list_errors_name_file_and_line(tmp_path):
+    e = tmp_path / "g.csv"
+    lab = tmp_path / "y.csv"
+    lab.write_text("0\n1\n0\n")
+    e.write_text("0,1\n1,2\n2,7\n")
+    with pytest.raises(ValueError, match=r"g\.csv: 1 node id\(s\) out of range \[0, 3\).*y\.csv.*\[7\]"):
+        D.load_file(e, labels=lab)
+    e.write_text("0,1\n1,x\n")
+    with pytest.raises(ValueError, match=r"g\.csv: line 2: node id must be an integer; got 'x'"):
+        D.load_file(e, labels=lab)
+    e.write_text("0,1\n2\n")
+    with pytest.raises(ValueError, match=r"g\.csv: line 2: expected 2 node ids"):
+        D.load_file(e, labels=lab)
+    e.write_text("0,1\n")
+    with pytest.raises(ValueError, match="needs labels="):
+        D.load_file(e)
+    lab2 = tmp_path / "y2.csv"
+    lab2.write_text("node,label\n10,0\n11,1\nabc,0\n")
+    with pytest.raises(ValueError, match=r"y2\.csv: line 4: node id must be an integer; got 'abc'"):
+        D.load_file(e, labels=lab2)
+    lab2.write_text("10,0\n11,1\n")
+    with pytest.raises(ValueError, match=r"node id\(s\) that are not in y2\.csv, e\.g\. \[0, 1\]"):
+        D.load_file(e, labels=lab2)
+    np.save(tmp_path / "x.npy", np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"x\.npy: 2 feature rows but the labels file defines 3 nodes"):
+        D.load_file(e, labels=lab, features=tmp_path / "x.npy")
+    (tmp_path / "x.csv").write_text("1,2\n3,oops\n5,6\n")
+    with pytest.raises(ValueError, match=r"x\.csv: line 2: non-numeric"):
+        D.load_file(e, labels=lab, features=tmp_path / "x.csv")
+    with pytest.raises(FileNotFoundError, match="labels file"):
+        D.load_file(e, labels=tmp_path / "missing.csv")
+
+
+def test_labels_file_duplicates(tmp_path):
+    e = tmp_path / "g.csv"
+    e.write_text("0,1\n1,2\n")
+    lab = tmp_path / "y.csv"
+    lab.write_text("0,1\n1,0\n2,1\n1,0\n")
+    with pytest.warns(UserWarning, match=r"y\.csv: 1 node id\(s\) listed more than once with the same label"):
+        ds = D.load_file(e, labels=lab)
+    np.testing.assert_array_equal(ds.labels, [1, 0, 1])
+    lab.write_text("0,1\n1,0\n2,1\n1,1\n")
+    with pytest.raises(ValueError, match=r"y\.csv: 1 node id\(s\) listed more than once with different labels "
+                                         r"\(1: \[0, 1\]\)"):
+        D.load_file(e, labels=lab)

@@ -1,0 +1,72 @@
+"""experiments/summary.py: the paper column beside our numbers, from hand-made records."""
+
+import numpy as np
+
+from jaxclp.experiments import summary
+
+
+def _records(dataset, split, method, tests, metric="accuracy"):
+    return [{"type": "result", "dataset": dataset, "split": split, "run": i, "method": method, "metric": metric,
+             "val": 0.5, "test": t, "params": {}, "seconds": 0.1} for i, t in enumerate(tests)]
+
+
+def _cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _row(text, dataset, split):
+    return _cells(next(ln for ln in text.splitlines() if ln.startswith(f"| {dataset} | {split} |")))
+
+
+def test_paper_column_and_flags():
+    recs = (_records("texas", "medium", "clp", [0.69, 0.70, 0.71])          # paper CLP 69.63 ± 3.75
+            + _records("texas", "medium", "clp_paper", [0.50, 0.52, 0.48])  # far below: flagged
+            + _records("texas", "medium", "clp_star", [0.60, 0.61, 0.62])   # no paper row
+            + _records("coauthor-physics", "sparse", "h2gcn", [0.955, 0.956])  # paper 95.57 ± 0.16
+            + _records("acm", "medium", "mlp", [0.8, 0.9]))                 # paper has no medium for ACM
+    text = summary.markdown(recs, "t")
+    cells = _row(text, "texas", "medium")
+    header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    clp = cells[header.index("clp")]
+    assert "paper 69.6 ± 3.8, Δ +0.4" in clp and "⚠" not in clp
+    clp_paper = cells[header.index("clp_paper")]
+    # ours 50.0 ± 2.0, paper 69.63 ± 3.75: |Δ| = 19.6 > hypot(2, 3.75) = 4.25
+    assert "paper 69.6 ± 3.8, Δ -19.6 ⚠" in clp_paper
+    assert "paper" not in cells[header.index("clp_star")]
+    phys = _row(text, "coauthor-physics", "sparse")
+    assert "paper 95.6 ± 0.2, Δ -0.0" in phys[header.index("h2gcn")]
+    assert not any("paper" in c for c in _row(text, "acm", "medium"))
+
+
+def test_paper_cell_threshold():
+    # Δ exactly inside / outside hypot(std_ours, std_paper); paper texas/medium/mlp = 67.94 ± 3.87
+    ours = np.array([70.0, 72.0])  # mean 71, std 1.414 -> spread 4.12, Δ 3.06: no flag
+    assert summary.paper_cell("texas", "medium", "mlp", ours) == "<br>paper 67.9 ± 3.9, Δ +3.1"
+    assert summary.paper_cell("texas", "medium", "mlp", np.array([80.0, 80.0])).endswith("⚠")
+    assert summary.paper_cell("minesweeper", "medium", "mlp", ours) == ""
+
+
+def test_columns_without_results_show_the_paper_number():
+    recs = _records("texas", "medium", "mlp", [0.6, 0.7])
+    text = summary.markdown(recs, "t", methods=("mlp", "gcn", "h2gcn"))
+    header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    assert header[3:] == ["mlp", "gcn", "h2gcn"]
+    row = _row(text, "texas", "medium")
+    assert row[header.index("gcn")] == "–<br>paper 54.2 ± 3.2"  # paper GCN texas/medium 54.17 ± 3.18
+    assert "gcn" not in summary.markdown(recs, "t")  # only the records' methods by default
+
+
+def test_table_homophily_target_runs_the_papers_grid(tmp_path, monkeypatch):
+    from jaxclp.experiments import reproduce
+
+    calls = []
+    monkeypatch.setattr(reproduce, "run", lambda name, split, methods, runs, d, **kw: calls.append(
+        (name, split, tuple(methods), runs, d.name)))
+    monkeypatch.setattr(reproduce, "write_summary", lambda d, title="", methods=(): (d, title, tuple(methods)))
+    (d, title, methods), = reproduce.table_homophily(tmp_path, runs=3, dagger=False)
+    assert "WikiCS" in title and "not obtainable" in title
+    assert methods == reproduce.METHODS and {"gcn", "h2gcn"} <= set(methods)
+    assert {c[0] for c in calls} == {"dblp", "coauthor-cs", "acm", "coauthor-physics"}
+    assert {c[1] for c in calls} == {"sparse", "medium", "dense"} and len(calls) == 12
+    assert all(c[2] == reproduce.METHODS and c[3] == 3 and c[4] == "table_homophily" for c in calls)
+    assert "table_homophily" in reproduce.TARGETS

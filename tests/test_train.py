@@ -1,0 +1,97 @@
+"""Early stopping / best-epoch selection on the task metric (jaxclp.train)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxclp.train import TrainConfig, train_full_batch, validation_metric
+
+# A one-parameter "model" whose trajectory is known: one training node (label 1) with logit margin
+# 0.01 * theta, so the training-loss gradient in theta is negative and nearly constant and Adam moves theta
+# up by ~lr every epoch. Ten validation nodes, 9 negatives and 1 positive (imbalanced), with margins
+#   positive: theta - 3,   negative j: -1 - 0.1 j + 0.5 theta   (j = 0..8).
+# For theta < 2 every negative is right and the positive wrong: accuracy 0.9 (the best possible), AUC 0.
+# For theta > 4 the positive ranks above every negative (AUC 1) but all 9 negatives are wrong (accuracy 0.1).
+N_VAL_NEG = 9
+C = -1.0 - 0.1 * jnp.arange(N_VAL_NEG)
+LABELS = jnp.array([1] + [1] + [0] * N_VAL_NEG)          # node 0: train; node 1: val positive; rest: val neg
+TRAIN = jnp.zeros(11, bool).at[0].set(True)
+VAL = ~TRAIN
+
+
+def _margins(theta):
+    return jnp.concatenate([jnp.array([0.01 * theta, theta - 3.0]), C + 0.5 * theta])
+
+
+def _apply(params, _key, _train):
+    d = _margins(params["theta"])
+    return jnp.stack([jnp.zeros_like(d), d], axis=-1)
+
+
+def _np_auc(d_pos, d_neg):
+    return float(np.mean((d_pos > d_neg) + 0.5 * (d_pos == d_neg)))
+
+
+def _fit(metric):
+    cfg = TrainConfig(lr=0.25, weight_decay=0.0, epochs=40, patience=0, metric=metric)
+    params = {"theta": jnp.asarray(0.0)}
+    return train_full_batch(_apply, params, jax.random.PRNGKey(0), LABELS, TRAIN, VAL, cfg)
+
+
+def test_auc_early_stopping_picks_a_better_auc_epoch_than_accuracy():
+    p_acc, info_acc = _fit("accuracy")
+    p_auc, info_auc = _fit("roc_auc")
+    th_acc, th_auc = float(p_acc["theta"]), float(p_auc["theta"])
+    # accuracy selection stays in the "all negative" regime, AUC selection leaves it
+    assert th_acc < 2.0 < 4.0 < th_auc
+    assert int(info_acc.best_epoch) != int(info_auc.best_epoch)
+    assert int(info_auc.best_epoch) > int(info_acc.best_epoch)
+    # the recorded selection values against a numpy reference at the returned parameters
+    for th, info in ((th_acc, info_acc), (th_auc, info_auc)):
+        d = np.asarray(_margins(th))
+        acc = float(np.mean(np.r_[d[1] > 0, d[2:] <= 0]))
+        assert float(info.best_val_accuracy) == pytest.approx(acc)
+    assert float(info_auc.best_val_metric) == pytest.approx(_np_auc(np.asarray(_margins(th_auc))[1],
+                                                                    np.asarray(_margins(th_auc))[2:]))
+    assert _np_auc(np.asarray(_margins(th_acc))[1], np.asarray(_margins(th_acc))[2:]) == 0.0
+    assert float(info_acc.best_val_metric) == pytest.approx(0.9)
+    assert float(info_auc.best_val_metric) == pytest.approx(1.0)
+    assert float(info_auc.best_val_accuracy) == pytest.approx(0.1)
+
+
+def test_auc_selection_is_vmappable_over_splits():
+    cfg = TrainConfig(lr=0.25, weight_decay=0.0, epochs=40, patience=0, metric="roc_auc")
+
+    def one(key, tm, vm):
+        return train_full_batch(_apply, {"theta": jnp.asarray(0.0)}, key, LABELS, tm, vm, cfg)[1].best_val_metric
+
+    keys = jax.random.split(jax.random.PRNGKey(1), 2)
+    out = jax.jit(jax.vmap(one))(keys, jnp.stack([TRAIN, TRAIN]), jnp.stack([VAL, VAL]))
+    np.testing.assert_allclose(np.asarray(out), [1.0, 1.0])
+
+
+def test_auc_matches_sklearn_on_softmax_scores():
+    sk = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    logits = jnp.asarray(rng.normal(size=(50, 2)))
+    labels = jnp.asarray(rng.integers(0, 2, 50))
+    mask = jnp.asarray(rng.random(50) < 0.6)
+    got = float(validation_metric("roc_auc")(logits, labels, mask))
+    p = np.asarray(jax.nn.softmax(logits, -1))[:, 1]
+    m = np.asarray(mask)
+    assert got == pytest.approx(sk.roc_auc_score(np.asarray(labels)[m], p[m]))
+
+
+def test_undefined_auc_falls_back_to_loss_and_bad_metric_raises():
+    f = validation_metric("roc_auc")
+    only_neg = jnp.array([False, False] + [True] * N_VAL_NEG)
+    v = f(_apply({"theta": jnp.asarray(1.0)}, None, False), LABELS, only_neg)
+    assert float(v) == -np.inf
+    with pytest.raises(ValueError, match="metric"):
+        validation_metric("f1")
+    with pytest.raises(ValueError, match="metric"):
+        train_full_batch(_apply, {"theta": jnp.asarray(0.0)}, jax.random.PRNGKey(0), LABELS, TRAIN, VAL,
+                         TrainConfig(metric="auc"))
+    with pytest.raises(ValueError, match="2 classes"):
+        f(jnp.zeros((11, 3)), LABELS, VAL)
