@@ -407,7 +407,7 @@ def run_kernel(cfg: dict, cref) -> list[dict]:
         if S.kernel_available():
             impls["jaxclp fused kernel (factored_matmul)"] = (lambda: fused(op, x), jax.block_until_ready)
             mv_now = jax.jit(lambda o, v: o.matvec(v))
-            impls["jaxclp FactoredOperator.matvec (kernel SpMM + XLA scaling)"] = (lambda: mv_now(op, x),
+            impls["jaxclp FactoredOperator.matvec (the library step: fused kernel)"] = (lambda: mv_now(op, x),
                                                                                   jax.block_until_ready)
         with S.xla_path():  # today's path: traced here, so it lowers to XLA's own CSR kernel
             mv_xla = jax.jit(lambda o, v: o.matvec(v) + 0)
