@@ -14,8 +14,8 @@ from jaxclp.paper import paper_number
 # The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
 # ``paper_number(dataset, split, method) -> (mean, std) | None``, percent.
 
-METHOD_ORDER = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_authors", "clp", "gcn", "h2gcn", "gcn_sep", "sage",
-                "gat", "gat_sep")
+METHOD_ORDER = ("mlp", "link", "linkx", "lp", "cs", "clp_star", "clp_paper", "clp_authors", "clp", "clp_prior", "gcn",
+                "gcn_tuned", "h2gcn", "gcn_sep", "sage", "gat", "gat_sep")
 
 
 def aggregate(records):
@@ -99,15 +99,24 @@ def variant_table(last) -> str:
             v = f"{p.get('normalization')}/{'l1' if p.get('l1') else 'linear'}/{p.get('prior')}"
             counts[v] += 1
             per_ds[r["dataset"]][v] += 1
-    if not counts:
-        return ""
-    lines = ["### CLP variant chosen on validation (normalization / per-step L1 / prior source)", "",
-             "| variant | times chosen |", "|---|---|"]
-    lines += [f"| {v} | {c} |" for v, c in counts.most_common()]
-    lines += ["", "| dataset | most chosen variants |", "|---|---|"]
-    lines += [f"| {d} | " + ", ".join(f"{v} ×{c}" for v, c in cnt.most_common(3)) + " |"
-              for d, cnt in sorted(per_ds.items())]
-    return "\n".join(lines)
+    base = collections.defaultdict(collections.Counter)
+    for r in last.values():
+        if r["method"] == "clp_prior":
+            base[r["dataset"]][r["params"].get("base_prior")] += 1
+    lines = []
+    if counts:
+        lines += ["### CLP variant chosen on validation (normalization / per-step L1 / prior source)", "",
+                  "| variant | times chosen |", "|---|---|"]
+        lines += [f"| {v} | {c} |" for v, c in counts.most_common()]
+        lines += ["", "| dataset | most chosen variants |", "|---|---|"]
+        lines += [f"| {d} | " + ", ".join(f"{v} ×{c}" for v, c in cnt.most_common(3)) + " |"
+                  for d, cnt in sorted(per_ds.items())]
+    if base:
+        lines += ["" if lines else "", "### clp_prior: base prior chosen on validation", "",
+                  "| dataset | base prior ×times |", "|---|---|"]
+        lines += [f"| {d} | " + ", ".join(f"{p} ×{c}" for p, c in cnt.most_common()) + " |"
+                  for d, cnt in sorted(base.items())]
+    return "\n".join(lines).strip("\n")
 
 
 def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=()) -> Path:

@@ -4,7 +4,7 @@ Pipeline stages (each a pure function of arrays): :func:`fit_mlp` -> :func:`init
 :func:`estimate_compatibility` (:func:`sinkhorn`) -> :func:`edge_weights` / :func:`clp_operator` ->
 :func:`propagate` (iterative) or :func:`solve` (closed form). :class:`CLP` composes them for users.
 """
-from jaxclp import datasets
+from jaxclp import datasets, priors, shard
 from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, authors_starts
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
 from jaxclp.clp import CLPResult, clp_beliefs
@@ -20,7 +20,9 @@ from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homop
 from jaxclp.metrics import accuracy, roc_auc
 from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
 from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius, spectral_scale
+from jaxclp.priors import LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior
 from jaxclp.propagate import PropagateInfo, propagate
+from jaxclp.shard import ShardedGraph, shard_graph
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 from jaxclp.solve import METHODS, Solution, solve, solve_operator
 from jaxclp.train import TrainConfig
@@ -38,5 +40,6 @@ __all__ = [
     "label_propagation", "lp_operator", "mlp_param_count", "node_homophily", "node_homophily_per_node", "propagate",
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
     "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
-    "authors_starts", "spectral_scale",
+    "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior",
+    "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph",
 ]

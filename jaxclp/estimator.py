@@ -16,7 +16,8 @@ from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
 from jaxclp.operator import spectral_radius
-from jaxclp.mlp import fit_mlp
+from jaxclp.mlp import MLPResult
+from jaxclp.priors import PRIORS, fit_prior
 from jaxclp.train import TrainConfig
 
 
@@ -24,8 +25,26 @@ def _as_list(x) -> list:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+def _is_array_prior(source) -> bool:
+    return not isinstance(source, str) and not hasattr(source, "predict_proba") and not callable(source)
+
+
+def _check_prior_source(prior):
+    """``prior`` as CLP takes it (a :data:`PRIORS` name, an array-like, a ``predict_proba`` object), or
+    ValueError naming ``prior``. Arrays are checked against (n, K) in :meth:`CLP.fit`."""
+    if isinstance(prior, str):
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {sorted(PRIORS)}, an (n, K) array or a fitted object with "
+                             f"predict_proba; got {prior!r}")
+        return prior
+    if prior is None or isinstance(prior, (bool, int, float, dict)):
+        raise ValueError(f"prior must be one of {sorted(PRIORS)}, an (n, K) array or a fitted object with "
+                         f"predict_proba; got {prior!r}")
+    return prior
+
+
 class CLP:
-    """Compatible Label Propagation with an MLP base predictor; every choice is made on validation.
+    """Compatible Label Propagation on a prior (by default the paper's MLP); every choice is made on validation.
 
     Example::
 
@@ -34,9 +53,47 @@ class CLP:
         model.classes_                    # sorted labels of the train/val nodes; columns of predict_proba
         model.alpha_, model.H_, model.spectral_.rho
 
+    The prior (the base predictor whose (n, K) class distributions CLP propagates, :mod:`jaxclp.priors`) is
+    pluggable: a name from :data:`jaxclp.priors.PRIORS`, an (n, K) array, or any fitted object with
+    ``predict_proba`` (called on the node features). Runnable::
+
+        import numpy as np, jaxclp
+        syn = jaxclp.datasets.synthetic(h=0.2, avg_degree=6, num_classes=3, nodes_per_class=40, seed=0)
+        y = np.asarray(syn.labels)
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(len(y), 4)) + np.eye(3, 4)[y]
+        train = rng.random(len(y)) < 0.3
+        val = ~train & (rng.random(len(y)) < 0.4)
+        fast = dict(epochs=50, patience=20, alphas=(0.5, 0.9))
+        m_linkx = jaxclp.CLP(prior="linkx", **fast).fit(syn.graph, x, y, train, val)
+        m_linkx.prior_fit_.best_epoch, m_linkx.prior_fit_.val_score, m_linkx.val_score_
+
+        class Centroids:  # any fitted object with predict_proba(features) -> (n, K), e.g. a scikit-learn model
+            def __init__(self, x, y):
+                self.classes_ = np.unique(y)
+                self.c = np.stack([x[y == k].mean(0) for k in self.classes_])
+            def predict_proba(self, x):
+                s = -((x[:, None, :] - self.c) ** 2).sum(-1)
+                e = np.exp(s - s.max(1, keepdims=True))
+                return e / e.sum(1, keepdims=True)
+
+        m_obj = jaxclp.CLP(prior=Centroids(x[train], y[train]), **fast).fit(syn.graph, x, y, train, val)
+        uniform = np.full((len(y), 3), 1 / 3)                                # an (n, K) array
+        m_arr = jaxclp.CLP(prior=uniform, **fast).fit(syn.graph, None, y, train, val)
+        m_obj.predict()[:5], m_arr.prior_name_                              # ..., 'array'
+
     Args:
         hidden: hidden widths of the MLP (``()`` is linear).
-        dropout, lr, weight_decay, epochs, patience, optimizer: MLP training (paper defaults).
+        dropout, lr, weight_decay, epochs, patience, optimizer: training of the prior (paper defaults; hidden
+            and dropout apply to the MLP prior only).
+        prior: the base predictor: ``"mlp"`` (default: the paper's MLP, trained with ``hidden`` / ``dropout``),
+            another name from :data:`jaxclp.priors.PRIORS` (``"link"``, ``"linkx"``, ``"gcn"``, ``"h2gcn"``,
+            ``"sage"``, ``"gat"``; trained with the settings above, early stopping on validation ``metric``),
+            an (n, K) array (floating, nonnegative, rows summing to 1, columns in the order of ``classes_``; not
+            rescaled) or a fitted object with ``predict_proba(features)`` (columns aligned to ``classes_`` by its
+            ``classes_`` when it has one). Anything else raises ValueError naming ``prior``.
+        prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
+            :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
@@ -62,7 +119,9 @@ class CLP:
         classes_: (K,) sorted label values (the user's); ``num_classes_`` = K.
         alpha_, normalization_, l1_normalize_, prior_source_: the selected configuration.
         H_: (K, K) compatibility; spectral_: per-class :class:`jaxclp.SpectralInfo`; sinkhorn_: its info.
-        mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info).
+        prior_: (n, K) the prior D that was propagated.
+        prior_fit_: :class:`jaxclp.priors.PriorResult` (its name, validation score, best epoch, params).
+        mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
         val_scores_: dict mapping (normalization, l1, prior_source, alpha) -> validation score.
         beliefs_: (n, K) propagated beliefs of the selected configuration.
     """
@@ -71,9 +130,16 @@ class CLP:
                  weight_decay: float = 5e-5, epochs: int = 500, patience: int = 50, optimizer: str = "adam",
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
-                 classes=None, num_classes: int | None = None):
+                 classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None):
         if metric not in ("accuracy", "roc_auc"):
             raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+        _check_prior_source(prior)
+        if prior_options is not None and not isinstance(prior_options, dict):
+            raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")
+        if prior_options and not isinstance(prior, str):
+            raise ValueError("prior_options apply to a named prior only")
+        self.prior = prior
+        self.prior_options = dict(prior_options or {})
         self.hidden = tuple(hidden)
         self.dropout = dropout
         self.cfg = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, patience=patience,
@@ -95,18 +161,19 @@ class CLP:
             _checks.num_classes(num_classes)
 
     def fit(self, graph: Graph, features, labels, train_mask, val_mask, *, key=None, prior=None) -> "CLP":
-        """Trains the MLP, estimates H and selects alpha and the variant on validation.
+        """Fits the prior, estimates H and selects alpha and the variant on validation.
 
         Args:
             graph: the graph (n nodes).
             features: (n, d) node features (dense array, scipy.sparse matrix, e.g. the loader's
                 ``sparse_features=True`` CSR, or :class:`jaxclp.features.SparseFeatures`; sparse input is never
-                densified), or None when ``prior`` is given.
+                densified), or None when the prior needs none (an array, or ``"link"``).
             labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
             train_mask, val_mask: (n,) bool, disjoint; train nonempty, val nonempty.
             key: PRNG key (default ``jax.random.key(seed)``).
-            prior: optional (n, K) precomputed prior (skips the MLP): floating, nonnegative, rows summing to 1
-                (refused otherwise, not rescaled), columns in the order of ``classes_``.
+            prior: overrides the constructor's ``prior`` for this fit (any form it accepts), e.g. an (n, K)
+                precomputed prior: floating, nonnegative, rows summing to 1 (refused otherwise, not rescaled),
+                columns in the order of ``classes_``.
 
         Returns:
             self.
@@ -122,9 +189,11 @@ class CLP:
             raise ValueError("train_mask and val_mask overlap")
         y_user = _checks.integer_labels("labels", labels)
         _checks.shape("labels", y_user, (n,))
-        if prior is None:
-            if features is None:
-                raise ValueError("features is None: pass features or a precomputed prior")
+        source = self.prior if prior is None else _check_prior_source(prior)
+        raw_features = features
+        if isinstance(source, str) and features is None and source != "link":
+            raise ValueError("features is None: pass features or a precomputed prior")
+        if features is not None and not _is_array_prior(source):
             features = as_features(features, jnp.float32)
             _checks.features(features, n)  # one row per node of graph: blame features, not the masks
         self.classes_ = self._resolve_classes(y_user, tm, vm)
@@ -132,18 +201,18 @@ class CLP:
         seen = tm | vm
         y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
         y = jnp.asarray(y, jnp.int32)
-        if prior is None:
-            key = jax.random.key(self.seed) if key is None else key
-            self.mlp_ = fit_mlp(key, features, y, jnp.asarray(tm), jnp.asarray(vm),
-                                num_classes=k, hidden=self.hidden, dropout=self.dropout, cfg=self.cfg)
-            prior = self.mlp_.prior
-        else:
-            _checks.shape("prior", prior, (n, k))
-            _checks.floating("prior", prior)
-            _checks.probabilities("prior", prior, n, k)
-            _checks.prior_rows("prior", prior)
-            self.mlp_ = None
-        self.prior_ = jnp.asarray(prior)
+        key = jax.random.key(self.seed) if key is None else key
+        if isinstance(source, str):
+            options = (dict(hidden=self.hidden, dropout=self.dropout) if source == "mlp" else {}) | self.prior_options
+            fitted = fit_prior(source, key, graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
+                               **options)
+        else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
+            fitted = fit_prior(source, key, graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
+                               classes=self.classes_)
+        self.prior_fit_ = fitted
+        self.prior_name_ = fitted.name
+        self.mlp_ = MLPResult(fitted.prior, fitted.params, fitted.info) if fitted.name == "mlp" else None
+        self.prior_ = jnp.asarray(fitted.prior)
         best = None
         self.val_scores_ = {}
         for norm, l1, src in itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),

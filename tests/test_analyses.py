@@ -161,11 +161,10 @@ def test_fig4_quick(tmp_path):
     assert all(abs(r["h_realized"] - r["h"]) < 0.01 for r in rows)  # the generator hits the grid
     _rows_match_records(rows, Path(data["records"]), lambda r, i: (r["dataset"], r["split"], i, r["method"]))
     by = {(r["features"], r["h"], r["method"]): r["mean"] for r in rows}
-    # structure-only LP follows homophily: it gains a lot from h = 0 to h = 1. The `gcn` method now chooses on
-    # validation among Kipf's GCN and residual/LayerNorm variants, which keep the features' accuracy at h = 0
-    # (0.95 on this quick graph), so it no longer collapses there; at h = 1 it must still be accurate.
+    # structure-only LP and Kipf's GCN (the paper's; the `gcn` method) follow homophily: both gain a lot from
+    # h = 0 to h = 1 (the tuned, residual `gcn_tuned` keeps the features' accuracy at h = 0 instead).
     assert by[("gaussian", 1.0, "lp")] > by[("gaussian", 0.0, "lp")] + 0.3
-    assert by[("gaussian", 1.0, "gcn")] > 0.8 and by[("gaussian", 0.0, "gcn")] > 0.8
+    assert by[("gaussian", 1.0, "gcn")] > by[("gaussian", 0.0, "gcn")] + 0.2
 
 
 def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):
@@ -209,6 +208,32 @@ def test_clp_dagger_embeddings_against_dense_numpy():
     step = 0.5 * np.eye(len(a)) + 0.5 * d1[:, None] * a1 * d1[None, :]
     np.testing.assert_allclose(diffusion_embedding(ds.graph, x, 2, steps=10, alpha=0.5),
                                np.linalg.matrix_power(step, 10) @ x, rtol=1e-10, atol=1e-12)
+
+
+def test_clp_dagger_sparse_features_stay_sparse_and_match_dense():
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from jaxclp.experiments.analyses.dagger import QUICK_DAGGER, dagger_dataset, diffusion_embedding, load_dataset
+
+    ds = load_dataset("quick-syn")
+    rng = np.random.default_rng(0)
+    x = rng.random((ds.num_nodes, 12)) * (rng.random((ds.num_nodes, 12)) < 0.3)  # 30 % nonzeros
+    xs = sp.csr_matrix(x)
+    # the rank-5 SVD of a sparse X equals the dense one's up to the sign of each singular vector (the diffusion
+    # is linear, so each diffused column is +- the other's)
+    zd, zs = diffusion_embedding(ds.graph, x, 5), diffusion_embedding(ds.graph, xs, 5)
+    np.testing.assert_allclose(np.abs(zs), np.abs(zd), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(np.abs((zs * zd).sum(0)) / np.linalg.norm(zs, axis=0) / np.linalg.norm(zd, axis=0),
+                               1.0, atol=1e-9)
+    dense, _ = dagger_dataset(dataclasses.replace(ds, features=x.astype(np.float32)), QUICK_DAGGER)
+    sparse, info = dagger_dataset(dataclasses.replace(ds, features=xs.astype(np.float32)), QUICK_DAGGER)
+    assert sp.issparse(sparse.features) and sparse.features.shape == dense.features.shape == (ds.num_nodes, 12 + 4 + 2)
+    assert info["dagger_dim"] == 18 and sparse.name == "quick-syn+dagger"
+    got = sparse.features.toarray()
+    np.testing.assert_array_equal(got[:, :16], dense.features[:, :16])  # X and the spectral block are identical
+    np.testing.assert_allclose(np.abs(got[:, 16:]), np.abs(dense.features[:, 16:]), atol=1e-4)  # SVD signs
 
 
 def test_clp_dagger_quick(tmp_path):

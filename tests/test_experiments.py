@@ -185,3 +185,17 @@ def test_run_validates_runs_and_epochs(tmp_path):
         with pytest.raises(ValueError, match=msg):
             runner.run(ds, "medium", ["lp"], out=tmp_path / "o", progress=False, **{"runs": 1, **kw})
     assert not (tmp_path / "o").exists()
+
+
+def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path):
+    from jaxclp.experiments import reproduce
+
+    ds = _dataset()
+    recs = runner.run(ds, "medium", ["gcn", "gcn_tuned"], runs=1, out=tmp_path, epochs=15, progress=False)
+    by = {r["method"]: r for r in recs}
+    assert by["gcn"]["num_candidates"] == 1 and by["gcn_tuned"]["num_candidates"] == 7  # Kipf + 3 depths x 2
+    # gcn_tuned's candidates include the very same Kipf fit (same key), so validation can only improve on it
+    assert by["gcn_tuned"]["val"] >= by["gcn"]["val"]
+    assert "gcn" in reproduce.METHODS and "gcn_tuned" not in reproduce.METHODS  # tables: the paper's GCN
+    assert {"gcn_tuned", "sage", "gat", "gat_sep", "gcn_sep"} <= set(reproduce.GNN_METHODS)
+    assert "table_gnn" in reproduce.TARGETS

@@ -101,3 +101,80 @@ def test_estimator_bad_input(mutate, match):
     with pytest.raises(ValueError, match=match):
         jaxclp.CLP(num_classes=None if match == "K = 2" else 3, **FAST).fit(
             g, args["x"], args["y"], args["tm"], args["vm"])
+
+
+# ------------------------------------------------------------------------------------- CLP(prior=...)
+def test_prior_mlp_is_the_default_exactly():
+    g, x, y, tm, vm = _data()
+    kw = dict(normalization=["sym", "row"], alphas=(0.3, 0.9), **FAST)
+    default = jaxclp.CLP(**kw).fit(g, x, y, tm, vm)
+    named = jaxclp.CLP(prior="mlp", **kw).fit(g, x, y, tm, vm)
+    np.testing.assert_array_equal(np.asarray(default.beliefs_), np.asarray(named.beliefs_))
+    assert default.val_scores_ == named.val_scores_ and named.prior_name_ == "mlp"
+    # ... and it is the paper's pipeline: fit_mlp with the seed's key, then CLP on that array
+    ref = jaxclp.fit_mlp(jax.random.key(0), x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), num_classes=3,
+                         cfg=jaxclp.TrainConfig(**FAST))
+    np.testing.assert_array_equal(np.asarray(named.mlp_.prior), np.asarray(ref.prior))
+    assert named.prior_fit_.best_epoch == int(ref.info.best_epoch)
+    on_array = jaxclp.CLP(prior=np.asarray(ref.prior), **kw).fit(g, None, y, tm, vm)
+    np.testing.assert_array_equal(np.asarray(on_array.beliefs_), np.asarray(named.beliefs_))
+    assert on_array.mlp_ is None and on_array.prior_name_ == "array"
+
+
+def test_prior_named_and_predict_proba():
+    g, x, y, tm, vm = _data()
+    m = jaxclp.CLP(prior="linkx", prior_options={"hidden": 16}, alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)
+    ref = jaxclp.priors.linkx_prior(jax.random.key(0), g, x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), 3,
+                                    jaxclp.TrainConfig(**FAST), hidden=16)
+    np.testing.assert_array_equal(np.asarray(m.prior_), np.asarray(ref.prior))
+    assert m.prior_fit_.name == "linkx" and m.mlp_ is None
+
+    # user label values 3, 7, 99; the estimator saw 99 and 3 only and orders its columns its own way
+    y_user = np.array([3, 7, 99])[y]
+    seen = []
+
+    class Est:
+        classes_ = np.array([99, 3])
+
+        def predict_proba(self, feats):
+            seen.append(feats)
+            return np.tile([0.6, 0.4], (len(feats), 1))
+
+    m = jaxclp.CLP(prior=Est(), alphas=(0.5,)).fit(g, x, y_user, tm, vm)
+    assert seen[0] is x  # called on the user's features, untouched
+    np.testing.assert_allclose(np.asarray(m.prior_), np.tile([0.4, 0.0, 0.6], (len(y), 1)))
+    ref = jaxclp.clp_beliefs(g, jnp.tile(jnp.asarray([0.4, 0.0, 0.6]), (len(y), 1)), jnp.asarray(y),
+                             jnp.asarray(tm), alphas=(0.5,))
+    np.testing.assert_allclose(np.asarray(m.beliefs_), np.asarray(ref.beliefs[0]), atol=1e-12)
+
+
+@pytest.mark.parametrize("prior, match, at_fit", [
+    ("mpl", "prior must be one of", False),
+    (3, "prior must be one of", False),
+    (None, "prior must be one of", False),
+    (np.full((300, 3), 0.5), "prior rows must sum to 1", True),
+    (np.full((300, 2), 0.5), r"prior must have shape \(300, 3\)", True),
+    (-np.full((300, 3), 1 / 3), "prior must be nonnegative", True),
+])
+def test_prior_bad_input(prior, match, at_fit):
+    g, x, y, tm, vm = _data()
+    with pytest.raises(ValueError, match=match):
+        jaxclp.CLP(prior=prior, **FAST).fit(g, x, y, tm, vm)
+    if not at_fit:
+        with pytest.raises(ValueError, match=match):
+            jaxclp.CLP(prior=prior)
+    with pytest.raises(ValueError, match="features is None"):
+        jaxclp.CLP(prior="linkx", **FAST).fit(g, None, y, tm, vm)
+    with pytest.raises(ValueError, match="prior_options apply to a named prior only"):
+        jaxclp.CLP(prior=np.full((300, 3), 1 / 3), prior_options={"hidden": 8})
+
+
+def test_prior_docstring_example_runs():
+    import textwrap
+
+    doc = jaxclp.CLP.__doc__
+    block = doc.split("Runnable::\n", 1)[1].split("\n    Args:", 1)[0]
+    ns = {}
+    exec(compile(textwrap.dedent(block), "CLP.__doc__", "exec"), ns)
+    assert ns["m_linkx"].prior_name_ == "linkx" and ns["m_arr"].prior_name_ == "array"
+    assert ns["m_obj"].prior_name_ == "predict_proba" and ns["m_obj"].predict().shape == (120,)

@@ -70,3 +70,15 @@ def test_table_homophily_target_runs_the_papers_grid(tmp_path, monkeypatch):
     assert {c[1] for c in calls} == {"sparse", "medium", "dense"} and len(calls) == 12
     assert all(c[2] == reproduce.METHODS and c[3] == 3 and c[4] == "table_homophily" for c in calls)
     assert "table_homophily" in reproduce.TARGETS
+
+
+def test_base_prior_counts_of_clp_prior():
+    recs = _records("chameleon", "medium", "clp_prior", [0.5, 0.6, 0.55])
+    for r, p in zip(recs, ("gcn", "link", "gcn")):
+        r["params"] = {"base_prior": p}
+    text = summary.markdown(recs, "t")
+    assert "### clp_prior: base prior chosen on validation" in text
+    assert "| chameleon | gcn ×2, link ×1 |" in text
+    assert "CLP variant chosen" not in text  # no `clp` records: no variant table
+    header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    assert header.index("clp_prior") > 0

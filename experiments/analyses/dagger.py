@@ -76,13 +76,17 @@ def spectral_embedding(graph, k: int) -> np.ndarray:
 
 
 def diffusion_embedding(graph, x: np.ndarray, dim: int, steps: int = 10, alpha: float = 0.5) -> np.ndarray:
-    """C&S feature diffusion ``z <- z − alpha (I − Â) z`` of a rank-``dim`` truncated SVD of ``x``."""
-    x = np.asarray(x, np.float64)
+    """C&S feature diffusion ``z <- z − alpha (I − Â) z`` of a rank-``dim`` truncated SVD of ``x``.
+
+    ``x`` may be dense or scipy.sparse (the SVD then runs on the sparse matrix; nothing is densified but the
+    (n, dim) result).
+    """
+    x = x.astype(np.float64) if sp.issparse(x) else np.asarray(x, np.float64)
     if x.shape[1] > dim:
         u, s, _ = spla.svds(x, k=dim, random_state=0)
         z = u * s
     else:
-        z = x.copy()
+        z = x.toarray() if sp.issparse(x) else x.copy()
     a = _adjacency(graph) + sp.eye(x.shape[0], format="csr")
     deg = np.asarray(a.sum(axis=1)).ravel()
     dinv = 1.0 / np.sqrt(deg)
@@ -100,12 +104,18 @@ def standardize(z: np.ndarray) -> np.ndarray:
 def dagger_dataset(ds, cfg: DaggerConfig):
     """``ds`` with ``[X, spectral, diffusion]`` features, named ``<name>+dagger``; also returns timing info."""
     x, kind = runner.node_features(ds)
+    if sp.issparse(ds.features):  # keep a sparse X sparse (the runner densifies small ones itself)
+        x = sp.csr_matrix(ds.features, dtype=np.float32)
     t0 = time.perf_counter()
     spec = spectral_embedding(ds.graph, cfg.num_eigenvectors)
     t1 = time.perf_counter()
     diff = diffusion_embedding(ds.graph, x, cfg.svd_dim, cfg.diffusion_steps, cfg.diffusion_alpha)
     t2 = time.perf_counter()
-    feats = np.hstack([x, standardize(spec), standardize(diff)]).astype(np.float32)
+    if sp.issparse(x):  # deezer-europe, Coauthor Physics: keep X sparse, append the 2 dense blocks as CSR
+        feats = sp.hstack([x.astype(np.float32), sp.csr_matrix(standardize(spec)),
+                           sp.csr_matrix(standardize(diff))], format="csr")
+    else:
+        feats = np.hstack([x, standardize(spec), standardize(diff)]).astype(np.float32)
     info = {"base_features": kind, "base_dim": int(x.shape[1]), "spectral_dim": int(spec.shape[1]),
             "diffusion_dim": int(diff.shape[1]), "dagger_dim": int(feats.shape[1]),
             "spectral_seconds": t1 - t0, "diffusion_seconds": t2 - t1}

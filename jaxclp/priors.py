@@ -1,0 +1,493 @@
+"""Priors: the base predictor of CLP as a pluggable pipeline stage.
+
+A *prior* is an (n, K) row-stochastic matrix D (one class distribution per node) produced by a predictor
+fitted on the training labels, with its epoch chosen by early stopping on the validation nodes only (never
+on test labels). CLP then propagates D through the graph (``jaxclp.clp_beliefs``). The paper uses an MLP on
+the node features; "any off-the-shelf graph-agnostic model can be plugged in" (Zhong et al. 2022), and a
+graph-aware one as well (C&S on top of a GNN, Huang et al. 2021).
+
+Every built-in prior is a pure function with one signature::
+
+    fn(key, graph, features, labels, train_mask, val_mask, num_classes, cfg=TrainConfig(), **options)
+        -> PriorResult
+
+Built in (:data:`PRIORS`):
+
+* ``"mlp"``: the paper's MLP on the features (:func:`mlp_prior`, the default of :class:`jaxclp.CLP`).
+* ``"link"``: LINK, logistic regression on the adjacency rows (:func:`link_prior`; features unused).
+* ``"linkx"``: LINKX (Lim et al. 2021), an MLP on separate embeddings of the adjacency rows and the
+  features (:func:`linkx_prior`, :class:`LINKX`).
+* ``"gcn"``, ``"h2gcn"``, ``"sage"``, ``"gat"``: the library's GNNs (:func:`gnn_prior`; dense features).
+
+:func:`fit_prior` dispatches a name, a precomputed (n, K) array (validated, never rescaled), a fitted
+object with ``predict_proba`` (called on the node features) or a callable with the signature above.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxclp import _checks
+from jaxclp.features import SparseFeatures, as_features, is_sparse
+from jaxclp.graph import Graph
+from jaxclp.metrics import evaluate
+from jaxclp.mlp import SparseDense, fit_mlp
+from jaxclp.train import TrainConfig, TrainInfo, train_full_batch
+
+PRIOR_ROW_ATOL = 1e-4
+"""Tolerance on the row sums of a user-given prior (float32 softmax rows sum to 1 within ~1e-7)."""
+
+
+class PriorResult(NamedTuple):
+    """A fitted prior and its diagnostics.
+
+    Attributes:
+        prior: (n, K) row-stochastic class distributions D (columns in class order 0..K-1).
+        name: the predictor: a :data:`PRIORS` key, ``"array"``, ``"predict_proba"`` or a callable's name.
+        val_score: validation ``cfg.metric`` of ``prior`` (accuracy or ROC-AUC; NaN without validation
+            nodes); computed from ``prior`` itself for every kind of prior.
+        best_epoch: 0-based epoch of the selected parameters (-1: the initial ones), or None where the
+            predictor was not trained here (array, ``predict_proba``) or does not report it (LINK).
+        info: :class:`jaxclp.train.TrainInfo` of the training run, or None.
+        params: the selected parameters (a pytree), or None.
+    """
+
+    prior: jax.Array
+    name: str
+    val_score: float
+    best_epoch: int | None = None
+    info: TrainInfo | None = None
+    params: Any = None
+
+
+def _score(metric: str, prior, labels, val_mask) -> float:
+    if not bool(np.any(np.asarray(val_mask))):
+        return float("nan")
+    y = jnp.where(jnp.asarray(val_mask), jnp.asarray(labels), 0)
+    return float(evaluate(metric, jnp.asarray(prior), y, jnp.asarray(val_mask)))
+
+
+def _trained(name: str, prior, params, info: TrainInfo, labels, val_mask, cfg: TrainConfig) -> PriorResult:
+    return PriorResult(prior=prior, name=name, val_score=_score(cfg.metric, prior, labels, val_mask),
+                       best_epoch=int(info.best_epoch), info=info, params=params)
+
+
+def _check_common(graph, labels, train_mask, val_mask, num_classes) -> int:
+    if not isinstance(graph, Graph):
+        raise ValueError(f"graph must be a jaxclp Graph; got {type(graph).__name__}")
+    n = graph.num_nodes
+    _checks.mask("train_mask", train_mask, n)
+    _checks.mask("val_mask", val_mask, n, nonempty=False)
+    _checks.num_classes(num_classes)
+    _checks.masked_labels(labels, n, int(num_classes), train_mask, val_mask)
+    return n
+
+
+def _dense_features(features, n: int, who: str) -> jax.Array:
+    if features is None:
+        raise ValueError(f"features is None: the {who} prior needs node features")
+    if is_sparse(features):
+        raise ValueError(f"features: the {who} prior needs dense (n, d) features; got a sparse matrix (use the "
+                         "'mlp' or 'linkx' prior, which take sparse features without densifying)")
+    x = as_features(features, jnp.float32)
+    _checks.features(x, n)
+    return x
+
+
+# ----------------------------------------------------------------------------------------------- MLP
+def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+              cfg: TrainConfig = TrainConfig(), *, hidden: Sequence[int] = (64,),
+              dropout: float = 0.5) -> PriorResult:
+    """The paper's prior: :func:`jaxclp.fit_mlp` on the node features (``graph`` only fixes n).
+
+    Args:
+        key: PRNG key (initialisation and dropout).
+        graph: the graph (n nodes); not used by the model.
+        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.SparseFeatures`.
+        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
+        train_mask, val_mask: (n,) bool.
+        num_classes: K.
+        cfg: training settings (early stopping and the best epoch on ``cfg.metric`` of validation).
+        hidden, dropout: the MLP (``hidden=()`` is logistic regression on the features).
+
+    Returns:
+        :class:`PriorResult` with prior (n, K).
+    """
+    n = _check_common(graph, labels, train_mask, val_mask, num_classes)
+    if features is None:
+        raise ValueError("features is None: the 'mlp' prior needs node features")
+    x = as_features(features, jnp.float32)
+    _checks.features(x, n)
+    res = fit_mlp(key, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
+                  num_classes=int(num_classes), hidden=tuple(hidden), dropout=dropout, cfg=cfg)
+    return _trained("mlp", res.prior, res.params, res.info, labels, val_mask, cfg)
+
+
+# ---------------------------------------------------------------------------------------------- LINK
+def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+               cfg: TrainConfig = TrainConfig()) -> PriorResult:
+    """LINK (Lim et al. 2021): logistic regression on the rows of the adjacency (:func:`jaxclp.fit_link`).
+
+    Args:
+        features: ignored (may be None): LINK sees only the graph.
+        Others: as :func:`mlp_prior`.
+
+    Returns:
+        :class:`PriorResult` with prior (n, K); ``best_epoch`` and ``info`` are None (``fit_link`` returns
+        only the scores).
+    """
+    from jaxclp.baselines import fit_link
+
+    _check_common(graph, labels, train_mask, val_mask, num_classes)
+    prior = fit_link(key, graph, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
+                     int(num_classes), cfg)
+    return PriorResult(prior=prior, name="link", val_score=_score(cfg.metric, prior, labels, val_mask))
+
+
+# --------------------------------------------------------------------------------------------- LINKX
+def adjacency_rows(graph: Graph, dtype=jnp.float32) -> SparseFeatures:
+    """The (n, n) adjacency as :class:`SparseFeatures`: row r holds ``weights[e]`` at column s for every edge
+    ``e: s -> r`` (the rows :func:`jaxclp.spmm` sums over; for an undirected graph the neighbours of r)."""
+    return SparseFeatures(graph.receivers.astype(jnp.int32), graph.senders.astype(jnp.int32),
+                          graph.weights.astype(dtype), (graph.num_nodes, graph.num_nodes))
+
+
+def _batch_norm(h: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:
+    """Normalization of every column over the nodes (the full batch; biased variance), then scale and shift."""
+    mean = jnp.mean(h, axis=0)
+    var = jnp.mean(jnp.square(h - mean), axis=0)
+    return (h - mean) * jax.lax.rsqrt(var + eps) * scale + bias
+
+
+class FullBatchNorm(nn.Module):
+    """Batch normalization whose batch is the whole node set, in training and in evaluation alike.
+
+    In full-batch training the running statistics of ``torch.nn.BatchNorm1d`` track exactly these
+    statistics; using the current ones at evaluation makes the selected parameters a deterministic
+    function of the input (no mutable state). Parameters ``scale`` (ones) and ``bias`` (zeros), (h,).
+    """
+
+    eps: float = 1e-5
+
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        scale = self.param("scale", nn.initializers.ones_init(), (h.shape[-1],), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (h.shape[-1],), jnp.float32)
+        return _batch_norm(h, scale.astype(h.dtype), bias.astype(h.dtype), self.eps)
+
+
+class LinkxMLP(nn.Module):
+    """The MLP of the LINKX reference code: per hidden layer ``Dense -> ReLU -> BatchNorm -> Dropout``, then a
+    last ``Dense``; ``len(hidden) + 1`` linear maps (no hidden layer: one linear map). A
+    :class:`SparseFeatures` input goes through a :class:`jaxclp.mlp.SparseDense` first layer.
+    """
+
+    hidden: Sequence[int]
+    out: int
+    dropout: float = 0.0
+    batch_norm: bool = True
+
+    @nn.compact
+    def __call__(self, x, *, train: bool) -> jax.Array:
+        widths = tuple(self.hidden) + (self.out,)
+        for i, width in enumerate(widths):
+            layer = SparseDense if (i == 0 and isinstance(x, SparseFeatures)) else nn.Dense
+            x = layer(width, name=f"Dense_{i}")(x)
+            if i < len(widths) - 1:
+                x = nn.relu(x)
+                if self.batch_norm:
+                    x = FullBatchNorm(name=f"BatchNorm_{i}")(x)
+                x = nn.Dropout(self.dropout, deterministic=not train)(x)
+        return x
+
+
+class LINKX(nn.Module):
+    """LINKX (Lim et al., "Large Scale Learning on Non-Homophilous Graphs", NeurIPS 2021)::
+
+        h_A = MLP_A(A),  h_X = MLP_X(X),  h = ReLU(W [h_A ; h_X] + h_A + h_X),  logits = MLP_f(h)
+
+    with A the (n, n) adjacency rows (sparse: its first layer is a gather and a segment sum over the edges,
+    O(|E| p)), X the (n, d) features (dense or :class:`SparseFeatures`) and W a (2p, p) dense layer with bias.
+    As in the authors' code, MLP_A and MLP_X have ``init_layers_a`` / ``init_layers_x`` linear maps (1: a single
+    ``Dense``) and no dropout, MLP_f has ``num_layers`` maps with dropout, hidden layers are ``Dense -> ReLU ->
+    BatchNorm -> Dropout`` (BatchNorm over the full node set: :class:`FullBatchNorm`), and the options
+    ``inner_dropout`` / ``inner_activation`` apply dropout / ReLU to ``W [h_A ; h_X]`` (both off by default).
+    Initialisation is flax's (LeCun normal kernels, zero biases), as the library's MLP.
+
+    Attributes:
+        num_classes: K.
+        hidden: width p of every hidden representation.
+        num_layers: linear maps of MLP_f (>= 1).
+        init_layers_a, init_layers_x: linear maps of MLP_A and MLP_X (>= 1).
+        dropout: dropout rate of MLP_f's hidden layers (training only).
+        batch_norm: BatchNorm in the hidden layers of the three MLPs.
+        inner_dropout, inner_activation: see above.
+    """
+
+    num_classes: int
+    hidden: int = 64
+    num_layers: int = 2
+    init_layers_a: int = 1
+    init_layers_x: int = 1
+    dropout: float = 0.5
+    batch_norm: bool = True
+    inner_dropout: bool = False
+    inner_activation: bool = False
+
+    @nn.compact
+    def __call__(self, adjacency: SparseFeatures, x, *, train: bool) -> jax.Array:
+        """``adjacency`` (n, n) from :func:`adjacency_rows`, ``x`` (n, d) -> (n, K) logits."""
+        p = self.hidden
+        h_a = LinkxMLP((p,) * (self.init_layers_a - 1), p, 0.0, self.batch_norm, name="mlp_a")(adjacency,
+                                                                                                 train=train)
+        h_x = LinkxMLP((p,) * (self.init_layers_x - 1), p, 0.0, self.batch_norm, name="mlp_x")(x, train=train)
+        z = nn.Dense(p, name="W")(jnp.concatenate([h_a, h_x], axis=-1))
+        if self.inner_dropout:
+            z = nn.Dropout(self.dropout, deterministic=not train)(z)
+        if self.inner_activation:
+            z = nn.relu(z)
+        h = nn.relu(z + h_a + h_x)
+        return LinkxMLP((p,) * (self.num_layers - 1), self.num_classes, self.dropout, self.batch_norm,
+                        name="mlp_f")(h, train=train)
+
+
+class LinkxSpec(NamedTuple):
+    """Hashable :class:`LINKX` architecture (static under jit); fields as :class:`LINKX`'s attributes."""
+
+    hidden: int = 64
+    num_layers: int = 2
+    init_layers_a: int = 1
+    init_layers_x: int = 1
+    dropout: float = 0.5
+    batch_norm: bool = True
+    inner_dropout: bool = False
+    inner_activation: bool = False
+
+
+def _check_linkx_spec(spec: LinkxSpec) -> LinkxSpec:
+    for f in ("hidden", "num_layers", "init_layers_a", "init_layers_x"):
+        v = getattr(spec, f)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{f} must be an integer >= 1; got {v!r}")
+    if not 0.0 <= float(spec.dropout) < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1); got {spec.dropout!r}")
+    return LinkxSpec(int(spec.hidden), int(spec.num_layers), int(spec.init_layers_a), int(spec.init_layers_x),
+                     float(spec.dropout), bool(spec.batch_norm), bool(spec.inner_dropout),
+                     bool(spec.inner_activation))
+
+
+def linkx_model(num_classes: int, spec: LinkxSpec = LinkxSpec()) -> LINKX:
+    return LINKX(num_classes=num_classes, **spec._asdict())
+
+
+def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
+    model = linkx_model(num_classes, spec)
+    adjacency = adjacency_rows(graph, jnp.float32)
+    init_key, drop_key = jax.random.split(key)
+    params = model.init(init_key, adjacency, features, train=False)
+
+    def apply_fn(p, k, train):
+        return model.apply(p, adjacency, features, train=train, rngs={"dropout": k})
+
+    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
+    return jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info
+
+
+_fit_linkx_jit = jax.jit(_linkx_kernel, static_argnames=("num_classes", "spec", "cfg"))
+
+
+def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+                cfg: TrainConfig = TrainConfig(), *, hidden: int = 64, num_layers: int = 2,
+                init_layers_a: int = 1, init_layers_x: int = 1, dropout: float = 0.5, batch_norm: bool = True,
+                inner_dropout: bool = False, inner_activation: bool = False) -> PriorResult:
+    """Trains :class:`LINKX` full-batch (jitted loop, early stopping on validation ``cfg.metric``).
+
+    Args:
+        key: PRNG key (initialisation and dropout).
+        graph: the graph (n nodes); its adjacency rows (``graph.weights``) are LINKX's A input.
+        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.SparseFeatures` (never densified).
+        labels: (n,) int labels; only ``train_mask | val_mask`` entries are read.
+        train_mask, val_mask: (n,) bool.
+        num_classes: K.
+        cfg: training settings (lr, weight decay, epochs, patience, metric).
+        hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm, inner_dropout,
+            inner_activation: the architecture (:class:`LINKX`).
+
+    Returns:
+        :class:`PriorResult` with prior (n, K).
+    """
+    n = _check_common(graph, labels, train_mask, val_mask, num_classes)
+    if features is None:
+        raise ValueError("features is None: the 'linkx' prior needs node features (use 'link' without them)")
+    x = as_features(features, jnp.float32)
+    _checks.features(x, n)
+    spec = _check_linkx_spec(LinkxSpec(hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm,
+                                       inner_dropout, inner_activation))
+    prior, params, info = _fit_linkx_jit(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask),
+                                         jnp.asarray(val_mask), num_classes=int(num_classes), spec=spec, cfg=cfg)
+    return _trained("linkx", prior, params, info, labels, val_mask, cfg)
+
+
+# ---------------------------------------------------------------------------------------------- GNNs
+GNN_PRIORS = ("gcn", "h2gcn", "sage", "gat")
+
+
+def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+              cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", **options) -> PriorResult:
+    """A GNN of :mod:`jaxclp.gnn` as the prior.
+
+    ``kind``: ``"gcn"`` (:func:`jaxclp.fit_gcn`: Kipf & Welling's 2-layer GCN, hidden 64, dropout 0.5),
+    ``"h2gcn"`` (:func:`jaxclp.fit_h2gcn`), ``"sage"`` / ``"gat"`` (:func:`jaxclp.fit_gnn` with
+    ``GNNSpec(conv=kind, hidden=64, num_layers=2, dropout=0.5, heads=4)``). ``options`` go to the fit function
+    (``hidden``, ``dropout``, ... ; for sage / gat the :class:`jaxclp.GNNSpec` fields).
+
+    Args:
+        features: (n, d) dense features (GNN inputs are dense; a sparse matrix is refused).
+        Others: as :func:`mlp_prior`.
+
+    Returns:
+        :class:`PriorResult` with prior (n, K).
+    """
+    from jaxclp import gnn
+
+    if kind not in GNN_PRIORS:
+        raise ValueError(f"kind must be one of {GNN_PRIORS}; got {kind!r}")
+    n = _check_common(graph, labels, train_mask, val_mask, num_classes)
+    x = _dense_features(features, n, kind)
+    args = (key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask))
+    if kind == "gcn":
+        res = gnn.fit_gcn(*args, num_classes=int(num_classes), cfg=cfg, **options)
+    elif kind == "h2gcn":
+        res = gnn.fit_h2gcn(*args, num_classes=int(num_classes), cfg=cfg, **options)
+    else:
+        spec = gnn.GNNSpec(conv=kind, hidden=64, num_layers=2, dropout=0.5, heads=4)._replace(**options)
+        res = gnn.fit_gnn(*args, num_classes=int(num_classes), spec=spec, cfg=cfg)
+    return _trained(kind, res.prior, res.params, res.info, labels, val_mask, cfg)
+
+
+PRIORS: dict[str, Callable[..., PriorResult]] = {
+    "mlp": mlp_prior,
+    "link": link_prior,
+    "linkx": linkx_prior,
+    **{k: functools.partial(gnn_prior, kind=k) for k in GNN_PRIORS},
+}
+"""Built-in priors by name; each ``fn(key, graph, features, labels, train_mask, val_mask, num_classes, cfg,
+**options) -> PriorResult``."""
+
+
+# -------------------------------------------------------------------------------------------- dispatch
+def check_prior(prior, num_nodes: int, num_classes: int, name: str = "prior") -> jax.Array:
+    """Validates a given (n, K) prior and returns it as a jax array (never rescaled).
+
+    Raises:
+        ValueError naming ``name``: not a numeric 2-D array of shape (num_nodes, num_classes), not floating,
+        NaN/inf or negative entries, or a row that does not sum to 1 within :data:`PRIOR_ROW_ATOL`.
+    """
+    arr = np.asarray(prior) if not isinstance(prior, jax.Array) else prior
+    if getattr(arr, "dtype", None) is None or arr.dtype == object:
+        raise ValueError(f"{name} must be a numeric (n, K) array; got {type(prior).__name__}")
+    _checks.shape(name, arr, (num_nodes, num_classes))
+    _checks.floating(name, arr)
+    _checks.probabilities(name, arr, num_nodes, num_classes)
+    _checks.prior_rows(name, arr, PRIOR_ROW_ATOL)
+    return jnp.asarray(arr)
+
+
+def _align_columns(p: np.ndarray, est_classes, classes, name: str) -> np.ndarray:
+    """Columns of ``p`` (ordered by ``est_classes``) reordered to ``classes``; a class the estimator never saw
+    gets a zero column; a class of the estimator outside ``classes`` is refused."""
+    est = np.asarray(est_classes)
+    ours = np.asarray(classes)
+    extra = np.setdiff1d(est, ours)
+    if extra.size:
+        raise ValueError(f"{name}.classes_ holds class(es) {extra[:5].tolist()} that are not among the classes "
+                         f"{ours.tolist()}")
+    if p.ndim != 2 or p.shape[1] != est.size:
+        raise ValueError(f"{name}.predict_proba returned shape {p.shape}; expected (n, {est.size}) for its "
+                         f"classes_ {est.tolist()}")
+    out = np.zeros((p.shape[0], ours.size), dtype=p.dtype if np.issubdtype(p.dtype, np.floating) else float)
+    for j, c in enumerate(est):
+        out[:, int(np.flatnonzero(ours == c)[0])] = p[:, j]
+    return out
+
+
+def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+              cfg: TrainConfig = TrainConfig(), *, classes=None, **options) -> PriorResult:
+    """The prior D of a CLP run from any source.
+
+    Args:
+        prior: one of
+
+            * a name in :data:`PRIORS` (``"mlp"``, ``"link"``, ``"linkx"``, ``"gcn"``, ``"h2gcn"``, ``"sage"``,
+              ``"gat"``): that predictor is trained on ``train_mask`` with early stopping on ``val_mask``;
+            * an (n, K) array: checked (shape, floating, finite, nonnegative, rows summing to 1 within
+              :data:`PRIOR_ROW_ATOL`) and used as is;
+            * a fitted object with ``predict_proba`` (e.g. a scikit-learn classifier): ``predict_proba(features)``
+              is taken as D and checked as an array; with ``classes`` given and the object having ``classes_``,
+              its columns are reordered to ``classes`` (a class it never saw gets probability 0);
+            * a callable with the signature of the :data:`PRIORS` functions, returning a :class:`PriorResult`
+              or an (n, K) array.
+        key: PRNG key of the training.
+        graph: the graph (n nodes).
+        features: (n, d) node features (dense, scipy.sparse or :class:`jaxclp.SparseFeatures`), or None where
+            the prior needs none (an array, ``"link"``).
+        labels: (n,) int labels in [0, K) on ``train_mask | val_mask`` (-1 elsewhere is fine; never read).
+        train_mask, val_mask: (n,) bool.
+        num_classes: K.
+        cfg: training settings of a named prior (early stopping and best epoch on ``cfg.metric``).
+        classes: (K,) label values the columns stand for (only used to align a ``predict_proba`` output).
+        **options: keyword options of a named prior (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
+
+    Returns:
+        :class:`PriorResult`; ``prior`` is (n, K), rows summing to 1.
+
+    Raises:
+        ValueError: naming ``prior`` for an unknown name, an unusable object or a bad array, else naming the
+            argument at fault (masks, labels, features, num_classes).
+    """
+    if isinstance(prior, str):
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {sorted(PRIORS)}, an (n, K) array or a fitted object with "
+                             f"predict_proba; got {prior!r}")
+        res = PRIORS[prior](key, graph, features, labels, train_mask, val_mask, num_classes, cfg, **options)
+        return res._replace(prior=check_prior(res.prior, graph.num_nodes, int(num_classes)))
+    n = _check_common(graph, labels, train_mask, val_mask, num_classes)
+    k = int(num_classes)
+    if options:
+        raise ValueError(f"options {sorted(options)} apply to a named prior only; prior is a "
+                         f"{type(prior).__name__}")
+    if hasattr(prior, "predict_proba"):
+        from jaxclp.estimator import CLP
+
+        if isinstance(prior, CLP):  # a fitted jaxclp.CLP predicts for its own graph's nodes
+            p, est_classes = np.asarray(prior.predict_proba()), prior.classes_
+        else:
+            if features is None:
+                raise ValueError("features is None: prior.predict_proba needs the node features")
+            try:
+                p = np.asarray(prior.predict_proba(features))
+            except Exception as e:  # noqa: BLE001 - the user's object; say which argument failed
+                raise ValueError(f"prior.predict_proba(features) failed: {type(e).__name__}: {e}") from e
+            est_classes = getattr(prior, "classes_", None)
+        if classes is not None and est_classes is not None:
+            p = _align_columns(p, est_classes, classes, "prior")
+        d = check_prior(p, n, k, name="prior.predict_proba(features)")
+        return PriorResult(prior=d, name="predict_proba", val_score=_score(cfg.metric, d, labels, val_mask))
+    if callable(prior):
+        res = prior(key, graph, features, labels, train_mask, val_mask, k, cfg)
+        if isinstance(res, PriorResult):
+            return res._replace(prior=check_prior(res.prior, n, k, name="prior(...).prior"))
+        d = check_prior(res, n, k, name="prior(...)")
+        return PriorResult(prior=d, name=getattr(prior, "__name__", "callable"),
+                           val_score=_score(cfg.metric, d, labels, val_mask))
+    if isinstance(prior, (np.ndarray, jax.Array, list, tuple)):
+        d = check_prior(prior, n, k)
+        return PriorResult(prior=d, name="array", val_score=_score(cfg.metric, d, labels, val_mask))
+    raise ValueError(f"prior must be one of {sorted(PRIORS)}, an (n, K) array, a fitted object with "
+                     f"predict_proba or a callable; got {type(prior).__name__}")

@@ -1,0 +1,277 @@
+"""Priors as a pipeline stage (jaxclp.priors): LINKX against a numpy forward, every prior's shape and rows,
+the array / predict_proba / bad-input paths, and the runner's clp_prior / linkx methods."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import jaxclp
+from jaxclp import priors as P
+from jaxclp.experiments import methods as M
+from jaxclp.experiments import runner
+
+TINY = jaxclp.TrainConfig(epochs=4, patience=0)
+
+
+def _tiny(seed=0, n=36, k=3, d=5):
+    syn = jaxclp.datasets.synthetic(h=0.2, avg_degree=4, num_classes=k, nodes_per_class=n // k, seed=seed)
+    rng = np.random.default_rng(seed)
+    y = np.asarray(syn.labels)
+    x = (rng.normal(size=(n, d)) + 2.0 * np.eye(k, d)[y]).astype(np.float32)
+    tm = np.zeros(n, bool)
+    tm[np.concatenate([np.flatnonzero(y == c)[:3] for c in range(k)])] = True  # every class in train
+    vm = ~tm & (rng.random(n) < 0.4)
+    vm[np.concatenate([np.flatnonzero((y == c) & ~tm)[:1] for c in range(k)])] = True
+    return syn.graph, x, y, tm, vm
+
+
+# ----------------------------------------------------------------------------------------- LINKX forward
+def _np_dense(p, h):
+    return h @ np.asarray(p["kernel"], np.float64) + np.asarray(p["bias"], np.float64)
+
+
+def _np_mlp(p, h, num_maps):
+    """The reference code's MLP: hidden layers Dense -> ReLU -> BatchNorm (full-batch, biased var) -> dropout."""
+    for i in range(num_maps):
+        h = _np_dense(p[f"Dense_{i}"], h)
+        if i < num_maps - 1:
+            h = np.maximum(h, 0.0)
+            bn = p[f"BatchNorm_{i}"]
+            mu, var = h.mean(0), ((h - h.mean(0)) ** 2).mean(0)
+            h = (h - mu) / np.sqrt(var + 1e-5) * np.asarray(bn["scale"]) + np.asarray(bn["bias"])
+    return h
+
+
+def _np_linkx(params, a, x, spec: P.LinkxSpec):
+    p = params["params"]
+    h_a = _np_mlp(p["mlp_a"], a, spec.init_layers_a)
+    h_x = _np_mlp(p["mlp_x"], x, spec.init_layers_x)
+    z = _np_dense(p["W"], np.concatenate([h_a, h_x], axis=1))
+    if spec.inner_activation:
+        z = np.maximum(z, 0.0)
+    h = np.maximum(z + h_a + h_x, 0.0)
+    return _np_mlp(p["mlp_f"], h, spec.num_layers)
+
+
+@pytest.mark.parametrize("spec", [P.LinkxSpec(hidden=4, num_layers=2),
+                                  P.LinkxSpec(hidden=3, num_layers=3, init_layers_a=2, init_layers_x=2,
+                                              inner_activation=True)])
+def test_linkx_forward_matches_numpy(spec):
+    # a directed, weighted 5-node graph: row r of A holds w at column s for the edge s -> r
+    edges = np.array([[0, 1, 1, 2, 3, 4, 4], [1, 0, 2, 3, 1, 0, 2]])
+    w = np.array([1.0, 2.0, 0.5, 1.5, 3.0, 1.0, 0.25])
+    g = jaxclp.Graph.from_edge_index(edges, 5, weights=w, symmetrize=False)
+    a = np.zeros((5, 5))
+    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(g.weights))
+    assert a[1, 0] == 1.0 and a[0, 1] == 2.0 and a[3, 2] == 1.5  # the convention, by hand
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 3))
+    model = P.linkx_model(2, spec)
+    adj = P.adjacency_rows(g, jnp.float64)
+    params = model.init(jax.random.key(0), adj, jnp.asarray(x), train=False)
+    # fixed, non-default parameters: every leaf random (biases, BatchNorm scale/shift included)
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    params = jax.tree_util.tree_unflatten(tree, [jnp.asarray(rng.normal(size=l.shape)) for l in leaves])
+    out = np.asarray(model.apply(params, adj, jnp.asarray(x), train=False))
+    ref = _np_linkx(params, a, x, spec)
+    assert out.shape == (5, 2)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+    # sparse features give the same output as dense ones
+    xs = jaxclp.as_features(sp.csr_matrix(x))
+    np.testing.assert_allclose(np.asarray(model.apply(params, adj, xs, train=False)), ref, rtol=1e-6, atol=1e-6)
+    # dropout is active in training only (MLP_f's hidden layers)
+    out_train = model.apply(params, adj, jnp.asarray(x), train=True, rngs={"dropout": jax.random.key(1)})
+    assert not np.allclose(np.asarray(out_train), ref)
+
+
+def test_linkx_param_layout():
+    g, x, *_ = _tiny()
+    params = P.linkx_model(3, P.LinkxSpec(hidden=8))
+    params = params.init(jax.random.key(0), P.adjacency_rows(g), jnp.asarray(x), train=False)["params"]
+    n = g.num_nodes
+    assert params["mlp_a"]["Dense_0"]["kernel"].shape == (n, 8)      # A rows: (n, n) -> p
+    assert params["mlp_x"]["Dense_0"]["kernel"].shape == (5, 8)      # X: (n, d) -> p
+    assert params["W"]["kernel"].shape == (16, 8)                    # W: 2p -> p
+    assert params["mlp_f"]["Dense_1"]["kernel"].shape == (8, 3)      # MLP_f: p -> p -> K
+
+
+# ----------------------------------------------------------------------------------------- every prior
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("sage", "gat") else n
+                                  for n in sorted(P.PRIORS)])  # sage / gat: fit_gnn, tested in test_gnn.py
+def test_prior_is_row_stochastic(name):
+    g, x, y, tm, vm = _tiny()
+    y_vis = np.where(tm | vm, y, -1)  # no test label is ever passed
+    r = P.fit_prior(name, jax.random.key(0), g, x, y_vis, tm, vm, 3, TINY)
+    p = np.asarray(r.prior)
+    assert p.shape == (len(y), 3) and r.name == name
+    assert np.all(np.isfinite(p)) and np.all(p >= 0)
+    np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-5)
+    # val_score is the validation accuracy of the prior itself
+    assert r.val_score == pytest.approx(float(np.mean(p[vm].argmax(1) == y[vm])))
+    if name != "link":
+        assert 0 <= r.best_epoch + 1 <= TINY.epochs and r.info is not None
+
+
+def test_priors_never_read_test_labels():
+    g, x, y, tm, vm = _tiny()
+    for name in ("linkx", "link"):
+        a = P.fit_prior(name, jax.random.key(2), g, x, np.where(tm | vm, y, -1), tm, vm, 3, TINY)
+        b = P.fit_prior(name, jax.random.key(2), g, x, np.where(tm | vm, y, (y + 1) % 3), tm, vm, 3, TINY)
+        np.testing.assert_array_equal(np.asarray(a.prior), np.asarray(b.prior))
+
+
+def test_mlp_prior_is_fit_mlp():
+    g, x, y, tm, vm = _tiny()
+    r = P.mlp_prior(jax.random.key(3), g, x, y, tm, vm, 3, TINY, hidden=(16,))
+    ref = jaxclp.fit_mlp(jax.random.key(3), x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), num_classes=3,
+                         hidden=(16,), cfg=TINY)
+    np.testing.assert_array_equal(np.asarray(r.prior), np.asarray(ref.prior))
+    assert r.best_epoch == int(ref.info.best_epoch)
+
+
+def test_linkx_learns_structure_without_feature_signal():
+    # features are pure noise; the class is a function of the neighbourhood (heterophilous 2-class graph)
+    syn = jaxclp.datasets.synthetic(h=0.0, avg_degree=8, num_classes=2, nodes_per_class=60, seed=1)
+    y = np.asarray(syn.labels)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(len(y), 4)).astype(np.float32)
+    tm = rng.random(len(y)) < 0.5
+    vm = ~tm & (rng.random(len(y)) < 0.5)
+    te = ~tm & ~vm
+    cfg = jaxclp.TrainConfig(epochs=60, patience=0)
+    linkx = np.asarray(P.linkx_prior(jax.random.key(0), syn.graph, x, y, tm, vm, 2, cfg).prior)
+    mlp = np.asarray(P.mlp_prior(jax.random.key(0), syn.graph, x, y, tm, vm, 2, cfg).prior)
+    acc = lambda p: float(np.mean(p[te].argmax(1) == y[te]))  # noqa: E731
+    assert acc(linkx) > 0.75 and acc(mlp) < 0.65, (acc(linkx), acc(mlp))
+
+
+# ------------------------------------------------------------------------ array / predict_proba / bad input
+def test_array_and_predict_proba_paths():
+    g, x, y, tm, vm = _tiny()
+    n = len(y)
+    d = np.random.default_rng(0).dirichlet(np.ones(3), n)
+    r = P.fit_prior(d, None, g, None, y, tm, vm, 3)
+    np.testing.assert_array_equal(np.asarray(r.prior), d)
+    assert r.name == "array" and r.best_epoch is None
+
+    class Est:
+        classes_ = np.array([0, 2])  # never saw class 1; columns in its own order
+
+        def predict_proba(self, feats):
+            assert feats is x
+            return np.column_stack([np.full(n, 0.25), np.full(n, 0.75)])
+
+    r = P.fit_prior(Est(), None, g, x, y, tm, vm, 3, classes=np.array([0, 1, 2]))
+    np.testing.assert_allclose(np.asarray(r.prior), np.tile([0.25, 0.0, 0.75], (n, 1)))
+    assert r.name == "predict_proba"
+
+    def my_prior(key, graph, features, labels, train_mask, val_mask, num_classes, cfg):
+        return np.full((graph.num_nodes, num_classes), 1.0 / num_classes)
+
+    r = P.fit_prior(my_prior, None, g, x, y, tm, vm, 3)
+    assert r.name == "my_prior" and np.asarray(r.prior).shape == (n, 3)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("mlpp", "prior must be one of"),
+    (np.full((36, 2), 0.5), r"prior must have shape \(36, 3\)"),
+    (np.full((36, 3), 0.5), "prior rows must sum to 1"),
+    (np.where(np.arange(3) == 0, -0.5, 0.75) * np.ones((36, 1)), "prior must be nonnegative"),
+    (np.full((36, 3), np.nan), "prior contains"),
+    (np.ones((36, 3), int), "prior must be a floating-point array"),
+    (42, "prior must be one of"),
+])
+def test_bad_prior_refused(bad, match):
+    g, x, y, tm, vm = _tiny()
+    with pytest.raises(ValueError, match=match):
+        P.fit_prior(bad, jax.random.key(0), g, x, y, tm, vm, 3, TINY)
+
+
+def test_bad_predict_proba_refused():
+    g, x, y, tm, vm = _tiny()
+
+    class Unnormalized:
+        def predict_proba(self, feats):
+            return np.ones((len(feats), 3))
+
+    with pytest.raises(ValueError, match=r"prior.predict_proba\(features\) rows must sum to 1"):
+        P.fit_prior(Unnormalized(), None, g, x, y, tm, vm, 3)
+
+    class Stranger:
+        classes_ = np.array([0, 1, 5])
+
+        def predict_proba(self, feats):
+            return np.full((len(feats), 3), 1 / 3)
+
+    with pytest.raises(ValueError, match="prior.classes_ holds class"):
+        P.fit_prior(Stranger(), None, g, x, y, tm, vm, 3, classes=np.arange(3))
+    with pytest.raises(ValueError, match="features is None"):
+        P.fit_prior(Stranger(), None, g, None, y, tm, vm, 3)
+    with pytest.raises(ValueError, match="features: the gcn prior needs dense"):
+        P.fit_prior("gcn", jax.random.key(0), g, sp.csr_matrix(x), y, tm, vm, 3, TINY)
+    with pytest.raises(ValueError, match="labels on train_mask"):
+        P.fit_prior("linkx", jax.random.key(0), g, x, np.where(tm, 7, y), tm, vm, 3, TINY)
+    with pytest.raises(ValueError, match="num_layers must be an integer >= 1"):
+        P.fit_prior("linkx", jax.random.key(0), g, x, y, tm, vm, 3, TINY, num_layers=0)
+
+
+# ----------------------------------------------------------------------------------------- runner methods
+def _context(g, x, y, tm, vm):
+    y_vis = jnp.asarray(M.visible_labels(y, tm, vm))
+    mlp = jaxclp.fit_mlp(jax.random.key(0), x, y_vis, jnp.asarray(tm), jnp.asarray(vm), num_classes=3, cfg=TINY)
+    return M.Context(graph=g, features=jnp.asarray(x), labels=y_vis, train=jnp.asarray(tm), val=jnp.asarray(vm),
+                     num_classes=3, metric="accuracy", key=jax.random.key(5), priors={1: mlp.prior}, mlp_depth=1)
+
+
+def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)  # a few epochs: this tests the plumbing
+    small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
+    cands = M.method_clp_prior(ctx, priors=("mlp", "link", "linkx"), **small)
+    base = {k[1] for k in cands}
+    assert base == {"mlp", "link", "linkx"}
+    # every prior gets CLP's own grid, untouched: the "mlp" block equals method_clp on the runner's prior
+    plain = M.method_clp(ctx, **small)
+    for key, b in plain.items():
+        np.testing.assert_array_equal(np.asarray(cands[("base_prior", "mlp") + key]), np.asarray(b))
+    # the "link" block is method_clp on the LINK prior
+    link = P.fit_prior("link", ctx.key, g, ctx.features, ctx.labels, ctx.train, ctx.val, 3, TINY).prior
+    for key, b in M.method_clp(M.with_prior(ctx, link), **small).items():
+        np.testing.assert_allclose(np.asarray(cands[("base_prior", "link") + key]), np.asarray(b))
+    cfg, val = M.select(cands, np.asarray(ctx.labels), vm, "accuracy")
+    params = runner._params(cfg, "clp_prior", 1)
+    assert params["base_prior"] == cfg[1] and params["mlp_depth"] == 1 and "alpha" in params
+    assert val == max(float(jaxclp.accuracy(jnp.asarray(b), jnp.asarray(np.where(vm, y, 0)), jnp.asarray(vm)))
+                      for b in cands.values())
+
+
+def test_linkx_method_and_registry(monkeypatch):
+    assert {"clp_prior", "linkx"} <= set(M.METHODS) and "clp_prior" in M.NEEDS_PRIOR
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    out = M.METHODS["linkx"](ctx)
+    assert list(out) == [("linkx",)] and np.asarray(out[("linkx",)]).shape == (len(y), 3)
+
+
+@pytest.mark.slow
+def test_runner_records_base_prior(tmp_path, monkeypatch):
+    """End to end through runner.run: the record's params name the base prior validation chose."""
+    import functools
+
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    cheap = functools.partial(M.method_clp_prior, priors=("mlp", "link"), variants=(("sym", False, "mlp"),),
+                              authors=False, spectral=False)
+    monkeypatch.setitem(M.METHODS, "clp_prior", cheap)
+    ds = jaxclp.datasets.synthetic(h=0.2, avg_degree=5, num_classes=3, nodes_per_class=20, seed=0)
+    recs = runner.run(ds, "medium", ["clp_prior", "linkx"], runs=1, out=tmp_path, epochs=3, progress=False)
+    rec = {r["method"]: r for r in recs}
+    params = rec["clp_prior"]["params"]
+    assert params["base_prior"] in ("mlp", "link") and params["normalization"] == "sym" and "alpha" in params
+    assert rec["clp_prior"]["num_candidates"] == 2 * len(M.ALPHAS)
+    assert rec["linkx"]["num_candidates"] == 1 and 0.0 <= rec["linkx"]["test"] <= 1.0
