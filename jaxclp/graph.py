@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, host_row_pointers, row_pointers
+from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, row_pointers
+
+_TRUSTED = threading.local()  # set while a constructor of this module builds a Graph from checked ids
 
 Normalization = Literal["sym", "row", "none"]
 NORMALIZATIONS = ("sym", "row", "none")
@@ -29,7 +32,7 @@ SelfLoops = Literal["drop", "keep", "add"]
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["senders", "receivers", "weights", "indptr"],
+    data_fields=["senders", "receivers", "weights", "indptr", "transpose_perm", "transpose_indptr"],
     meta_fields=["num_nodes", "symmetric"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,14 @@ class Graph:
             host, once, so that :func:`spmm` does not search for them on every call (a searchsorted over m
             edges per product: half the cost of one CLP step at n = 100k, m = 2M); a Graph built directly
             from arrays without it works the same, recomputing them per product.
+        transpose_perm: (m,) int32 edge ids in (sender, receiver) order, or None: the CSR of ``Ahat.T`` is
+            ``values[transpose_perm]`` with column indices ``receivers[transpose_perm]`` (``senders`` itself
+            for a symmetric graph) and row pointers ``transpose_indptr``. Filled by the constructors on the
+            host, once, so that :func:`spmm_transpose` (and ``FactoredOperator.rmatvec``, hence the norm
+            bound of every solve) runs the CSR kernel instead of materializing an (m, K) gather.
+        transpose_indptr: (n + 1,) int32 row pointers of ``senders[transpose_perm]`` (edge counts per sender,
+            cumulated), or None. Both transpose fields are set together; without them the transposed product
+            falls back to a gather and an unsorted ``segment_sum``.
     """
 
     senders: jax.Array
@@ -55,6 +66,8 @@ class Graph:
     num_nodes: int
     symmetric: bool = False
     indptr: jax.Array | None = None
+    transpose_perm: jax.Array | None = None
+    transpose_indptr: jax.Array | None = None
 
     def __post_init__(self):
         # Node ids of a Graph built directly from concrete arrays must lie in [0, num_nodes): an id >= n
@@ -62,6 +75,14 @@ class Graph:
         # traced or abstract leaves (jit, vmap, tree unflattening with placeholders).
         n = self.num_nodes
         if not isinstance(n, (int, np.integer)):
+            return
+        if (self.transpose_perm is None) != (self.transpose_indptr is None):
+            raise ValueError("transpose_perm and transpose_indptr must be given together (or both None)")
+        for name, arr, shape in (("transpose_perm", self.transpose_perm, np.shape(self.senders)),
+                                 ("transpose_indptr", self.transpose_indptr, (n + 1,))):
+            if isinstance(arr, (np.ndarray, jax.Array)) and arr.shape != tuple(shape):
+                raise ValueError(f"{name} must have shape {tuple(shape)}; got {arr.shape}")
+        if getattr(_TRUSTED, "on", False):  # built by a constructor below: ids already checked on the host
             return
         for name in ("senders", "receivers"):
             ids = getattr(self, name)
@@ -111,10 +132,18 @@ class Graph:
                 adds exactly one loop of weight 1 per node.
 
         Returns:
-            A Graph with edges sorted by (receiver, sender).
+            A Graph with edges sorted by (receiver, sender), its CSR row pointers and the CSR of its transpose
+            (``transpose_perm``, ``transpose_indptr``).
 
         Raises:
-            ValueError: bad shape, non-integer or out-of-range indices, negative or non-finite weights.
+            ValueError: bad shape, non-integer or out-of-range indices, negative or non-finite weights, more
+                than 2**31 - 2 nodes or edges.
+
+        Cost: O(m + n) time and int32 host memory: counting sorts (scipy's C++ COO -> CSR conversion), the
+        weights carried along the sorts (float32, or float64 under ``jax_enable_x64``; none for an
+        unweighted graph until the final array of ones), temporaries freed at once, and the symmetry test
+        on the transposed CSR that the graph stores anyway. Measured at n = 1e6, m = 2e7:
+        ``benchmarks/results/lean.md``.
         """
         ei = np.asarray(edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2:
@@ -122,54 +151,115 @@ class Graph:
         if ei.size and not np.issubdtype(ei.dtype, np.integer):
             if not np.all(np.equal(np.mod(ei, 1), 0)):
                 raise ValueError("edge_index must contain integers")
-        ei = ei.astype(np.int64)
         num_nodes = int(num_nodes)
         if num_nodes < 1:
             raise ValueError(f"num_nodes must be >= 1; got {num_nodes}")
         if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
             bad = ei[(ei < 0) | (ei >= num_nodes)]
             raise ValueError(
-                f"edge_index has node ids out of range [0, {num_nodes}): e.g. {bad[:5].tolist()}")
+                f"edge_index has node ids out of range [0, {num_nodes}): e.g. {bad[:5].astype(np.int64).tolist()}")
         m = ei.shape[1]
-        if weights is None:
-            w = np.ones(m, dtype=np.float64)
-        else:
-            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        # float64 under jax_enable_x64, else float32: what JAX stores anyway (no float64 host copy)
+        wdtype = np.dtype(jnp.result_type(float))
+        w = None  # None: every weight is 1 (kept implicit until the end)
+        if weights is not None:
+            w = np.asarray(weights)
+            if w.dtype.kind not in "biuf":
+                w = np.asarray(w, dtype=np.float64)
+            w = w.reshape(-1)
             if w.shape[0] != m:
                 raise ValueError(f"weights must have shape ({m},); got {w.shape}")
             if not np.all(np.isfinite(w)) or np.any(w < 0):
                 raise ValueError("weights must be finite and nonnegative")
+            w = w.astype(wdtype, copy=False)
         if self_loops not in ("drop", "keep", "add"):
             raise ValueError(f"self_loops must be 'drop', 'keep' or 'add'; got {self_loops!r}")
-        s, r = ei[0], ei[1]
+        if num_nodes >= 2**31 - 1 or 2 * m + num_nodes >= 2**31 - 1:
+            raise ValueError(f"num_nodes ({num_nodes}) and the number of edges after symmetrizing and adding "
+                             f"loops (up to {2 * m + num_nodes}) must be < 2**31 - 1: ids and row pointers are "
+                             f"stored as int32")
+        idx = np.int32
+        s, r = ei[0], ei[1]  # views of the caller's array: nothing is copied until filtered or cast
         if self_loops in ("drop", "add"):
             keep = s != r
-            s, r, w = s[keep], r[keep], w[keep]
+            if not keep.all():
+                s, r = s[keep], r[keep]
+                w = None if w is None else w[keep]
+            del keep
+        s, r = s.astype(idx, copy=False), r.astype(idx, copy=False)
+        rows, cols, ws = [r], [s], [w]
         if symmetrize:
-            s, r, w = np.concatenate([s, r]), np.concatenate([r, s]), np.concatenate([w, w])
+            rows.append(s), cols.append(r), ws.append(w)
         if self_loops == "add":
-            loop = np.arange(num_nodes)
-            s, r, w = np.concatenate([s, loop]), np.concatenate([r, loop]), np.concatenate(
-                [w, np.ones(num_nodes)])
-        order = np.lexsort((s, r))
-        s, r, w = s[order], r[order], w[order]
-        if deduplicate and s.size:
-            key = r * num_nodes + s
-            first = np.ones(key.shape[0], dtype=bool)
-            first[1:] = key[1:] != key[:-1]
-            seg = np.cumsum(first) - 1
-            wmax = np.full(int(first.sum()), -np.inf)
-            np.maximum.at(wmax, seg, w)
-            s, r, w = s[first], r[first], wmax
-        sym = _is_symmetric(s, r, w, num_nodes)
-        return cls(
-            senders=jnp.asarray(s, dtype=jnp.int32),
-            receivers=jnp.asarray(r, dtype=jnp.int32),
-            weights=jnp.asarray(w, dtype=jnp.result_type(float)),  # float64 under jax_enable_x64
-            num_nodes=num_nodes,
-            symmetric=sym,
-            indptr=host_row_pointers(r, num_nodes),
-        )
+            loop = np.arange(num_nodes, dtype=idx)
+            rows.append(loop), cols.append(loop), ws.append(None if w is None else np.ones(num_nodes, wdtype))
+        r = np.concatenate(rows) if len(rows) > 1 else r
+        s = np.concatenate(cols) if len(cols) > 1 else s
+        weighted = w is not None
+        # the weights ride along the sorts as the payload (no permutation array); unweighted: 1-byte dummy
+        data = (np.concatenate(ws) if len(ws) > 1 else w) if weighted else np.empty(r.shape[0], np.int8)
+        del rows, cols, ws, ei, w
+        if deduplicate:
+            # O(m) counting sort by receiver, then each row's senders sorted in place (C++, O(m log deg));
+            # the order of repeated edges is irrelevant: they are merged below
+            indptr, s, data = _counting_sort(r, s, data, num_nodes)
+            del r
+            _sort_rows(indptr, s, data)
+        else:
+            # stable sort by (receiver, sender) = two O(m) counting sorts, by sender and then by receiver:
+            # parallel edges keep the input order (as np.lexsort((s, r)) did)
+            sptr, r, data = _counting_sort(s, r, data, num_nodes)
+            s = _expand_rows(sptr)  # the senders in that order: one sorted run per sender, no gather
+            del sptr
+            indptr, s, data = _counting_sort(r, s, data, num_nodes)
+            del r
+        w = data if weighted else None
+        del data
+        r = _expand_rows(indptr)
+        parallel = False
+        if s.size > 1:
+            same = (s[1:] == s[:-1]) & (r[1:] == r[:-1])
+            parallel = bool(same.any())
+            if deduplicate and parallel:
+                first = np.ones(s.shape[0], dtype=bool)
+                np.logical_not(same, out=first[1:])
+                del same
+                if w is not None:  # weight of a merged edge: the largest (reduceat over each run)
+                    w = np.maximum.reduceat(w, np.flatnonzero(first))
+                s, r = s[first], r[first]
+                del first
+                indptr = np.zeros(num_nodes + 1, dtype=idx)
+                np.cumsum(np.bincount(r, minlength=num_nodes), out=indptr[1:])
+                parallel = False
+            same = None
+        # the transpose: one counting sort by sender with the edge ids as payload (ids ascend within a
+        # sender, so its receivers do too)
+        tindptr, tcols, tperm = _counting_sort(s, r, np.arange(s.shape[0], dtype=s.dtype), num_nodes)
+        if parallel:  # parallel edges: compare multisets of (s, r, w) (rare: deduplicate=False only)
+            sym = _is_symmetric(s, r, w if w is not None else np.ones(s.shape[0]), num_nodes)
+        else:  # the CSR equals its transpose: same row pointers, columns and (close) values
+            sym = bool(np.array_equal(tindptr, indptr) and np.array_equal(tcols, s)
+                       and (w is None or _allclose_permuted(w, tperm)))
+        del tcols
+        num_edges = s.shape[0]
+        senders = jnp.asarray(s, dtype=jnp.int32)
+        del s
+        receivers = jnp.asarray(r, dtype=jnp.int32)
+        del r
+        # float64 under jax_enable_x64; an unweighted graph's ones are made by XLA (no host array)
+        weights = (jnp.ones((num_edges,), dtype=jnp.result_type(float)) if w is None
+                   else jnp.asarray(w, dtype=jnp.result_type(float)))
+        del w
+        perm = jnp.asarray(tperm, dtype=jnp.int32)
+        del tperm
+        ip = jnp.asarray(indptr, dtype=jnp.int32)
+        _TRUSTED.on = True  # ids were range-checked above: skip __post_init__'s host copy of every id
+        try:
+            return cls(senders=senders, receivers=receivers, weights=weights, num_nodes=num_nodes,
+                       symmetric=sym, indptr=ip, transpose_perm=perm,
+                       transpose_indptr=ip if sym else jnp.asarray(tindptr, dtype=jnp.int32))
+        finally:
+            _TRUSTED.on = False
 
     @classmethod
     def from_scipy(cls, matrix, **kwargs) -> "Graph":
@@ -256,6 +346,60 @@ class Graph:
         return jax.ops.segment_sum(self.weights, self.senders, self.num_nodes)
 
 
+def _counting_sort(rows, cols, data, n: int):
+    """Stable O(m + n) bucket sort of COO entries by row (scipy's C++ ``coo_tocsr``, no duplicate summing).
+
+    Returns ``(indptr, cols in row order, data in row order)``; entries of one row keep their input order.
+    """
+    rows, cols, data = (np.ascontiguousarray(a) for a in (rows, cols, data))
+    m = rows.shape[0]
+    idx = rows.dtype
+    indptr = np.empty(n + 1, dtype=idx)
+    out_cols = np.empty(m, dtype=idx)
+    out_data = np.empty(m, dtype=data.dtype)
+    if m == 0:
+        indptr[:] = 0
+        return indptr, out_cols, out_data
+    try:
+        from scipy.sparse import _sparsetools
+
+        _sparsetools.coo_tocsr(n, n, m, rows, cols, data, indptr, out_cols, out_data)
+    except (ImportError, AttributeError, TypeError, ValueError):  # pragma: no cover - scipy internals moved
+        order = np.argsort(rows, kind="stable")
+        out_cols[:] = cols[order]
+        out_data[:] = data[order]
+        indptr[0] = 0
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return indptr, out_cols, out_data
+
+
+def _expand_rows(indptr):
+    """(m,) sorted row index of every entry, from (n + 1,) row pointers."""
+    n = indptr.shape[0] - 1
+    return np.repeat(np.arange(n, dtype=indptr.dtype), np.diff(indptr))
+
+
+def _allclose_permuted(w, perm, chunk: int = 1 << 20) -> bool:
+    """``np.allclose(w[perm], w)`` in blocks of ``chunk`` edges (no full-size temporaries)."""
+    for i in range(0, w.shape[0], chunk):
+        if not np.allclose(w[perm[i:i + chunk]], w[i:i + chunk]):
+            return False
+    return True
+
+
+def _sort_rows(indptr, cols, data) -> None:
+    """Sorts the column indices within every CSR row in place, ``data`` alongside (not stable)."""
+    n = indptr.shape[0] - 1
+    try:
+        from scipy.sparse import _sparsetools
+
+        _sparsetools.csr_sort_indices(n, indptr, cols, data)
+    except (ImportError, AttributeError, TypeError, ValueError):  # pragma: no cover - scipy internals moved
+        order = np.lexsort((cols, _expand_rows(indptr)))
+        cols[:] = cols[order]
+        data[:] = data[order]
+
+
 def _is_symmetric(s, r, w, n) -> bool:
     if s.size == 0:
         return True
@@ -327,8 +471,54 @@ def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
     return jax.ops.segment_sum(v * xs, graph.receivers, graph.num_nodes, indices_are_sorted=True)
 
 
+def transpose_structure(graph: Graph):
+    """The CSR of ``Ahat.T`` as stored by the constructors, or None for a Graph built without it.
+
+    Returns:
+        ``(perm, indices, rows, indptr)``: (m,) edge ids in (sender, receiver) order (the transposed values
+        are ``values[perm]``), (m,) their receivers (the column indices of ``Ahat.T``), (m,) their senders
+        (sorted: the row of each entry) and (n + 1,) row pointers. For a symmetric graph the transposed
+        structure equals the graph's own, so ``indices`` and ``rows`` are ``senders`` and ``receivers``
+        (nothing gathered).
+    """
+    perm = getattr(graph, "transpose_perm", None)
+    if perm is None or getattr(graph, "transpose_indptr", None) is None:
+        return None
+    if graph.symmetric:
+        return perm, graph.senders, graph.receivers, graph.transpose_indptr
+    # (the senders are only read by the XLA path for K < 3 and by the backward pass; unused, XLA drops them)
+    return perm, permute_edges(graph.receivers, perm), permute_edges(graph.senders, perm), graph.transpose_indptr
+
+
+def permute_edges(a: jax.Array, perm: jax.Array) -> jax.Array:
+    """``a[perm]`` along the first axis for an in-range permutation (``mode="clip"``: no out-of-bounds mask,
+    ~15% faster than the default gather on CPU; differentiable)."""
+    return jnp.take(a, perm, axis=0, mode="clip")
+
+
 def spmm_transpose(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
-    """Sparse product ``Ahat.T @ x``: ``out[s] = sum_{e: s->r} values[e] * x[r]``."""
+    """Sparse product ``Ahat.T @ x``: ``out[s] = sum_{e: s->r} values[e] * x[r]``.
+
+    With the transposed CSR the constructors store (``graph.transpose_perm``), one value per edge and an
+    (n, K) block with K >= ``jaxclp.sparse.CSR_MIN_COLUMNS``, this is :func:`jaxclp.sparse.csr_matmul` on
+    ``Ahat.T`` (values permuted by one (m,) gather: no (m, K) temporary; differentiable w.r.t. ``values``
+    and ``x``, not linear-transposable), exactly as :func:`spmm`. Vectors, K < 3, per-class (m, K) values
+    and graphs built without the transposed CSR use a gather and a ``segment_sum`` by sender.
+
+    Args:
+        graph: the graph.
+        values: (m,) edge values or (m, K) per-class values.
+        x: (n,) or (n, K).
+
+    Returns:
+        Array of the shape of ``x``.
+    """
+    t = transpose_structure(graph)
+    if (t is not None and values.ndim == 1 and x.ndim == 2 and x.shape[1] >= CSR_MIN_COLUMNS
+            and jnp.issubdtype(x.dtype, jnp.floating)):
+        perm, cols, rows, tindptr = t
+        dtype = jnp.result_type(values.dtype, x.dtype)
+        return csr_matmul(permute_edges(values.astype(dtype), perm), cols, rows, tindptr, x.astype(dtype))
     xr = x[graph.receivers]
     v = values if (values.ndim == xr.ndim) else values.reshape(values.shape + (1,) * (xr.ndim - values.ndim))
     return jax.ops.segment_sum(v * xr, graph.senders, graph.num_nodes)

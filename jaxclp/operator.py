@@ -17,8 +17,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxclp import _checks
-from jaxclp.graph import Graph, Normalization, edge_values, spmm, spmm_transpose
-from jaxclp.sparse import factored_matmul, row_pointers
+from jaxclp.graph import (Graph, Normalization, edge_values, permute_edges, spmm, spmm_transpose,
+                          transpose_structure)
+from jaxclp.sparse import csr_matmul, factored_matmul, row_pointers
 
 
 class FactoredOperator(NamedTuple):
@@ -52,7 +53,21 @@ class FactoredOperator(NamedTuple):
         return self.left * spmm(g, self.values, self.right * x)
 
     def rmatvec(self, x: jax.Array) -> jax.Array:
-        """(n, K) -> (n, K): column k is ``A^F_k.T @ x[:, k]``."""
+        """(n, K) -> (n, K): column k is ``A^F_k.T @ x[:, k]``.
+
+        ``A^F_k.T = diag(right[:, k]) Ahat.T diag(left[:, k])``: with the transposed CSR the graph
+        constructors store (:func:`jaxclp.graph.transpose_structure`) this is the same fused operation as
+        :meth:`matvec` on ``Ahat.T`` (values permuted by one (m,) gather, no (m, K) temporary); for a Graph
+        without it, ``right * spmm_transpose(left * x)``.
+        """
+        g = self.graph
+        t = transpose_structure(g)
+        if (t is not None and self.values.ndim == 1 and x.ndim == 2
+                and self.left.shape == x.shape == self.right.shape and jnp.issubdtype(x.dtype, jnp.floating)):
+            perm, cols, rows, tindptr = t
+            dtype = jnp.result_type(self.values.dtype, self.left.dtype, self.right.dtype, x.dtype)
+            return factored_matmul(permute_edges(self.values.astype(dtype), perm), cols, rows, tindptr,
+                                   self.right.astype(dtype), self.left.astype(dtype), x.astype(dtype))
         return self.right * spmm_transpose(self.graph, self.values, self.left * x)
 
     def diagonal(self) -> jax.Array:
@@ -130,8 +145,24 @@ def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     """(K,) max row sums and (K,) max column sums of the (nonnegative) operators: bounds on rho.
 
     Jitted: one dispatch instead of a dozen eager ops; it runs on every ``solve`` call
-    (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``).
+    (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``). Row sums are ``left * (Ahat @ right)``,
+    column sums ``right * (Ahat.T @ left)``: two CSR products, the second on the transposed CSR the graph
+    constructors store (one (m,) gather of the values, no (m, K) temporary; a Graph built without it falls
+    back to ``rmatvec`` of an all-ones block).
     """
+    g = op.graph
+    t = transpose_structure(g)
+    dtype = jnp.result_type(op.values.dtype, op.left.dtype, op.right.dtype)
+    if (t is not None and op.values.ndim == 1 and op.left.ndim == 2 and op.left.shape == op.right.shape
+            and jnp.issubdtype(dtype, jnp.floating)):
+        # left * (Ahat @ right) and right * (Ahat.T @ left): one CSR product each (the transposed one on the
+        # stored CSR of Ahat.T), no all-ones block and no (m, K) temporary
+        left, right, values = op.left.astype(dtype), op.right.astype(dtype), op.values.astype(dtype)
+        ip = g.indptr if g.indptr is not None else row_pointers(g.receivers, g.num_nodes)
+        rows = (left * csr_matmul(values, g.senders, g.receivers, ip, right)).max(axis=0)
+        perm, t_cols, t_rows, t_indptr = t
+        cols = (right * csr_matmul(permute_edges(values, perm), t_cols, t_rows, t_indptr, left)).max(axis=0)
+        return rows, cols
     ones = jnp.ones_like(op.left)
     return op.matvec(ones).max(axis=0), op.rmatvec(ones).max(axis=0)
 

@@ -378,10 +378,13 @@ def test_spmm_is_jittable_graph_is_pytree(graphs, rng):
     np.testing.assert_allclose(np.asarray(f(g, x)), np.asarray(spmm(g, edge_values(g, "sym"), x)),
                                rtol=1e-12)
     leaves, treedef = jax.tree_util.tree_flatten(g)
-    assert len(leaves) == 4  # senders, receivers, weights, indptr
+    assert len(leaves) == 6  # senders, receivers, weights, indptr, transpose_perm, transpose_indptr
     g2 = jax.tree_util.tree_unflatten(treedef, leaves)
     assert g2.num_nodes == g.num_nodes and g2.symmetric == g.symmetric
     np.testing.assert_array_equal(g2.indptr, g.indptr)
+    np.testing.assert_array_equal(g2.transpose_perm, g.transpose_perm)
+    bare = Graph(senders=g.senders, receivers=g.receivers, weights=g.weights, num_nodes=g.num_nodes)
+    assert len(jax.tree_util.tree_leaves(bare)) == 3  # the optional fields are None: no leaves
 
 
 @pytest.mark.parametrize("n,m", [(1, 0), (7, 0), (30, 150), (200, 40)])
@@ -444,3 +447,171 @@ def test_direct_construction_rejects_out_of_range_node_ids():
     np.testing.assert_array_equal(back.receivers, ok.receivers)
     leaves, tree = jax.tree.flatten(ok)
     assert jax.tree.unflatten(tree, [None] * len(leaves)).num_nodes == 4
+
+
+# ------------------------------------------------------------------------------------ lean construction and
+# the transposed CSR (issue 17)
+def _lexsort_reference(ei, n, w, *, symmetrize, deduplicate, self_loops):
+    """The constructor's semantics written the slow, obvious way (int64, np.lexsort, dedup by max, the
+    symmetric flag from multiset equality of (s, r, w) and (r, s, w)): the edge ORDER, including the order of
+    parallel edges (input order), is pinned, not only the edge set."""
+    ei = np.asarray(ei, np.int64)
+    w = np.ones(ei.shape[1]) if w is None else np.asarray(w, np.float64)
+    s, r = ei[0], ei[1]
+    if self_loops in ("drop", "add"):
+        keep = s != r
+        s, r, w = s[keep], r[keep], w[keep]
+    if symmetrize:
+        s, r, w = np.concatenate([s, r]), np.concatenate([r, s]), np.concatenate([w, w])
+    if self_loops == "add":
+        loop = np.arange(n)
+        s, r, w = np.concatenate([s, loop]), np.concatenate([r, loop]), np.concatenate([w, np.ones(n)])
+    order = np.lexsort((s, r))
+    s, r, w = s[order], r[order], w[order]
+    if deduplicate and s.size:
+        key = r * n + s
+        first = np.r_[True, key[1:] != key[:-1]]
+        wmax = np.full(int(first.sum()), -np.inf)
+        np.maximum.at(wmax, np.cumsum(first) - 1, w)
+        s, r, w = s[first], r[first], wmax
+    fwd, bwd = np.lexsort((w, s, r)), np.lexsort((w, r, s))
+    sym = bool(np.array_equal(s[fwd], r[bwd]) and np.array_equal(r[fwd], s[bwd]) and np.allclose(w[fwd], w[bwd]))
+    return s, r, w, sym
+
+
+def assert_transpose_fields(g):
+    """transpose_perm orders the edges by (sender, receiver), ties in edge order; transpose_indptr are the
+    sender row pointers (the graph's own indptr object for a symmetric graph)."""
+    s, r = np.asarray(g.senders, np.int64), np.asarray(g.receivers, np.int64)
+    assert g.transpose_perm.dtype == jnp.int32 and g.transpose_indptr.dtype == jnp.int32
+    np.testing.assert_array_equal(np.asarray(g.transpose_perm), np.lexsort((r, s)))
+    np.testing.assert_array_equal(np.asarray(g.transpose_indptr),
+                                  np.r_[0, np.cumsum(np.bincount(s, minlength=g.num_nodes))])
+    if g.symmetric:
+        assert g.transpose_indptr is g.indptr
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("symmetrize,deduplicate,self_loops",
+                         list(itertools.product([True, False], [True, False], ["drop", "keep", "add"])))
+def test_counting_sort_constructor_pins_order_and_flag(weighted, symmetrize, deduplicate, self_loops):
+    """The O(m) constructor (two counting sorts, weights carried along) returns exactly the edge order,
+    weights and symmetric flag of the lexsort formulation, parallel edges and random weights included,
+    and the transposed CSR of the result."""
+    rng = np.random.default_rng(7)
+    n = 25
+    ei = ref.random_edge_index(rng, n, 90, loops=5, duplicates=20, isolated=3)
+    if symmetrize is False:  # also a symmetric input: the flag must come out True
+        ei = np.concatenate([ei, ei[::-1]], axis=1)
+    w = rng.random(ei.shape[1]) if weighted else None
+    g = Graph.from_edge_index(ei, n, weights=w, symmetrize=symmetrize, deduplicate=deduplicate,
+                              self_loops=self_loops)
+    es, er, ew, esym = _lexsort_reference(ei, n, w, symmetrize=symmetrize, deduplicate=deduplicate,
+                                          self_loops=self_loops)
+    np.testing.assert_array_equal(np.asarray(g.senders), es)
+    np.testing.assert_array_equal(np.asarray(g.receivers), er)
+    np.testing.assert_array_equal(np.asarray(g.weights), ew)
+    assert g.symmetric == esym
+    assert_transpose_fields(g)
+
+
+def test_int64_input_and_ids_near_n():
+    """int64 (and float-typed integer) edge indices give the same graph as int32 ones; node ids up to
+    n - 1 at a large n are kept (int32 storage, no overflow in the sort or the row pointers)."""
+    n = 1_000_000
+    ei = np.array([[n - 1, 0, n - 2, n - 1, 5], [0, n - 1, n - 1, n - 2, 5]], dtype=np.int64)
+    w = np.array([2.0, 3.0, 1.0, 1.5, 4.0])
+    g64 = Graph.from_edge_index(ei, n, weights=w, symmetrize=False)
+    g32 = Graph.from_edge_index(ei.astype(np.int32), n, weights=w, symmetrize=False)
+    gf = Graph.from_edge_index(ei.astype(np.float64), n, weights=w, symmetrize=False)
+    for g in (g64, g32, gf):
+        assert g.senders.dtype == jnp.int32 and g.receivers.dtype == jnp.int32
+        np.testing.assert_array_equal(np.asarray(g.receivers), [0, n - 2, n - 1, n - 1])
+        np.testing.assert_array_equal(np.asarray(g.senders), [n - 1, n - 1, 0, n - 2])
+        np.testing.assert_array_equal(np.asarray(g.weights), [2.0, 1.5, 3.0, 1.0])  # the loop 5->5 dropped
+        assert g.indptr[-1] == 4 and g.indptr[n - 2] == 1 and g.indptr[n - 1] == 2
+        assert not g.symmetric
+        assert_transpose_fields(g)
+    # the transposed product reads the right rows at the top of the id range
+    x = jnp.zeros((n, 3)).at[0].set(1.0).at[n - 1].set(10.0)
+    out = np.asarray(spmm_transpose(g64, g64.weights, x))
+    np.testing.assert_allclose(out[n - 1], 2.0 * 1.0 * np.ones(3))          # n-1 -> 0 (weight 2)
+    np.testing.assert_allclose(out[0], 3.0 * 10.0 * np.ones(3))             # 0 -> n-1 (weight 3)
+    np.testing.assert_allclose(out[n - 2], 1.0 * 10.0 * np.ones(3))         # n-2 -> n-1 (weight 1)
+
+
+def test_weighted_duplicates_and_symmetric_flag():
+    """Repeated edges with different weights: deduplication keeps the largest in each direction, and the
+    flag compares those merged weights (symmetric only if both directions' maxima agree)."""
+    ei = np.array([[0, 0, 1, 1], [1, 1, 0, 0]])
+    g = Graph.from_edge_index(ei, 2, weights=[1.0, 3.0, 3.0, 2.0], symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.weights), [3.0, 3.0])
+    assert g.symmetric
+    g = Graph.from_edge_index(ei, 2, weights=[1.0, 3.0, 2.5, 2.0], symmetrize=False)
+    np.testing.assert_array_equal(np.asarray(g.weights), [2.5, 3.0])  # edge 1->0 (receiver 0) first
+    assert not g.symmetric
+    # without deduplication the multisets {(0,1,1), (0,1,3)} and {(1,0,3), (1,0,2)} differ ...
+    assert not Graph.from_edge_index(ei, 2, weights=[1.0, 3.0, 3.0, 2.0], symmetrize=False,
+                                     deduplicate=False).symmetric
+    # ... and agree here (parallel edges in a different input order)
+    g = Graph.from_edge_index(ei, 2, weights=[1.0, 3.0, 3.0, 1.0], symmetrize=False, deduplicate=False)
+    assert g.symmetric and g.num_edges == 4
+    assert_transpose_fields(g)
+
+
+def test_unweighted_and_weighted_storage_dtypes():
+    """Weights are float64 under x64 (the tests' setting) and float32 without it: the host keeps what JAX
+    stores, never a float64 copy for a float32 graph."""
+    ei = np.array([[0, 1], [1, 2]], dtype=np.int32)
+    assert Graph.from_edge_index(ei, 3).weights.dtype == jnp.float64
+    with jax.enable_x64(False):
+        g = Graph.from_edge_index(ei, 3, weights=np.array([0.5, 2.0]))
+        assert g.weights.dtype == jnp.float32
+        np.testing.assert_array_equal(np.asarray(g.weights), [0.5, 0.5, 2.0, 2.0])
+
+
+def test_other_constructors_store_the_transposed_csr(rng):
+    n = 12
+    a = sp.random(n, n, density=0.3, random_state=3, format="csr")
+    gs = Graph.from_scipy(a, symmetrize=False)
+    gn = Graph.from_networkx(nx.gnp_random_graph(n, 0.3, seed=2, directed=True))
+    gj = Graph.from_jraph(gs.to_jraph())
+    for g in (gs, gn, gj):
+        assert_transpose_fields(g)
+    np.testing.assert_array_equal(np.asarray(gj.transpose_perm), np.asarray(gs.transpose_perm))
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+@pytest.mark.parametrize("kind", ["directed", "undirected"])
+def test_spmm_transpose_csr_path_values_grads_vmap(kind, k):
+    """spmm_transpose through the stored transposed CSR (K >= 3) and its gather fallback (K < 3, or a Graph
+    without the transposed CSR): values, gradients w.r.t. the ORIGINAL edge values and the block, vmap."""
+    rng = np.random.default_rng(k + (kind == "directed"))
+    n = 30
+    ei = rng.integers(0, n, (2, 160))
+    g = Graph.from_edge_index(ei, n, symmetrize=kind == "undirected", deduplicate=kind == "undirected")
+    assert g.symmetric == (kind == "undirected")
+    bare = Graph(senders=g.senders, receivers=g.receivers, weights=g.weights, num_nodes=n,
+                 symmetric=g.symmetric, indptr=g.indptr)
+    v = jnp.asarray(rng.random(g.num_edges))  # not symmetric even on the undirected graph
+    a = np.zeros((n, n))
+    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(v))
+    x = jnp.asarray(rng.random((n, k)))
+    for gr in (g, bare):
+        np.testing.assert_allclose(spmm_transpose(gr, v, x), a.T @ np.asarray(x), atol=1e-12)
+    wt = rng.random((n, k))
+    # d/dx sum(w * (A^T x)) = A w ; d/dv_e = sum_k w[s_e, k] x[r_e, k]
+    gv, gx = jax.grad(lambda vv, xx: jnp.sum(jnp.asarray(wt) * spmm_transpose(g, vv, xx)), argnums=(0, 1))(v, x)
+    np.testing.assert_allclose(gx, a @ wt, atol=1e-12)
+    expected_gv = np.sum(wt[np.asarray(g.senders)] * np.asarray(x)[np.asarray(g.receivers)], axis=1)
+    np.testing.assert_allclose(gv, expected_gv, atol=1e-12)
+    xb = jnp.asarray(rng.random((2, n, k)))
+    np.testing.assert_allclose(jax.jit(jax.vmap(lambda xx: spmm_transpose(g, v, xx)))(xb),
+                               np.einsum("ji,bjk->bik", a, xb), atol=1e-12)
+
+
+def test_too_many_nodes_for_int32_ids_rejected():
+    """Ids and row pointers are stored as int32: a node count that does not fit is refused up front (it
+    used to wrap around silently in the int32 conversion)."""
+    with pytest.raises(ValueError, match=r"num_nodes .* must be < 2\*\*31 - 1"):
+        Graph.from_edge_index(np.array([[0], [1]]), 2**31)
