@@ -246,6 +246,7 @@ def worker_pipeline(path: Path, repeats: int) -> dict:
     out["products"] = dict(counts)
     out["products_total"] = counts["csr_mm"] + counts["scaled_mm"]
     out["products_extra"] = out["products_total"] - int(np.asarray(sol2.iterations).max())
+    out["method"] = sol2.method
     out["loadavg"] = list(os.getloadavg())
     return out
 
@@ -283,6 +284,7 @@ def summarize(rows: list[dict]) -> dict:
         s["iterations"] = p["iterations"]
         s["products_total"] = p["products_total"]
         s["products_extra"] = p["products_extra"]
+        s["method"] = p.get("method")
         s["products_target_met"] = p["products_extra"] <= TARGET_EXTRA_PRODUCTS
         s["solve_in_products"] = p["solve_in_products"]
     if "build_s" in by.get("build", {}) and "build_s" in by.get("build_old", {}):
@@ -358,7 +360,8 @@ def write_markdown(path: Path, payload: dict) -> None:
                   f"Executed CSR products in one solve: {p['products_total']} ({p['products']['scaled_mm']} fused "
                   f"steps + {p['products']['csr_mm']} plain) for {p['iterations']} iterations: `norm_bounds` one "
                   f"product and one transposed product (plus one (m,) gather of the edge values into the transposed "
-                  f"order), the loop one product per iteration, the residual check one. CPU used by other processes "
+                  f"order), the loop one product per iteration, and for {p.get('method')!r} "
+                  f"{'no separate residual product (the last iteration measures it)' if p.get('method') in ('neumann', 'jacobi') else 'one residual product'}. CPU used by other processes "
                   f"during these timings: up to {t['foreign_cores']:.2f} cores.", ""]
     if "build_speedup" in s:
         lines += ["## from_edge_index alone", "",

@@ -12,7 +12,7 @@ import jax
 
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS
-from jaxclp.experiments.runner import RESULTS_FILE, read_records, replacing_stale, run
+from jaxclp.experiments.runner import RESULTS_FILE, is_writer, read_records, replacing_stale, run
 from jaxclp.experiments.summary import write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 
@@ -53,6 +53,17 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0; got {v}")
+    return v
+
+
 def _parser() -> argparse.ArgumentParser:
     import jaxclp
 
@@ -83,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
                         "results.stale.jsonl and recompute them, instead of refusing")
     r.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     r.add_argument("--no-progress", action="store_true")
+    dist = r.add_argument_group(
+        "many processes (jax.distributed)",
+        "start one `jaxclp run` per process with the same arguments and its own --process-id; every process "
+        "runs the same work and only process 0 writes records and the summary")
+    dist.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                      help="address of process 0's coordinator service (jax.distributed.initialize)")
+    dist.add_argument("--num-processes", metavar="N", type=_positive_int, default=None,
+                      help="number of processes of the job")
+    dist.add_argument("--process-id", metavar="I", type=_nonnegative_int, default=None,
+                      help="this process's index in 0..N-1")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")
     q.add_argument("target", choices=sorted(reproduce.TARGETS))
     q.add_argument("--out", default="results")
@@ -161,7 +182,45 @@ def main(argv=None) -> int:
         return 2
 
 
+def distributed_options(a) -> dict | None:
+    """The ``jax.distributed.initialize`` arguments of ``run --coordinator/--num-processes/--process-id``
+    (None when none is given).
+
+    Raises:
+        UserError: only some of the three given, ``--process-id`` not below ``--num-processes``, or
+            ``--coordinator`` not ``HOST:PORT``.
+    """
+    opts = (("--coordinator", getattr(a, "coordinator", None)), ("--num-processes", getattr(a, "num_processes", None)),
+            ("--process-id", getattr(a, "process_id", None)))
+    given = [o for o, v in opts if v is not None]
+    if not given:
+        return None
+    if len(given) != len(opts):
+        missing = [o for o, v in opts if v is None]
+        raise UserError(f"{', '.join(given)} also need(s) {', '.join(missing)} (a jax.distributed job needs "
+                        f"--coordinator HOST:PORT, --num-processes N and --process-id I)")
+    host, sep, port = a.coordinator.rpartition(":")
+    if not (sep and host and port.isdigit()):
+        raise UserError(f"--coordinator must be HOST:PORT; got {a.coordinator!r}")
+    if a.process_id >= a.num_processes:
+        raise UserError(f"--process-id must be in 0..{a.num_processes - 1} (--num-processes {a.num_processes}); "
+                        f"got {a.process_id}")
+    return {"coordinator_address": a.coordinator, "num_processes": a.num_processes, "process_id": a.process_id}
+
+
+def _init_distributed(opts: dict) -> None:
+    """``jax.distributed.initialize`` (before anything touches a device), with gloo CPU collectives so that
+    host devices of different processes can exchange data."""
+    if jax.config.jax_cpu_collectives_implementation in (None, "none"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(**opts)
+
+
 def _main(a, argv) -> int:
+    if a.cmd == "run":
+        opts = distributed_options(a)
+        if opts is not None:
+            _init_distributed(opts)
     if a.cmd in ("run", "reproduce"):
         _enable_xla_cache()
     if a.cmd == "run":
@@ -177,9 +236,13 @@ def _main(a, argv) -> int:
             dataset = load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
             name = dataset.name
         run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
-            progress=not a.no_progress, argv=["jaxclp", *argv], data_root=a.data_root,
+            progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
             replace_stale=a.replace_stale)
-        print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
+        if is_writer():
+            print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
+        else:
+            print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
+                  f"records and the summary", file=sys.stderr)
     elif a.cmd == "reproduce":
         datasets = a.datasets.split(",") if a.datasets else None
         with replacing_stale(a.replace_stale):

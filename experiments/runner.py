@@ -21,6 +21,10 @@ whatever ``runs`` is, so ``--runs 10`` after ``--runs 2`` computes runs 2..9 onl
 Concurrent writers. The whole check-and-run of one :func:`run` call holds an advisory lock
 (``fcntl.flock`` on ``out/.lock``, POSIX; no lock where ``fcntl`` is missing): a second process on the same
 folder waits, then re-reads the finished keys and skips them, so no key is written twice.
+
+Many processes. Under ``jax.distributed`` (``jaxclp run --coordinator ...``) every process runs the same
+work (process 0's finished keys are broadcast to all, so they agree on it) and only process 0
+(:func:`is_writer`) creates the folder, takes the lock and writes records.
 """
 
 from __future__ import annotations
@@ -165,6 +169,22 @@ def get_splits(ds: Dataset, split: str, runs: int, seed: int):
     return random_splits(ds.num_nodes, split, num_splits=runs, seed=seed)
 
 
+def is_writer() -> bool:
+    """Whether this process writes records and summaries: process 0 of a ``jax.distributed`` job (always
+    true in a single process)."""
+    return jax.process_index() == 0
+
+
+def _agree_on_done(done: set, name: str, split: str, nruns: int, methods: list) -> set:
+    """Process 0's finished (dataset, split, run, method) keys, broadcast to every process of a
+    ``jax.distributed`` job so that all of them run the same work (a collective needs every process)."""
+    from jax.experimental import multihost_utils
+
+    mask = np.array([[(name, split, i, m) in done for m in methods] for i in range(nruns)], dtype=np.int32)
+    mask = np.asarray(multihost_utils.broadcast_one_to_all(mask))
+    return {(name, split, i, m) for i in range(nruns) for j, m in enumerate(methods) if mask[i, j]}
+
+
 def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = ("mlp", "clp"),
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
         progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
@@ -219,19 +239,25 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root))
     chash = config_hash(config)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     path = out / RESULTS_FILE
-    with folder_lock(out):
-        _repair_tail(path)
-        stale_records(path, ds.name, split, methods, config, chash, replace_stale)
+    writer = is_writer()  # under jax.distributed only process 0 touches the folder
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out) if writer else contextlib.nullcontext():
+        if writer:
+            _repair_tail(path)
+            stale_records(path, ds.name, split, methods, config, chash, replace_stale)
         done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
                 if r.get("type") == "result" and r.get("config_hash") == chash}
+        if jax.process_count() > 1:
+            done = _agree_on_done(done, ds.name, split, nruns, methods)
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
         if not todo:
             return []
         check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split)
-        append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
-                                                   "config_hash": chash})
+        if writer:
+            append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
+                                                       "config_hash": chash})
         x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
         y = np.asarray(ds.labels)
         k = int(ds.num_classes)
@@ -258,7 +284,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                        "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
                        "num_candidates": len(cands), "features": feat_kind, "config": config,
                        "config_hash": chash}
-                append_record(path, rec)
+                if writer:
+                    append_record(path, rec)
                 records.append(rec)
     return records
 

@@ -22,7 +22,7 @@ from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
 from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius, spectral_scale
 from jaxclp.priors import LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior
 from jaxclp.propagate import PropagateInfo, propagate
-from jaxclp.shard import ShardedGraph, shard_graph
+from jaxclp.shard import ShardedGraph, shard_graph, shard_graph_local
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 from jaxclp.solve import METHODS, Solution, solve, solve_operator
 from jaxclp.train import TrainConfig
@@ -41,5 +41,5 @@ __all__ = [
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
     "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
     "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior",
-    "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph",
+    "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph", "shard_graph_local",
 ]

@@ -77,6 +77,20 @@ def _check_clamp(clamp) -> tuple[float, float] | None:
     return lo, hi
 
 
+def _is_sharded(graph) -> bool:
+    from jaxclp.shard import ShardedGraph
+
+    return isinstance(graph, ShardedGraph)
+
+
+def _sharded_unsupported(**options) -> None:
+    """Raises NotImplementedError naming the first option (not None) a ShardedGraph does not support."""
+    for name, value in options.items():
+        if value is not None:
+            raise NotImplementedError(f"{name}={value!r} is not supported for a ShardedGraph (the sharded LP is the "
+                                      f"closed form); leave {name} unset")
+
+
 def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
                      method: Method = "auto", tol: float = 1e-6, max_iters: int = 10_000,
                      num_layers: int | None = None, clamp: tuple[float, float] | None = None,
@@ -101,6 +115,9 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
         A :class:`jaxclp.solve.Solution`; ``method`` is ``"iterate"`` when iterating (its residual is then the
         last increment ``||post(...) - X||`` per column).
     """
+    if _is_sharded(graph):
+        raise NotImplementedError("propagate_labels does not take a ShardedGraph yet; use "
+                                  "jaxclp.label_propagation (closed form) or jaxclp.solve on the sharded graph")
     _checks.shape("x0", x0, (graph.num_nodes, None))
     _checks.finite("x0", x0)
     check_normalization(normalization)
@@ -192,9 +209,23 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         reset_train: reset the training rows to their one-hot labels after each step (labels kept fixed, as
             Zhu & Ghahramani's LP); default False (Zhou et al.: training rows are propagated too).
 
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.label_propagation`
+    (the closed form with a scalar alpha; no ``num_layers``, ``clamp``, ``reset_train``).
+
     Returns:
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
+    if _is_sharded(graph):
+        from jaxclp import shard
+
+        _sharded_unsupported(num_layers=num_layers, clamp=clamp, reset_train=reset_train or None)
+        if np.ndim(alpha) != 0:
+            raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph; got shape {np.shape(alpha)}")
+        if method != "auto" and method not in shard.SHARDED_METHODS:
+            raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
+                             f"{shard.SHARDED_METHODS}")
+        return shard.label_propagation(graph, labels, train_mask, num_classes, alpha=alpha,
+                                       normalization=normalization, method=method, tol=tol, max_iters=max_iters)
     _checks.mask("train_mask", train_mask, graph.num_nodes)
     y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
     return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
@@ -268,6 +299,8 @@ def correct_and_smooth(
     Returns:
         (n, K) smoothed scores, or (A, n, K) for a vector ``alpha_smooth``.
     """
+    if _is_sharded(graph):
+        raise NotImplementedError("correct_and_smooth does not take a ShardedGraph yet")
     n, k = prior.shape
     _checks.mask("train_mask", train_mask, n)
     _checks.finite("prior", prior)
@@ -329,8 +362,15 @@ def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, 
 
     Args:
         prior: (n, K) D. start: (n, K) initial B (usually B0). H: (K, K).
-        alpha: scalar or (A,) vector (vmapped; result (A, n, K)).
+        alpha: scalar or (A,) vector (vmapped; result (A, n, K)). A :class:`jaxclp.shard.ShardedGraph` in
+            place of ``graph`` (:func:`jaxclp.shard.clp_star`) takes a scalar only.
     """
+    if _is_sharded(graph):
+        from jaxclp import shard
+
+        if np.ndim(alpha) != 0:
+            raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph; got shape {np.shape(alpha)}")
+        return shard.clp_star(graph, prior, start, H, alpha=alpha, num_iters=num_iters, normalization=normalization)
     n, k = prior.shape
     _checks.shape("start", start, (n, k))
     _checks.shape("H", H, (k, k))

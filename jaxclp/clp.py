@@ -12,6 +12,12 @@ Variants (all selectable on validation by :class:`jaxclp.CLP` and the runner):
   so that every alpha in (0, 1) converges and means the same on every graph (linear variant only).
 * ``prior_source``: "mlp" propagates ``D`` (the paper's update); "b0" uses ``B0`` (training labels clamped
   into the prior, a residual/label-reuse prior).
+* ``compat``: "sinkhorn" (the paper's one-shot ``H = Sinkhorn((M*Y)^T A B0)``) or "refined": H re-estimated
+  ONCE per alpha from the propagated beliefs. For each alpha the first-pass closed form ``B(alpha)`` gives
+  ``B1 = M*Y + (1-M) * L1rows(B(alpha))`` and ``H'(alpha) = Sinkhorn((M*Y)^T A B1)`` (the same estimator,
+  :func:`jaxclp.estimate_compatibility` with ``L1rows(B(alpha))`` as its prior); the beliefs are then the
+  closed form again with the operator built from the paper's ``B0`` and ``H'(alpha)`` (only H changes).
+  Linear variant only (with or without ``spectral_scale``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from jaxclp.sinkhorn import SinkhornInfo
 from jaxclp.solve import Method, solve_operator
 
 PriorSource = Literal["mlp", "b0"]
+Compat = Literal["sinkhorn", "refined"]
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
 
@@ -47,6 +54,10 @@ class CLPResult(NamedTuple):
         spectral: :class:`SpectralInfo` of the K operators (None when not computed, see ``spectrum``).
         method: solver used ("iterate" for the L1-normalized variant).
         converged: (A, K) solver convergence (all True for the iterative variant).
+        H_refined: (A, K, K) the re-estimated compatibility ``H'(alpha)`` of ``compat="refined"`` (zeros where
+            ``valid`` is False); None for ``compat="sinkhorn"``. With "refined", ``H``, ``sinkhorn`` and
+            ``spectral`` still describe the first pass (the paper's H), while ``beliefs``, ``valid``,
+            ``method`` and ``converged`` are those of the second, refined pass.
     """
 
     beliefs: jax.Array
@@ -57,6 +68,7 @@ class CLPResult(NamedTuple):
     spectral: SpectralInfo
     method: str
     converged: jax.Array
+    H_refined: jax.Array | None = None
 
 
 def clp_beliefs(
@@ -74,6 +86,7 @@ def clp_beliefs(
     tol: float = 1e-6,
     spectrum: bool = True,
     spectral_scale: bool = False,
+    compat: Compat = "sinkhorn",
 ) -> CLPResult:
     """Runs CLP steps 2-5 for a grid of alphas (closed form, vmapped over alphas; or iterative for L1).
 
@@ -93,13 +106,25 @@ def clp_beliefs(
         spectral_scale: propagate with ``A^F_k / rho(A^F_k)`` (module docstring); alphas up to 1 (exclusive)
             are then valid where the Collatz-Wielandt bound of the scaled operator is below 1/alpha.
             ``spectral`` then describes the UNSCALED operators.
+        compat: "sinkhorn" (default, the paper's estimate) or "refined" (H re-estimated once per alpha from
+            the first-pass beliefs; module docstring). "refined" runs two closed forms per alpha and
+            supports the linear variant only (``l1_normalize=False``); with ``spectral_scale`` both passes
+            use scaled operators (the refined one divided by its own spectral radius).
 
     Returns:
-        :class:`CLPResult`.
+        :class:`CLPResult` (``H_refined`` set for ``compat="refined"``).
+
+    Raises:
+        ValueError: an unknown ``normalization``, ``prior_source`` or ``compat``; ``compat="refined"`` with
+            ``l1_normalize``; bad arrays (named).
     """
     check_normalization(normalization)
     if prior_source not in ("mlp", "b0"):
         raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
+    if compat not in ("sinkhorn", "refined"):
+        raise ValueError(f"compat must be 'sinkhorn' or 'refined'; got {compat!r}")
+    if compat == "refined" and l1_normalize:
+        raise ValueError("compat='refined' supports the linear variant only (l1_normalize=False)")
     alphas = jnp.atleast_1d(jnp.asarray(alphas, prior.dtype))
     _checks.alpha(alphas, "alphas")
     labels = jnp.where(train_mask, labels, 0)
@@ -111,7 +136,11 @@ def clp_beliefs(
     if spectral_scale:
         if l1_normalize:
             raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
-        return _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
+        res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
+        if compat == "refined":
+            return _clp_refined(graph, labels, train_mask, b0, d, alphas, res.valid, res.beliefs, H, sk,
+                                res.spectral, normalization, method, tol, scaled=True)
+        return res
     amax = float(np.max(np.asarray(alphas)))
     proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
     spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
@@ -125,7 +154,55 @@ def clp_beliefs(
     else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
         valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
     beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
+    if compat == "refined":
+        return _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, beliefs, H, sk, spectral,
+                            normalization, method, tol)
     return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
+
+
+def refined_prior(beliefs: jax.Array) -> jax.Array:
+    """``L1rows(max(B, 0))``: (n, K) propagated beliefs as a row-stochastic "prior" for the re-estimate.
+
+    Linear CLP beliefs are nonnegative with rows summing to at least ``1 - alpha`` (``B >= (1-a) D``); the
+    clip only removes solver round-off, and a zero row (not reachable from a valid solve) becomes uniform.
+    """
+    b = jnp.maximum(beliefs, 0)
+    s = jnp.sum(b, axis=1, keepdims=True)
+    return jnp.where(s > 0, b / jnp.where(s > 0, s, 1), 1.0 / b.shape[1])
+
+
+def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, spectral, normalization,
+                 method, tol, scaled=False) -> CLPResult:
+    """The refined second pass (``clp_beliefs(..., compat="refined")``), one alpha at a time.
+
+    Every alpha gets its own ``H'(alpha)`` from its first-pass beliefs, hence its own operator; alphas are
+    few, so a Python loop (all operators share shapes: one compile).
+    """
+    k = d.shape[1]
+    beliefs = jnp.zeros_like(first)
+    converged = jnp.zeros((alphas.shape[0], k), bool)
+    hs = jnp.zeros((alphas.shape[0], k, k), d.dtype)
+    valid_out = np.zeros_like(valid)
+    used = "none"
+    for i in np.flatnonzero(valid):
+        h_i, _ = estimate_compatibility(graph, refined_prior(first[i]), labels, train_mask)
+        op_i = clp_operator(graph, b0, h_i, normalization=normalization)
+        a_i = alphas[i:i + 1]
+        if scaled:  # as _clp_scaled: A^F'_k / rho(A^F'_k), valid below the scaled Collatz-Wielandt bound
+            upper = np.asarray(operator_spectral_radius(op_i).upper)
+            op_i, rho_i = spectral_scale(op_i)
+            ok = np.asarray(a_i) * float(np.max(upper / np.asarray(rho_i))) < 1.0
+        elif float(a_i[0]) * min(a_priori_bound(op_i, normalization),
+                                 float(jnp.max(jnp.minimum(*norm_bounds(op_i))))) < 1:
+            ok = np.ones(1, bool)  # the same proven bounds as the first pass
+        else:  # "none": the Collatz-Wielandt upper bound of the refined operator decides
+            ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
+        b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
+        if ok[0]:
+            beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
+            hs = hs.at[i].set(h_i)
+            valid_out[i] = True
+    return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
 
 
 def _solve_valid(op, d, alphas, valid, method, tol, normalization):

@@ -68,9 +68,19 @@ def estimate_compatibility(
         train_mask: (n,) bool, nonempty.
         tol, max_iters, smoothing: passed to :func:`jaxclp.sinkhorn`.
 
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.estimate_compatibility`
+    (the same checks and result).
+
     Returns:
         ``(H, info)``: H (K, K) doubly stochastic and the Sinkhorn diagnostics.
     """
+    from jaxclp.propagate import _is_sharded
+
+    if _is_sharded(graph):
+        from jaxclp import shard
+
+        return shard.estimate_compatibility(graph, prior, labels, train_mask, tol=tol, max_iters=max_iters,
+                                            smoothing=smoothing)
     n, k = prior.shape
     _checks.shape("prior", prior, (graph.num_nodes, None))
     _checks.probabilities("prior", prior)

@@ -18,8 +18,15 @@ def edge_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
     """Fraction of (non-loop) edges whose two ends share a label.
 
     For a symmetrized graph every undirected edge appears twice, which leaves the fraction unchanged, so
-    this equals the table's "h" (unique undirected non-loop edges).
+    this equals the table's "h" (unique undirected non-loop edges). A :class:`jaxclp.shard.ShardedGraph` in
+    place of ``graph`` runs :func:`jaxclp.shard.edge_homophily`.
     """
+    from jaxclp.shard import ShardedGraph
+
+    if isinstance(graph, ShardedGraph):
+        from jaxclp import shard
+
+        return shard.edge_homophily(graph, labels)
     _checks.shape("labels", labels, (graph.num_nodes,))
     keep = _nonloop(graph)
     same = (labels[graph.senders] == labels[graph.receivers]) & keep

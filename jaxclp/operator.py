@@ -277,6 +277,10 @@ def spectral_radius(
     Returns:
         A :class:`SpectralInfo` of (K,) arrays.
     """
+    from jaxclp import shard  # lazy: shard.py imports this module
+
+    if isinstance(graph, shard.ShardedGraph):
+        return shard.spectral_radius(graph, b0, H, normalization=normalization, tol=tol, max_iters=max_iters)
     return operator_spectral_radius(clp_operator(graph, b0, H, normalization=normalization),
                                     tol=tol, max_iters=max_iters)
 

@@ -111,6 +111,26 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
     return info
 
 
+def _is_sharded(graph) -> bool:
+    """Whether ``graph`` is a :class:`jaxclp.shard.ShardedGraph` (imported lazily: shard imports this module's
+    dependencies)."""
+    from jaxclp.shard import ShardedGraph
+
+    return isinstance(graph, ShardedGraph)
+
+
+def _sharded_propagate(graph, b0, H, prior, *, alpha, num_iters, normalization, l1_normalize, engine, throw,
+                       return_info):
+    from jaxclp import shard
+
+    if engine != "factored":
+        raise NotImplementedError(f"engine={engine!r} is not supported for a ShardedGraph; use engine='factored'")
+    if return_info:
+        raise NotImplementedError("return_info=True is not supported for a ShardedGraph")
+    return shard.propagate(graph, b0, H, prior, alpha=alpha, num_iters=num_iters, normalization=normalization,
+                           l1_normalize=l1_normalize, throw=throw)
+
+
 def propagate(
     graph: Graph,
     b0: jax.Array,
@@ -150,9 +170,17 @@ def propagate(
         throw: raise on a divergent configuration (else warn and return the diverging iterate).
         return_info: also return a :class:`PropagateInfo`.
 
+    A :class:`jaxclp.shard.ShardedGraph` (:func:`jaxclp.shard_graph`) in place of ``graph`` runs
+    :func:`jaxclp.shard.propagate` (engine "factored" only, no ``return_info``): the same result in the
+    user's node order.
+
     Returns:
         (n, K) beliefs B, or ``(B, info)`` with ``return_info=True``.
     """
+    if _is_sharded(graph):
+        return _sharded_propagate(graph, b0, H, prior, alpha=alpha, num_iters=num_iters,
+                                  normalization=normalization, l1_normalize=l1_normalize, engine=engine,
+                                  throw=throw, return_info=return_info)
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     _checks.alpha(alpha)
     check_normalization(normalization)

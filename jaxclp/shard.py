@@ -30,6 +30,12 @@ from METIS (optional dependency ``pymetis``: ``pip install jaxclp[scale]``). Hal
 ``python -m jaxclp.benchmarks.halo`` (``benchmarks/results/halo.md``).
 
 Everything after :func:`shard_graph` is jit-able; outputs keep their row sharding and are never gathered.
+
+Many processes (``jax.distributed.initialize``): the mesh spans every process's devices and the same calls
+run unchanged (``tests/test_distributed.py``: two processes, two host devices each, gloo CPU collectives).
+:func:`shard_graph` then needs the whole graph on every host; :func:`shard_graph_local` builds the same
+:class:`ShardedGraph` from each process's own edges (the user order, equal row blocks), exchanging only the
+halo read lists.
 """
 
 from __future__ import annotations
@@ -48,10 +54,10 @@ from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
 
 __all__ = [
-    "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_operator",
-    "edge_homophily", "edge_values", "estimate_compatibility", "from_internal", "in_degree", "node_order", "out_degree",
-    "propagate", "shard_graph", "sharded_spmm", "sharded_spmm_transpose", "solve", "spectral_radius",
-    "to_internal",
+    "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_operator", "clp_star",
+    "edge_homophily", "edge_values", "estimate_compatibility", "from_internal", "in_degree", "label_propagation",
+    "local_shards", "node_order", "out_degree", "propagate", "shard_graph", "shard_graph_local", "sharded_spmm",
+    "sharded_spmm_transpose", "solve", "spectral_radius", "to_internal",
 ]
 
 Partition = Literal["none", "rcm", "bfs", "metis"]
@@ -118,7 +124,11 @@ def node_order(graph: Graph, partition: Partition = "none", num_shards: int = 1,
         return np.arange(n, dtype=np.int64), np.array([n])
     opts = pymetis.Options()  # attributes, as documented by pymetis
     opts.seed = int(seed)
-    _, membership = pymetis.part_graph(int(num_shards), xadj=a.indptr, adjncy=a.indices, options=opts)
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025 (xadj/adjncy are deprecated there)
+        _, membership = pymetis.part_graph(int(num_shards), adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
+                                           options=opts)
+    else:
+        _, membership = pymetis.part_graph(int(num_shards), xadj=a.indptr, adjncy=a.indices, options=opts)
     membership = np.asarray(membership, dtype=np.int64)
     return np.argsort(membership, kind="stable"), np.bincount(membership, minlength=num_shards)
 
@@ -248,6 +258,31 @@ class Plan(NamedTuple):
             max_edges=int(self.num_edges.max()), mean_edges=float(self.num_edges.mean()))
 
 
+def _halo_tables(uniq: np.ndarray, P: int, b: int):
+    """The exchange tables from the sorted unique remote reads ``uniq`` = ``(p * P + q) * b + row`` (shard
+    ``q`` reads local row ``row`` of shard ``p != q``): ``(h, send, send_counts, offsets, send_offsets,
+    recv_slots, slot_of_key)`` as in :class:`Plan`; ``slot_of_key[i]`` is the halo slot (in ``0..S-1``) where
+    the receiving shard finds the row of ``uniq[i]``."""
+    pair = uniq // b
+    pos = np.arange(uniq.shape[0]) - np.searchsorted(pair, pair, side="left")
+    h = max(int(pos.max()) + 1 if pos.size else 0, 1)
+    send = np.zeros((P, P, h), np.int64)
+    send[pair // P, pair % P, pos] = uniq % b
+    send_counts = np.bincount(pair, minlength=P * P).reshape(P, P)
+    # the same lists by shard offset d = (q - p) % P, each offset padded to its own longest list h_d
+    dpair = ((pair % P) - (pair // P)) % P
+    h_d = np.zeros(P, np.int64)
+    np.maximum.at(h_d, dpair, pos + 1)
+    base = np.concatenate([[0], np.cumsum(h_d)[:-1]])
+    offsets = tuple((int(d), int(base[d]), int(h_d[d])) for d in range(1, P) if h_d[d] > 0)
+    send_offsets = np.zeros((P, int(h_d.sum())), np.int64)
+    send_offsets[pair // P, base[dpair] + pos] = uniq % b
+    d_s = np.repeat(np.arange(P), h_d)
+    j_s = np.arange(send_offsets.shape[1]) - base[d_s]
+    recv_slots = ((np.arange(P)[:, None] - d_s[None, :]) % P) * h + j_s[None, :]
+    return h, send, send_counts, offsets, send_offsets, recv_slots, base[dpair] + pos
+
+
 def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", balance: Balance = "rows",
                order=None, seed: int = 0) -> Plan:
     """Splits ``graph`` into ``num_shards`` node blocks and precomputes the halo exchange (host, numpy).
@@ -306,25 +341,9 @@ def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", 
     remote = p != q
     key = (p[remote] * P + q[remote]) * b + ls[remote]
     uniq, inv = np.unique(key, return_inverse=True)
-    pair = uniq // b
-    pos = np.arange(uniq.shape[0]) - np.searchsorted(pair, pair, side="left")
-    h = max(int(pos.max()) + 1 if pos.size else 0, 1)
-    send = np.zeros((P, P, h), np.int64)
-    send[pair // P, pair % P, pos] = uniq % b
-    send_counts = np.bincount(pair, minlength=P * P).reshape(P, P)
-    # the same lists by shard offset d = (q - p) % P, each offset padded to its own longest list h_d
-    dpair = ((pair % P) - (pair // P)) % P
-    h_d = np.zeros(P, np.int64)
-    np.maximum.at(h_d, dpair, pos + 1)
-    base = np.concatenate([[0], np.cumsum(h_d)[:-1]])
-    offsets = tuple((int(d), int(base[d]), int(h_d[d])) for d in range(1, P) if h_d[d] > 0)
-    send_offsets = np.zeros((P, int(h_d.sum())), np.int64)
-    send_offsets[pair // P, base[dpair] + pos] = uniq % b
+    h, send, send_counts, offsets, send_offsets, recv_slots, slot_of_key = _halo_tables(uniq, P, b)
     sender_ext = ls.copy()
-    sender_ext[remote] = b + (base[dpair] + pos)[inv]
-    d_s = np.repeat(np.arange(P), h_d)
-    j_s = np.arange(send_offsets.shape[1]) - base[d_s]
-    recv_slots = ((np.arange(P)[:, None] - d_s[None, :]) % P) * h + j_s[None, :]
+    sender_ext[remote] = b + slot_of_key[inv.reshape(-1)]
 
     estart = np.concatenate([[0], np.cumsum(ecount)[:-1]])
     slot = np.arange(rs.shape[0]) - estart[q]
@@ -448,6 +467,120 @@ def shard_graph(graph: Graph, mesh: Mesh, axis: str = "nodes", *, partition: Par
         rank=put(plan.rank, rep), num_nodes=plan.num_nodes, num_shards=P, block=plan.block, halo=plan.halo,
         offsets=plan.offsets, axis=axis, mesh=mesh,
         symmetric=plan.symmetric)
+
+
+def local_shards(mesh: Mesh, axis: str = "nodes") -> list[int]:
+    """The shard indices (positions along ``axis``) that have a device of this process."""
+    dev = np.moveaxis(np.asarray(mesh.devices), list(mesh.axis_names).index(axis), 0)
+    me = jax.process_index()
+    return [p for p in range(dev.shape[0]) if any(d.process_index == me for d in dev[p:p + 1].ravel())]
+
+
+def _allgather_ragged(x: np.ndarray) -> np.ndarray:
+    """Concatenation over all processes of a 1-D int array of any length (one all-gather of the lengths, one
+    of the padded arrays)."""
+    from jax.experimental import multihost_utils
+
+    x = np.asarray(x, np.int32)
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([x.shape[0]], np.int32))).reshape(-1)
+    pad = np.zeros(max(int(sizes.max()), 1), np.int32)
+    pad[:x.shape[0]] = x
+    got = np.asarray(multihost_utils.process_allgather(pad)).reshape(sizes.shape[0], -1)
+    return np.concatenate([got[i, :sizes[i]] for i in range(sizes.shape[0])])
+
+
+def shard_graph_local(senders, receivers, weights, num_nodes: int, mesh: Mesh, axis: str = "nodes", *,
+                      symmetric: bool = False) -> ShardedGraph:
+    """A :class:`ShardedGraph` built from each process's OWN edges (``jax.distributed``; no host holds the
+    whole edge list).
+
+    The nodes keep the user's order (``partition="none"``, ``balance="rows"``): shard ``p`` holds the nodes
+    ``p * b .. (p + 1) * b - 1`` with ``b = ceil(n / P)``. Every process passes the stored edges whose RECEIVER
+    lies in one of its shards (:func:`local_shards`): for an undirected graph both directions, deduplicated,
+    no self-loops unless wanted, i.e. what :meth:`jaxclp.Graph.from_edge_index` would store. The processes
+    then exchange only their halo read lists (two small all-gathers) and each one places its own shards; the
+    result equals ``shard_graph(Graph(...), mesh, axis)`` of the whole graph. In one process this is
+    ``shard_graph`` from raw edges.
+
+    Args:
+        senders, receivers: (m_local,) int user ids of this process's edges.
+        weights: (m_local,) float weights (the dtype of the graph's weights).
+        num_nodes: n, the global node count.
+        mesh, axis: as :func:`shard_graph`.
+        symmetric: whether the whole stored edge set is symmetric (``Graph.symmetric``: enables ``cg``).
+
+    Returns:
+        A :class:`ShardedGraph`.
+
+    Raises:
+        ValueError: bad shapes, ids out of range, or an edge whose receiver is on another process's shard.
+    """
+    if not isinstance(mesh, Mesh):
+        raise ValueError(f"mesh must be a jax.sharding.Mesh; got {type(mesh).__name__}")
+    if axis not in mesh.shape:
+        raise ValueError(f"axis {axis!r} is not an axis of the mesh {dict(mesh.shape)}")
+    s, r, w = np.asarray(senders), np.asarray(receivers), np.asarray(weights)
+    if s.ndim != 1 or s.shape != r.shape or s.shape != w.shape:
+        raise ValueError(f"senders, receivers and weights must be 1-D of one length; got shapes {s.shape}, "
+                         f"{r.shape}, {w.shape}")
+    n, P = int(num_nodes), int(mesh.shape[axis])
+    s, r = s.astype(np.int64), r.astype(np.int64)
+    if s.size and (min(s.min(), r.min()) < 0 or max(s.max(), r.max()) >= n):
+        raise ValueError(f"senders and receivers must be node ids in [0, {n})")
+    b = max(-(-n // P), 1)
+    mine = local_shards(mesh, axis)
+    q = r // b
+    if s.size and not np.isin(q, mine).all():
+        raise ValueError(f"receivers: every edge must have its receiver on a shard of this process (shards "
+                         f"{mine}, nodes of shard p: p * {b} .. p * {b} + {b - 1})")
+    srt = np.lexsort((s, r))
+    s, r, w, q = s[srt], r[srt], w[srt], q[srt]
+    p, ls, lr = s // b, s % b, r % b
+    remote = p != q
+    key = (p[remote] * P + q[remote]) * b + ls[remote]
+    uniq_local = np.unique(key)
+    # the global read lists (every process's, sorted): the halo tables are built identically everywhere
+    pairs = _allgather_ragged(uniq_local // b).astype(np.int64)
+    rows = _allgather_ragged(uniq_local % b).astype(np.int64)
+    uniq = np.unique(pairs * b + rows)  # a shard replicated over several processes lists its reads twice
+    h, send, send_counts, offsets, send_offsets, recv_slots, slot_of_key = _halo_tables(uniq, P, b)
+    ecount_local = np.bincount(q, minlength=P)
+    from jax.experimental import multihost_utils
+
+    ecount = np.asarray(multihost_utils.process_allgather(ecount_local.astype(np.int32))).reshape(-1, P).max(0)
+    E = max(int(ecount.max()), 1)
+    sender_ext = ls.copy()
+    sender_ext[remote] = b + slot_of_key[np.searchsorted(uniq, key)]
+    estart = np.concatenate([[0], np.cumsum(ecount_local)[:-1]])
+    slot = np.arange(r.shape[0]) - estart[q]
+    # only this process's shards are materialized: (E,) per local shard, padded as in build_plan
+    local = {}
+    for sh in mine:
+        e = slot[q == sh]
+        cols = {"receivers": np.full(E, b - 1, np.int64), "senders": np.zeros(E, np.int64),
+                "senders_global": np.zeros(E, np.int64), "weights": np.zeros(E, w.dtype)}
+        for name, v in (("receivers", lr), ("senders", sender_ext), ("senders_global", s), ("weights", w)):
+            cols[name][e] = v[q == sh]
+        local[sh] = cols
+    order = np.where(np.arange(P * b) < n, np.arange(P * b), -1)
+    rows_sh = NamedSharding(mesh, PSpec(axis))
+    rep = NamedSharding(mesh, PSpec())
+
+    def put(a, sharding, dtype=jnp.int32):
+        a = np.asarray(a).astype(dtype)
+        return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
+
+    def put_local(name, dtype=jnp.int32):  # the callback runs only for this process's devices
+        return jax.make_array_from_callback(
+            (P, E), rows_sh, lambda idx: local[idx[0].start or 0][name][None].astype(dtype))
+
+    return ShardedGraph(
+        receivers=put_local("receivers"), senders=put_local("senders"),
+        senders_global=put_local("senders_global"), weights=put_local("weights", w.dtype),
+        num_edges=put(ecount, rows_sh), send=put(send, rows_sh),
+        send_offsets=put(send_offsets, rows_sh), recv_slots=put(recv_slots, rows_sh), order=put(order, rep),
+        rank=put(np.arange(n), rep), num_nodes=n, num_shards=P, block=b, halo=h, offsets=offsets, axis=axis,
+        mesh=mesh, symmetric=bool(symmetric))
 
 
 # ============================================================================ boundary: user <-> internal
@@ -976,18 +1109,20 @@ def _solve_kernel(op, prior, alpha, method, tol, max_iters, exchange):
 
     rhs = (1.0 - alpha) * prior
     rn = jnp.linalg.norm(rhs, axis=0)  # a reduction over the row-sharded axis: local sums + one all-reduce
-    if method == "neumann":
-        x, its = stationary_columns(lambda x: rhs + alpha * op.matvec(x, exchange), rhs, rn, tol, max_iters)
+    res = None
+    if method == "neumann":  # as jaxclp.solve: the last product's increment is the returned iterate's residual
+        x, its, res = stationary_columns(lambda x: rhs + alpha * op.matvec(x, exchange), rhs, rn, tol, max_iters,
+                                         residual_scale=jnp.ones((), rhs.dtype))
     elif method == "jacobi":
         d = 1.0 - alpha * _diagonal(op)
-        x, its = stationary_columns(lambda x: (rhs + alpha * op.matvec(x, exchange) - (1.0 - d) * x) / d,
-                                    rhs / d, rn, tol, max_iters)
+        x, its, res = stationary_columns(lambda x: (rhs + alpha * op.matvec(x, exchange) - (1.0 - d) * x) / d,
+                                         rhs / d, rn, tol, max_iters, residual_scale=d)
     elif method == "bicgstab":
         x, its = bicgstab_columns(lambda x: x - alpha * op.matvec(x, exchange), rhs, tol, max_iters)
     else:
         x, its = _cg_symmetrized(op, rhs, alpha, tol, max_iters, exchange)
-    r = rhs - (x - alpha * op.matvec(x, exchange))
-    res = jnp.linalg.norm(r, axis=0)
+    if res is None:
+        res = jnp.linalg.norm(rhs - (x - alpha * op.matvec(x, exchange)), axis=0)
     rows = op.matvec(jnp.ones_like(x), exchange).max(axis=0)
     cols = op.rmatvec(jnp.ones_like(x), exchange).max(axis=0)
     return x, its, res, res / jnp.where(rn > 0, rn, 1.0), jnp.minimum(rows, cols)
@@ -1009,12 +1144,19 @@ def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, al
     Raises:
         ValueError: bad input; with ``throw=True`` divergence or non-convergence (as :func:`jaxclp.solve`).
     """
-    from jaxclp.solve import NEUMANN_MAX_CONTRACTION, Solution, _check_converged, cg_valid
-
     _checks.alpha(alpha)
     if np.ndim(alpha) != 0:
         raise ValueError(f"alpha must be a scalar for a sharded solve; got shape {np.shape(alpha)}")
     op, pi = _prepare(sg, b0, H, prior, normalization, exchange)
+    return _solve_operator(op, pi, alpha, normalization=normalization, method=method, tol=tol,
+                           max_iters=max_iters, throw=throw, exchange=exchange)
+
+
+def _solve_operator(op: ShardedOperator, pi, alpha, *, normalization, method, tol, max_iters, throw, exchange):
+    """``(1 - alpha) (I - alpha op)^{-1} pi`` for internal-order ``pi``; the value in the user's order."""
+    from jaxclp.solve import NEUMANN_MAX_CONTRACTION, Solution, _check_converged, cg_valid
+
+    sg = op.graph
     alpha_ = jnp.asarray(alpha, op.left.dtype)
     if method == "auto":
         rows, cols = _norm_bounds(op, exchange)
@@ -1034,3 +1176,77 @@ def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, al
     if throw:
         _check_converged(sol, alpha_, tol, max_iters)
     return sol
+
+
+# ============================================================================ baselines
+def label_propagation(sg: ShardedGraph, labels: jax.Array, train_mask: jax.Array, num_classes: int, *,
+                      alpha: float, normalization: Normalization = "sym", method: str = "auto",
+                      tol: float = 1e-6, max_iters: int = 10_000, exchange: Exchange = "ppermute") -> jax.Array:
+    """:func:`jaxclp.label_propagation` (closed form, scalar alpha) on a sharded graph.
+
+    ``(1 - alpha) (I - alpha Ahat)^{-1} (M * Y)``: the sharded solve with the operator ``Ahat`` itself
+    (:class:`ShardedOperator` with unit scalings on the real rows, 0 on padding rows).
+
+    Args:
+        sg: the sharded graph.
+        labels: (n,) integer labels, user order (only training entries are read).
+        train_mask: (n,) bool, nonempty.
+        num_classes: K.
+        alpha: scalar in (0, 1).
+        normalization, method, tol, max_iters: as :func:`solve`.
+
+    Returns:
+        (n, K) scores in the user's order.
+    """
+    from jaxclp.compat import one_hot_train
+
+    labels, train_mask = jnp.asarray(labels), jnp.asarray(train_mask)
+    _checks.mask("train_mask", train_mask, sg.num_nodes)
+    _checks.alpha(alpha)
+    if np.ndim(alpha) != 0:
+        raise ValueError(f"alpha must be a scalar for a sharded graph; got shape {np.shape(alpha)}")
+    check_normalization(normalization)
+    _check_exchange(exchange)
+    y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
+    dtype = y0.dtype if jnp.issubdtype(y0.dtype, jnp.floating) else jnp.result_type(float)
+    y0 = to_internal(sg, y0.astype(dtype))
+    ones = to_internal(sg, jnp.ones((sg.num_nodes, num_classes), dtype))  # 0 on padding rows
+    op = ShardedOperator(sg, edge_values(sg, normalization, exchange=exchange).astype(dtype), ones, ones)
+    return _solve_operator(op, y0, alpha, normalization=normalization, method=method, tol=tol,
+                           max_iters=max_iters, throw=True, exchange=exchange).value
+
+
+def clp_star(sg: ShardedGraph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha: float,
+             num_iters: int = 50, normalization: Normalization = "sym", exchange: Exchange = "ppermute") -> jax.Array:
+    """:func:`jaxclp.clp_star` (scalar alpha) on a sharded graph: ``B <- (1-alpha) D + alpha (Ahat B) H``.
+
+    Args:
+        sg: the sharded graph.
+        prior: (n, K) D, user order. start: (n, K) initial B, user order. H: (K, K).
+        alpha: scalar.
+
+    Returns:
+        (n, K) beliefs in the user's order.
+    """
+    prior, start, H = jnp.asarray(prior), jnp.asarray(start), jnp.asarray(H)
+    _checks.shape("prior", prior, (sg.num_nodes, None))
+    n, k = prior.shape
+    _checks.shape("start", start, (n, k))
+    _checks.shape("H", H, (k, k))
+    _checks.alpha(jnp.asarray(alpha))
+    if np.ndim(alpha) != 0:
+        raise ValueError(f"alpha must be a scalar for a sharded graph; got shape {np.shape(alpha)}")
+    check_normalization(normalization)
+    _check_exchange(exchange)
+    values = edge_values(sg, normalization, exchange=exchange).astype(prior.dtype)
+    out = _clp_star(sg, values, to_internal(sg, prior), to_internal(sg, start.astype(prior.dtype)),
+                    H.astype(prior.dtype), jnp.asarray(alpha, prior.dtype), num_iters, exchange)
+    return from_internal(sg, out)
+
+
+@functools.partial(jax.jit, static_argnames="exchange")
+def _clp_star(sg, values, prior, start, H, alpha, num_iters, exchange):
+    def step(_, b):
+        return (1.0 - alpha) * prior + alpha * _spmm(sg, values, b, exchange) @ H
+
+    return jax.lax.fori_loop(0, num_iters, step, start)

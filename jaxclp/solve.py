@@ -17,8 +17,10 @@ own convergence test and iteration count):
   (truncated Neumann series).
 * ``"auto"``: see :func:`choose_method`; the choice is reported in ``Solution.method``.
 
-The residual in :class:`Solution` is always recomputed by us from the returned value, never taken from a
-solver, and ``converged`` means ``relative_residual <= tol``.
+The residual in :class:`Solution` is always computed by us from the returned value, never taken from a
+solver's recurrence, and ``converged`` means ``relative_residual <= tol``. For ``neumann`` and ``jacobi`` it is the
+last product's increment, which is exactly the residual of the returned iterate (the solve returns the last
+iterate it has measured), so no separate residual product is made; the others recompute it with one product.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ class Solution(NamedTuple):
     Attributes:
         value: (n, K) solution, or (A, n, K) for a vector of A alphas.
         converged: (K,) bool (or (A, K)): ``relative_residual <= tol``.
-        iterations: (K,) int32 (or (A, K)) iterations of the method (-1 where unknown; 0 for "dense").
+        iterations: (K,) int32 (or (A, K)) iterations of the method (-1 where unknown; 0 for "dense"). For
+            "neumann"/"jacobi": operator products, i.e. the steps applied to ``value`` plus the one that measured
+            its residual (so ``max_iters + 1`` when the budget ran out).
         residual: (K,) ``||(1-a) D_k - (I - a A^F_k) x_k||_2`` computed from ``value``.
         relative_residual: (K,) residual / ``||(1-a) D_k||_2``.
         rho_bound: (K,) ``min(max row sum, max column sum)`` of A^F_k, an upper bound on its spectral radius.
@@ -151,27 +155,53 @@ def bicgstab_columns(matvec, rhs, tol, max_iters):
     return out[0], out[9]
 
 
-def stationary_columns(step, x0, rhs_norm, tol, max_iters):
+def stationary_columns(step, x0, rhs_norm, tol, max_iters, residual_scale=None):
     """Fixed-point iteration ``x <- step(x)`` per column until ``||x_new - x|| <= tol * ||rhs||``.
 
     For ``x <- c + M x`` the increment equals the residual of the previous iterate, so this is a residual test.
+
+    With ``residual_scale`` (an array broadcasting against ``x``, e.g. ones for Neumann, the Jacobi diagonal)
+    the iteration instead returns the last iterate whose residual it has measured, ``r(x) = residual_scale *
+    (step(x) - x)``: a column stops at the first ``x`` with ``||r(x)|| <= tol * ||rhs||`` and keeps that ``x``
+    (not ``step(x)``); after ``max_iters`` steps one more product measures the residual of the last iterate
+    without moving it. Every returned column thus comes with the exact residual norm of the returned value, and
+    no separate residual product is needed. Returns ``(x, its, res)`` then: ``res`` (K,) those residual norms,
+    ``its`` the products made per column (steps applied to ``x`` plus the measuring one, at most ``max_iters + 1``).
     """
     k = x0.shape[1]
+    if residual_scale is None:
+        def cond(s):
+            return jnp.any(s[1]) & (s[3] < max_iters)
 
-    def cond(s):
-        return jnp.any(s[1]) & (s[3] < max_iters)
+        def body(s):
+            x, active, its, it = s
+            x_new = step(x)
+            diff = jnp.linalg.norm(x_new - x, axis=0)
+            x = jnp.where(active[None, :], x_new, x)
+            its = its + active.astype(jnp.int32)
+            return x, active & (diff > tol * rhs_norm), its, it + 1
 
-    def body(s):
-        x, active, its, it = s
+        x, _, its, _ = jax.lax.while_loop(cond, body, (x0, jnp.ones((k,), bool), jnp.zeros(k, jnp.int32),
+                                                        jnp.int32(0)))
+        return x, its
+
+    def cond_r(s):
+        return jnp.any(s[1]) & (s[3] <= max_iters)
+
+    def body_r(s):
+        x, active, its, it, res = s
         x_new = step(x)
-        diff = jnp.linalg.norm(x_new - x, axis=0)
-        x = jnp.where(active[None, :], x_new, x)
+        r = jnp.linalg.norm(residual_scale * (x_new - x), axis=0)  # the exact residual of x
+        res = jnp.where(active, r, res)
+        move = active & (r > tol * rhs_norm) & (it < max_iters)
+        x = jnp.where(move[None, :], x_new, x)
         its = its + active.astype(jnp.int32)
-        return x, active & (diff > tol * rhs_norm), its, it + 1
+        return x, move, its, it + 1, res
 
-    x, _, its, _ = jax.lax.while_loop(cond, body, (x0, jnp.ones((k,), bool), jnp.zeros(k, jnp.int32),
-                                                    jnp.int32(0)))
-    return x, its
+    init = (x0, jnp.ones((k,), bool), jnp.zeros(k, jnp.int32), jnp.int32(0),
+            jnp.full((k,), jnp.inf, rhs_norm.dtype))
+    x, _, its, _, res = jax.lax.while_loop(cond_r, body_r, init)
+    return x, its, res
 
 
 # --------------------------------------------------------------------------- one alpha, one method
@@ -190,6 +220,7 @@ def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, tr
     def matvec(x):
         return x - alpha * apply(x)
 
+    unknown = jnp.full((k,), jnp.nan, rhs.dtype)  # residual not known from the solve: recomputed by the caller
     if method == "dense":
         a = op.to_dense()  # (K, n, n)
         if transpose:
@@ -197,17 +228,22 @@ def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, tr
         n = rhs.shape[0]
         m = jnp.eye(n, dtype=rhs.dtype)[None] - alpha * a
         x = jax.vmap(jnp.linalg.solve, in_axes=(0, 0))(m, rhs.T).T
-        return x, jnp.zeros((k,), jnp.int32)
+        return x, (jnp.zeros((k,), jnp.int32), unknown)
     if method == "neumann":
+        # the last product's increment is the exact residual of the returned iterate: no residual product
         rn = jnp.linalg.norm(rhs, axis=0)
-        return stationary_columns(lambda x: rhs + alpha * apply(x), rhs, rn, tol, max_iters)
+        x, its, res = stationary_columns(lambda x: rhs + alpha * apply(x), rhs, rn, tol, max_iters,
+                                         residual_scale=jnp.ones((), rhs.dtype))
+        return x, (its, res)
     if method == "jacobi":
         d = 1.0 - alpha * op.diagonal()  # the transpose has the same diagonal
         rn = jnp.linalg.norm(rhs, axis=0)
-        return stationary_columns(lambda x: (rhs + alpha * apply(x) - (1.0 - d) * x) / d, rhs / d, rn,
-                                  tol, max_iters)
+        x, its, res = stationary_columns(lambda x: (rhs + alpha * apply(x) - (1.0 - d) * x) / d, rhs / d, rn,
+                                         tol, max_iters, residual_scale=d)  # d (step(x) - x) = r(x)
+        return x, (its, res)
     if method == "bicgstab":
-        return bicgstab_columns(matvec, rhs, tol, max_iters)
+        x, its = bicgstab_columns(matvec, rhs, tol, max_iters)
+        return x, (its, unknown)
     if method == "gmres":
         g = op.graph
 
@@ -227,9 +263,10 @@ def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, tr
                                                  solve_method="incremental")
             return x
         x = jax.vmap(one_class, in_axes=(1, 1, 1), out_axes=1)(op.left, op.right, rhs)
-        return x, jnp.full((k,), -1, jnp.int32)
+        return x, (jnp.full((k,), -1, jnp.int32), unknown)
     if method == "cg":
-        return _cg_symmetrized(_transposed(op) if transpose else op, rhs, alpha, tol, max_iters)
+        x, its = _cg_symmetrized(_transposed(op) if transpose else op, rhs, alpha, tol, max_iters)
+        return x, (its, unknown)
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -280,7 +317,10 @@ def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
 
 def _solve_kernel(op, prior, alphas, method, tol, max_iters):
     def one(alpha):
-        x, its = _solve_one(op, prior, alpha, method, tol, max_iters)
+        x, (its, res) = _solve_one(op, prior, alpha, method, tol, max_iters)
+        if method in ("neumann", "jacobi"):  # exact residual of x from the solve's last product (one SpMM saved)
+            den = jnp.linalg.norm((1.0 - alpha) * prior, axis=0)
+            return x, its, res, res / jnp.where(den > 0, den, 1.0)
         res, rel = residual(op, prior, x, alpha)
         return x, its, res, rel
 
@@ -400,6 +440,19 @@ def _check_converged(sol: Solution, alphas, tol, max_iters) -> None:
         f"value with its diagnostics.")
 
 
+def _sharded_solve(graph, b0, H, prior, *, alpha, normalization, method, tol, max_iters, throw) -> Solution:
+    from jaxclp import shard
+
+    if method != "auto" and method not in shard.SHARDED_METHODS:
+        raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
+                         f"{shard.SHARDED_METHODS}")
+    if np.ndim(alpha) != 0:
+        raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph (one solve per alpha); got shape "
+                                  f"{np.shape(alpha)}")
+    return shard.solve(graph, b0, H, prior, alpha=alpha, normalization=normalization, method=method, tol=tol,
+                       max_iters=max_iters, throw=throw)
+
+
 def solve(
     graph: Graph,
     b0: jax.Array,
@@ -436,9 +489,18 @@ def solve(
     Returns:
         A :class:`Solution`.
 
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.solve`: a scalar
+    ``alpha`` and the methods "auto", "neumann", "jacobi", "bicgstab", "cg" (no "dense", "gmres"); ``value``
+    is in the user's node order.
+
     Raises:
         ValueError: bad input (naming the argument), and with ``throw=True`` divergence or non-convergence.
     """
+    from jaxclp.propagate import _is_sharded
+
+    if _is_sharded(graph):
+        return _sharded_solve(graph, b0, H, prior, alpha=alpha, normalization=normalization, method=method,
+                              tol=tol, max_iters=max_iters, throw=throw)
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     check_normalization(normalization)
     op = clp_operator(graph, b0, H, normalization=normalization)

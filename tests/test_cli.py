@@ -157,3 +157,85 @@ def test_cli_fills_the_persistent_xla_cache(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert len([p for p in (tmp_path / "xla").rglob("*") if p.is_file()]) >= 1
     assert (tmp_path / "out" / "summary.md").exists()
+
+
+def test_cli_distributed_flags_parse_and_are_checked(tmp_path, capsys, monkeypatch):
+    """Issue 17.4: ``run --coordinator HOST:PORT --num-processes N --process-id I`` reaches
+    ``jax.distributed.initialize`` (before any device is touched); partial or inconsistent flags are a
+    one-line user error and nothing is initialized or written."""
+    calls = []
+    monkeypatch.setattr(cli, "_init_distributed", lambda opts: calls.append(opts))
+    monkeypatch.setattr(cli, "run", lambda *args, **kw: calls.append("run") or [])
+    monkeypatch.setattr(cli, "write_summary", lambda *args, **kw: "summary.md")
+    base = ["run", "--dataset", "texas", "--out", str(tmp_path / "o"), "--no-progress"]
+    good = ["--coordinator", "127.0.0.1:1234", "--num-processes", "2", "--process-id", "0"]
+    assert cli.main(base + good) == 0
+    assert calls == [{"coordinator_address": "127.0.0.1:1234", "num_processes": 2, "process_id": 0}, "run"]
+    calls.clear()
+    assert cli.main(base) == 0 and calls == ["run"]  # no flags: one process, no initialize
+    calls.clear()
+    for bad, expect in (([*good[:2]], "--coordinator also need(s) --num-processes, --process-id"),
+                        (["--num-processes", "2", "--process-id", "1"], "need(s) --coordinator"),
+                        (["--coordinator", "localhost", *good[2:]], "--coordinator must be HOST:PORT"),
+                        ([*good[:4], "--process-id", "2"], "--process-id must be in 0..1")):
+        assert cli.main(base + bad) == 2, bad
+        err = capsys.readouterr().err
+        assert err.startswith("jaxclp: error: ") and expect in err, (bad, err)
+    assert calls == []
+    with pytest.raises(SystemExit) as e:
+        cli.main(base + ["--coordinator", "h:1", "--num-processes", "2", "--process-id", "-1"])
+    assert e.value.code == 2 and "must be >= 0" in capsys.readouterr().err
+
+
+def test_cli_run_on_a_non_zero_process_writes_nothing(tmp_path, capsys, monkeypatch):
+    """Only process 0 of a jax.distributed job writes: process 1 runs the same work and leaves no folder,
+    no records, no lock and no summary; process 0 writes them."""
+    _platonov_npz(tmp_path / "g.npz")
+    args = ["run", "--graph", str(tmp_path / "g.npz"), "--split", "published", "--methods", "lp", "--runs", "1",
+            "--no-progress"]
+    monkeypatch.setattr(runner.jax, "process_index", lambda: 1)
+    assert cli.main(args + ["--out", str(tmp_path / "p1")]) == 0
+    assert not (tmp_path / "p1").exists()
+    assert "process 0 writes the records" in capsys.readouterr().err
+    monkeypatch.setattr(runner.jax, "process_index", lambda: 0)
+    assert cli.main(args + ["--out", str(tmp_path / "p0")]) == 0
+    recs = [r for r in runner.read_records(tmp_path / "p0" / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert [(r["run"], r["method"]) for r in recs] == [(0, "lp")] and (tmp_path / "p0" / "summary.md").exists()
+
+
+@pytest.mark.slow
+def test_cli_run_two_processes(tmp_path):
+    """The real thing: two ``jaxclp run`` processes joined by ``--coordinator/--num-processes/--process-id``
+    (jax.distributed, gloo CPU collectives) on one --out: both exit 0, the records are written once (by
+    process 0) and equal a one-process run's."""
+    import socket
+
+    _platonov_npz(tmp_path / "g.npz")
+    args = ["run", "--graph", str(tmp_path / "g.npz"), "--split", "published", "--methods", "lp", "--runs", "2",
+            "--no-progress"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(JAXCLP_XLA_CACHE="off", XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    dist = ["--out", str(tmp_path / "two"), "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
+    procs = [subprocess.Popen([sys.executable, "-m", "jaxclp", *args, *dist, "--process-id", str(i)], cwd=REPO,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outs)
+    assert "process 0 writes the records" in outs[1]
+    recs = runner.read_records(tmp_path / "two" / runner.RESULTS_FILE)
+    assert [r["type"] for r in recs] == ["header", "result", "result"]
+    assert cli.main(args + ["--out", str(tmp_path / "one")]) == 0
+    one = {(r["run"], r["method"]): r for r in runner.read_records(tmp_path / "one" / runner.RESULTS_FILE)
+           if r["type"] == "result"}
+    for r in recs[1:]:  # the subprocesses run float32, this process float64 (conftest): equal to float32
+        want = one[(r["run"], r["method"])]
+        assert r["params"] == want["params"]
+        assert r["val"] == pytest.approx(want["val"], abs=1e-6) and r["test"] == pytest.approx(want["test"], abs=1e-6)

@@ -419,6 +419,73 @@ SCRIPT = textwrap.dedent("""
             raise AssertionError(f"no error for {word}")
         except ValueError as err:
             assert word in str(err), err
+
+    # shard_graph_local (one process: every shard is local) from raw edges == shard_graph of the Graph
+    assert shard.local_shards(mesh) == [0, 1, 2, 3]
+    for gname in ("directed_loops", "undirected_n37"):
+        gg = graphs[gname]
+        ref = shard.shard_graph(gg, mesh, "nodes")
+        perm = rng.permutation(gg.num_edges)  # the input order does not matter
+        loc = shard.shard_graph_local(*(np.asarray(a)[perm] for a in (gg.senders, gg.receivers, gg.weights)),
+                                      gg.num_nodes, mesh, "nodes", symmetric=gg.symmetric)
+        assert (loc.block, loc.halo, loc.offsets, loc.symmetric) == (ref.block, ref.halo, ref.offsets, ref.symmetric)
+        for f in ("receivers", "senders", "senders_global", "weights", "num_edges", "send", "send_offsets",
+                  "recv_slots", "order", "rank"):
+            np.testing.assert_array_equal(np.asarray(getattr(loc, f)), np.asarray(getattr(ref, f)), err_msg=f)
+            assert getattr(loc, f).sharding == getattr(ref, f).sharding, f
+    try:
+        shard.shard_graph_local([0], [37], [1.0], 37, mesh, "nodes")
+        raise AssertionError("no error for an out-of-range id")
+    except ValueError as err:
+        assert "node ids" in str(err), err
+
+    # the public functions take the ShardedGraph in place of the Graph and return the unsharded results
+    close(jaxclp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9, normalization="row"),
+          jaxclp.propagate(g, b0, H, prior, alpha=0.8, num_iters=9, normalization="row"), "jaxclp.propagate(sg)")
+    for method in ("neumann", "cg", "auto"):
+        got = jaxclp.solve(sg, b0, H, prior, alpha=0.9, method=method, tol=1e-11)
+        want = jaxclp.solve(g, b0, H, prior, alpha=0.9, method=method, tol=1e-11)
+        assert got.method == want.method, (got.method, want.method)
+        np.testing.assert_allclose(np.asarray(got.value), np.asarray(want.value), rtol=1e-9, atol=1e-11,
+                                   err_msg="jaxclp.solve(sg) " + method)
+    close(jaxclp.estimate_compatibility(sg, prior, labels, train)[0], h_want, "jaxclp.estimate_compatibility(sg)")
+    lab = rng.integers(0, 2, n)
+    close(jaxclp.edge_homophily(sg, lab), jaxclp.edge_homophily(g, lab), "jaxclp.edge_homophily(sg)")
+    np.testing.assert_allclose(np.asarray(jaxclp.spectral_radius(sg, b0, H, tol=1e-10).rho),
+                               np.asarray(jaxclp.spectral_radius(g, b0, H, tol=1e-10).rho), rtol=1e-8,
+                               err_msg="jaxclp.spectral_radius(sg)")
+    # the baselines: closed-form LP (every normalization, CG / BiCGStab / auto) and CLP*
+    for norm, method in (("sym", "auto"), ("sym", "cg"), ("row", "bicgstab")):
+        got = jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, normalization=norm, method=method,
+                                       tol=1e-11)
+        want = jaxclp.label_propagation(g, labels, train, K, alpha=0.9, normalization=norm, method="dense")
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-8, atol=1e-10,
+                                   err_msg=f"label_propagation {norm} {method}")
+    close(jaxclp.clp_star(sg, prior, b0, H, alpha=0.7, num_iters=7, normalization="row"),
+          jaxclp.clp_star(g, prior, b0, H, alpha=0.7, num_iters=7, normalization="row"), "clp_star")
+    # options the sharded path does not have raise, naming the option and ShardedGraph
+    for call, word, exc in (
+            (lambda: jaxclp.propagate(sg, b0, H, prior, alpha=0.8, engine="edgewise"), "engine", NotImplementedError),
+            (lambda: jaxclp.propagate(sg, b0, H, prior, alpha=0.8, return_info=True), "return_info",
+             NotImplementedError),
+            (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="dense"), "method", ValueError),
+            (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="gmres"), "method", ValueError),
+            (lambda: jaxclp.solve(sg, b0, H, prior, alpha=jnp.array([0.5, 0.9])), "alpha", NotImplementedError),
+            (lambda: jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, num_layers=3), "num_layers",
+             NotImplementedError),
+            (lambda: jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, reset_train=True), "reset_train",
+             NotImplementedError),
+            (lambda: jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, method="dense"), "method",
+             ValueError),
+            (lambda: jaxclp.clp_star(sg, prior, b0, H, alpha=jnp.array([0.5, 0.9])), "alpha", NotImplementedError),
+            (lambda: jaxclp.correct_and_smooth(sg, prior, labels, train, alpha_correct=0.5, alpha_smooth=0.5),
+             "correct_and_smooth", NotImplementedError),
+            (lambda: jaxclp.propagate_labels(sg, b0, alpha=0.5), "propagate_labels", NotImplementedError)):
+        try:
+            call()
+            raise AssertionError(f"no error for {word}")
+        except exc as err:
+            assert word in str(err) and "ShardedGraph" in str(err), err
     print("OK")
 """)
 

@@ -188,7 +188,8 @@ def test_residual_is_recomputed_from_value(rng, method):
     np.testing.assert_allclose(np.asarray(sol.residual), res, rtol=1e-4, atol=1e-8 * rhs_norm.max())
     np.testing.assert_allclose(np.asarray(sol.relative_residual), rel, rtol=1e-4, atol=1e-8)
     assert not np.any(np.asarray(sol.converged))
-    assert np.all(np.asarray(sol.iterations) == 1)
+    # neumann/jacobi: one step applied + the product that measured the returned value's residual
+    assert np.all(np.asarray(sol.iterations) == (2 if method in ("neumann", "jacobi") else 1))
 
 
 def test_converged_flag_is_exactly_relative_residual_below_tol(rng):
@@ -376,3 +377,29 @@ def test_throw_default_does_not_raise_where_the_bound_proves_convergence(rng):
     sol = solve(*args, alpha=jnp.asarray([0.1, 0.9]), method="neumann", max_iters=2, tol=1e-5, throw=False)
     conv = np.asarray(sol.converged)
     assert conv[0].all() and not conv[1].any()
+
+
+@pytest.mark.parametrize("method", ["neumann", "jacobi", "bicgstab"])
+def test_stationary_solves_make_no_separate_residual_product(rng, method):
+    """neumann/jacobi take the returned value's residual from the loop's last product: the traced solve has
+    ONE operator product (the loop body; no residual product after it), and the residual is still exactly the
+    value's. bicgstab still recomputes it (one product after its loop)."""
+    import jaxclp.operator as operator_module
+    from jaxclp.operator import clp_operator
+    from jaxclp.solve import _solve_kernel
+
+    g = make_graph("directed")
+    b0, h, prior = make_problem(rng, N, K)
+    op = clp_operator(g, jnp.asarray(b0), jnp.asarray(h))
+    calls = []
+    orig = operator_module.FactoredOperator.matvec
+    operator_module.FactoredOperator.matvec = lambda self, x: calls.append(1) or orig(self, x)
+    try:  # un-jitted: every product in the program is traced exactly once
+        x, its, res, rel = _solve_kernel(op, jnp.asarray(prior), jnp.asarray(0.9), method, 1e-10, 10_000)
+    finally:
+        operator_module.FactoredOperator.matvec = orig
+    assert len(calls) == (1 if method != "bicgstab" else 3), len(calls)  # bicgstab: 2 per step + residual
+    ops = ref_ops(g, b0, h, "sym")
+    want, want_rel = ref.residual(ops, prior, np.asarray(x), 0.9)
+    np.testing.assert_allclose(np.asarray(res), want, rtol=1e-6, atol=1e-14)
+    assert np.all(want_rel <= 1e-10) and np.all(np.asarray(rel) <= 1e-10)
