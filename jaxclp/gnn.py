@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, edge_values
+from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul_symmetric, row_pointers
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
 
 MODELS = ("gcn", "h2gcn")
@@ -36,7 +37,8 @@ CONVS = ("gcn", "sage", "gat")
 
 
 # ----------------------------------------------------------------------------------- message passing
-def aggregate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool = False) -> jax.Array:
+def aggregate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool = False,
+              symmetric: bool = False) -> jax.Array:
     """One message-passing step ``out[r] = sum_{e: s->r} graph.edges[e] * h[s]`` (= ``Ahat @ h``).
 
     Args:
@@ -44,10 +46,19 @@ def aggregate(graph: jraph.GraphsTuple, h: jax.Array, *, receivers_sorted: bool 
         h: (n, p) node representations.
         receivers_sorted: promise that ``graph.receivers`` is sorted ascending (true for every graph built by
             jaxclp); enables the sorted segment reduction.
+        symmetric: promise that the coefficient matrix is symmetric (GCN/H2GCN normalizations of an undirected
+            graph). With ``receivers_sorted`` and p >= 3 the product then runs the CSR kernel
+            (:func:`jaxclp.sparse.csr_matmul_symmetric`, whose gradient reuses the same CSR) instead of a
+            gather of an (E, p) message array and a segment sum: on Actor's H2GCN 2-hop graph (2.5M edges,
+            p = 64) 20 ms instead of 600 ms forward, 45 ms instead of 1030 ms for the gradient.
 
     Returns:
         (n, p) aggregated representations.
     """
+    if (symmetric and receivers_sorted and h.ndim == 2 and h.shape[1] >= CSR_MIN_COLUMNS
+            and jnp.issubdtype(h.dtype, jnp.floating)):
+        indptr = row_pointers(graph.receivers, h.shape[0])
+        return csr_matmul_symmetric(graph.edges.astype(h.dtype), graph.senders, graph.receivers, indptr, h)
     messages = graph.edges[:, None].astype(h.dtype) * h[graph.senders]
     return jraph.segment_sum(messages, graph.receivers, num_segments=h.shape[0],
                              indices_are_sorted=receivers_sorted)
@@ -160,18 +171,19 @@ class GCNConv(nn.Module):
 
     Attributes:
         features: output width p'.
-        receivers_sorted: see :func:`aggregate`.
+        receivers_sorted, symmetric: see :func:`aggregate`.
     """
 
     features: int
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
         """(n, p) -> (n, p'); ``graph.edges`` are the coefficients ``Ahat[r, s]``."""
         kernel = self.param("kernel", nn.initializers.glorot_uniform(), (h.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
-        return aggregate(graph, h @ kernel, receivers_sorted=self.receivers_sorted) + bias
+        return aggregate(graph, h @ kernel, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric) + bias
 
 
 class GCN(nn.Module):
@@ -184,13 +196,14 @@ class GCN(nn.Module):
         hidden: hidden widths (``(64,)`` -> 2 layers; ``()`` -> a single linear propagation layer).
         num_classes: K output logits.
         dropout: dropout rate on the input of every layer (training only).
-        receivers_sorted: see :func:`aggregate`.
+        receivers_sorted, symmetric: see :func:`aggregate`.
     """
 
     hidden: Sequence[int]
     num_classes: int
     dropout: float = 0.5
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, *, train: bool) -> jax.Array:
@@ -200,7 +213,8 @@ class GCN(nn.Module):
         widths = tuple(self.hidden) + (self.num_classes,)
         for i, width in enumerate(widths):
             h = nn.Dropout(self.dropout, deterministic=not train)(h)
-            h = GCNConv(width, receivers_sorted=self.receivers_sorted, name=f"conv{i}")(graph, h)
+            h = GCNConv(width, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric,
+                        name=f"conv{i}")(graph, h)
             if i < len(widths) - 1:
                 h = nn.relu(h)
         return h
@@ -220,7 +234,7 @@ class H2GCN(nn.Module):
         num_classes: K output logits.
         dropout: dropout rate on the final representation (training only).
         num_rounds: K aggregation rounds (2 in the paper).
-        receivers_sorted: see :func:`aggregate`.
+        receivers_sorted, symmetric: see :func:`aggregate` (both hops' matrices).
     """
 
     hidden: int
@@ -228,6 +242,7 @@ class H2GCN(nn.Module):
     dropout: float = 0.5
     num_rounds: int = 2
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, hop1: jraph.GraphsTuple, hop2: jraph.GraphsTuple, *, train: bool) -> jax.Array:
@@ -237,8 +252,9 @@ class H2GCN(nn.Module):
         self.sow("intermediates", "r0", r)
         reps = [r]
         for k in range(1, self.num_rounds + 1):
-            r = jnp.concatenate([aggregate(hop1, r, receivers_sorted=self.receivers_sorted),
-                                 aggregate(hop2, r, receivers_sorted=self.receivers_sorted)], axis=-1)
+            r = jnp.concatenate([aggregate(hop1, r, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric),
+                                 aggregate(hop2, r, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric)],
+                                axis=-1)
             self.sow("intermediates", f"r{k}", r)
             reps.append(r)
         final = jnp.concatenate(reps, axis=-1)
@@ -650,7 +666,9 @@ def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden
 
 def _gcn_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
     """Unvalidated, jit/vmap-able body of :func:`fit_gcn`."""
-    model = GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, receivers_sorted=True)
+    # an undirected graph's GCN matrix D^-1/2 (A + I) D^-1/2 is symmetric: CSR kernel, gradient without a sort
+    model = GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, receivers_sorted=True,
+                symmetric=bool(graph.symmetric))
     gt = gcn_normalized_graph(graph, nodes=features)
     return _train_model(model, (gt,), key, labels, train_mask, val_mask, cfg)
 
@@ -659,7 +677,7 @@ def _h2gcn_kernel(key, graph, two_hop, features, labels, train_mask, val_mask, *
                   num_rounds, cfg):
     """Unvalidated, jit/vmap-able body of :func:`fit_h2gcn`."""
     model = H2GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, num_rounds=num_rounds,
-                  receivers_sorted=True)
+                  receivers_sorted=True, symmetric=bool(graph.symmetric and two_hop.symmetric))
     hop1, hop2 = h2gcn_normalized_graphs(graph, two_hop, nodes=features)
     return _train_model(model, (hop1, hop2), key, labels, train_mask, val_mask, cfg)
 

@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np
+
+import jaxclp
 import pytest
 
 from jaxclp.gnn import (GCN, H2GCN, GNNResult, aggregate, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
@@ -595,3 +597,63 @@ def test_tuned_gnn_bad_inputs_raise():
         fit_gnn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=2, spec=GNNSpec("sage", dropout=1.0))
     with pytest.raises(ValueError, match="features"):
         fit_gnn(jax.random.PRNGKey(0), g, x[:3], y, tm, vm, num_classes=2, spec=GNNSpec("sage"))
+
+
+@pytest.mark.parametrize("p", [2, 5])
+def test_symmetric_aggregate_equals_the_gather_path_with_gradients(p):
+    """aggregate(..., symmetric=True) runs the CSR kernel (p >= 3) whose gradient reuses the same CSR: equal
+    values and gradients (w.r.t. h and the edge coefficients) to the gather + segment_sum path, float64."""
+    from jaxclp.gnn import aggregate, gcn_normalized_graph
+
+    rng = np.random.default_rng(3)
+    n = 40
+    s, r = rng.integers(0, n, 150), rng.integers(0, n, 150)
+    g = jaxclp.Graph.from_edge_index(np.stack([s, r]), n, weights=rng.uniform(0.5, 2.0, 150))
+    assert g.symmetric
+    gt = gcn_normalized_graph(g)
+    h = jnp.asarray(rng.normal(size=(n, p)))
+    w = jnp.asarray(rng.normal(size=(n, p)))
+
+    def loss(edges, h, sym):
+        return jnp.sum(jnp.tanh(aggregate(gt._replace(edges=edges), h, receivers_sorted=True, symmetric=sym)) * w)
+
+    edges = gt.edges.astype(jnp.float64)
+    np.testing.assert_allclose(aggregate(gt, h, receivers_sorted=True, symmetric=True),
+                               aggregate(gt, h, receivers_sorted=True), rtol=1e-12, atol=1e-12)
+    for got, want in zip(jax.grad(loss, argnums=(0, 1))(edges, h, True),
+                         jax.grad(loss, argnums=(0, 1))(edges, h, False)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    # and under vmap over a batch of representations (how fit_*_splits trains several splits at once)
+    hb = jnp.stack([h, 2 * h + 1])
+    np.testing.assert_allclose(jax.vmap(lambda x: aggregate(gt, x, receivers_sorted=True, symmetric=True))(hb),
+                               jax.vmap(lambda x: aggregate(gt, x, receivers_sorted=True))(hb), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_symmetric_flag_follows_the_graph():
+    """GCN/H2GCN take the CSR path only for undirected graphs (a directed graph's matrix is not symmetric)."""
+    import jaxclp.gnn as gnn
+
+    rng = np.random.default_rng(4)
+    n = 30
+    ei = np.stack([rng.integers(0, n, 90), rng.integers(0, n, 90)])
+    seen = []
+    orig = gnn.csr_matmul_symmetric
+    gnn.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
+    try:
+        for symmetrize in (False, True):
+            seen.clear()
+            g = jaxclp.Graph.from_edge_index(ei, n, symmetrize=symmetrize)
+            x = rng.normal(size=(n, 4))
+            y = rng.integers(0, 3, n)
+            tm = np.zeros(n, bool)
+            tm[:15] = True
+            vm = ~tm
+            jax.clear_caches()
+            jaxclp.fit_gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=(8,),
+                           cfg=jaxclp.TrainConfig(epochs=3))
+            jaxclp.fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=4,
+                             cfg=jaxclp.TrainConfig(epochs=3))
+            assert bool(seen) == (g.symmetric and symmetrize), (symmetrize, len(seen))
+    finally:
+        gnn.csr_matmul_symmetric = orig
