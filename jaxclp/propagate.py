@@ -97,18 +97,24 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
     if a * float(jnp.max(jnp.minimum(rows, cols))) < 1.0:
         return None
     info = operator_spectral_radius(op)
-    rho = np.asarray(info.rho)
-    bad = np.flatnonzero(a * rho >= 1.0)
+    report_divergence(np.asarray(info.rho), a, throw=throw, what=what, stacklevel=4)
+    return info
+
+
+def report_divergence(rho: np.ndarray, alpha: float, *, throw: bool, what: str, stacklevel: int = 3) -> None:
+    """Raises (``throw``) or warns when ``alpha * rho[k] >= 1`` for some class, naming the first such class,
+    its rho and the largest alpha that converges. Shared by :func:`check_spectrum` and the sharded check
+    (:mod:`jaxclp.shard`)."""
+    bad = np.flatnonzero(alpha * rho >= 1.0)
     if bad.size:
         k = int(bad[0])
         msg = (f"{what} iteration diverges: class {k} has spectral radius rho = {rho[k]:.6g} and "
-               f"alpha * rho = {a * rho[k]:.6g} >= 1; the iteration converges only for alpha < 1/rho = "
+               f"alpha * rho = {alpha * rho[k]:.6g} >= 1; the iteration converges only for alpha < 1/rho = "
                f"{1.0 / rho[k]:.6g} (classes that diverge: {bad.tolist()}). Use a normalized adjacency "
                f"(normalization='sym' or 'row'), a smaller alpha, or l1_normalize=True.")
         if throw:
             raise ValueError(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-    return info
+        warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
 
 
 def _is_sharded(graph) -> bool:

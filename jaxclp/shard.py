@@ -52,6 +52,7 @@ from jax.sharding import PartitionSpec as PSpec
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
+from jaxclp.propagate import report_divergence
 
 __all__ = [
     "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_operator", "clp_star",
@@ -916,8 +917,6 @@ def _a_priori_bound(op: ShardedOperator, normalization) -> float:
 def _check_spectrum(op: ShardedOperator, alpha, normalization, *, throw: bool, what: str, exchange):
     """:func:`jaxclp.propagate.check_spectrum` on a sharded operator: the a-priori bound, then the row/column
     sum bounds, then the power iteration; raises (or warns) when ``alpha * rho >= 1`` for some class."""
-    import warnings
-
     if not _checks.is_concrete(alpha, op.left, op.right, op.values):
         return None
     a = float(np.max(np.asarray(alpha)))
@@ -927,17 +926,7 @@ def _check_spectrum(op: ShardedOperator, alpha, normalization, *, throw: bool, w
     if a * float(jnp.max(jnp.minimum(rows, cols))) < 1.0:
         return None
     info = _power(op, 1e-6, 1000, exchange)
-    rho = np.asarray(info.rho)
-    bad = np.flatnonzero(a * rho >= 1.0)
-    if bad.size:
-        k = int(bad[0])
-        msg = (f"{what} iteration diverges: class {k} has spectral radius rho = {rho[k]:.6g} and "
-               f"alpha * rho = {a * rho[k]:.6g} >= 1; the iteration converges only for alpha < 1/rho = "
-               f"{1.0 / rho[k]:.6g} (classes that diverge: {bad.tolist()}). Use a normalized adjacency "
-               f"(normalization='sym' or 'row'), a smaller alpha, or l1_normalize=True.")
-        if throw:
-            raise ValueError(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    report_divergence(np.asarray(info.rho), a, throw=throw, what=what, stacklevel=4)
     return info
 
 
