@@ -9,6 +9,7 @@ Modules (each runnable as ``python -m jaxclp.benchmarks.<name>``):
 * :mod:`jaxclp.benchmarks.scaling`     -- time and peak memory vs number of edges (one subprocess per size).
 * :mod:`jaxclp.benchmarks.lean`        -- peak RSS per edge and time of graph construction + compat + solve (issue 17 item 1).
 * :mod:`jaxclp.benchmarks.halo`        -- halo sizes of the node-sharded graph per partitioner (jaxclp.shard).
+* :mod:`jaxclp.benchmarks.sharded`     -- a products-shaped graph through the sharded pipeline on 1/2/4/8 host devices.
 * :mod:`jaxclp.benchmarks.summary`     -- builds ``results/SUMMARY.md`` from the JSON results.
 * :mod:`jaxclp.benchmarks.run`         -- entry point running everything (``main(argv)``).
 

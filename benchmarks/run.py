@@ -15,7 +15,7 @@ import traceback
 
 from jaxclp.benchmarks import _common as C
 
-ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "fixes")
+ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "fixes")
 
 
 def main(argv=None) -> int:

@@ -313,6 +313,20 @@ def method_linkx(ctx: Context) -> dict:
     return {("linkx",): fit_base_priors(ctx, ("linkx",))["linkx"]}
 
 
+def method_clp_e2e(ctx: Context) -> dict:
+    """``clp_paper`` with the MLP prior trained THROUGH the closed-form CLP (:func:`jaxclp.fit_end_to_end`):
+    the MLP of the depth validation chose for the prior (``ctx.mlp_depth``) is refitted with the split's key
+    (warm start), then fine-tuned on the cross-entropy of the CLP output of the training nodes with the label
+    trick (sym-normalized, linear, MLP prior); one fit per alpha of :data:`jaxclp.end_to_end.DEFAULT_ALPHAS`,
+    each early-stopped on validation (``ctx.metric``) with the warm start as a candidate; alpha on validation."""
+    from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
+
+    res = fit_end_to_end(ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val, ctx.num_classes,
+                         normalization="sym", hidden=(64,) * ctx.mlp_depth,
+                         cfg=DEFAULT_CONFIG._replace(metric=ctx.metric))
+    return {("train", "e2e", "alpha", float(a)): res.all_beliefs[i] for i, a in enumerate(res.alphas)}
+
+
 METHODS: dict[str, Callable[[Context], dict]] = {
     "mlp": method_mlp,
     "link": method_link,
@@ -332,5 +346,6 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "gcn_sep": method_gcn_sep,
     "clp_prior": method_clp_prior,
     "linkx": method_linkx,
+    "clp_e2e": method_clp_e2e,
 }
-NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_prior", "clp_refined"}
+NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_prior", "clp_refined", "clp_e2e"}

@@ -15,6 +15,10 @@ with :class:`StaleResultsError` and says how to proceed: another ``out``, or ``r
 (``--replace-stale``), which moves those records to ``results.stale.jsonl`` beside ``results.jsonl`` and
 recomputes. A folder therefore never mixes
 configurations for one (dataset, split, method), and the summary never shows a number of another setup.
+Each result record also carries its method's definition (``method_spec``: the candidate grid and a code
+revision, :mod:`jaxclp.experiments.specs`) and ``method_hash``; a finished key is skipped only when both hashes
+are the current ones, and records of another method definition are stale in the same way (a changed grid is
+never served as the new method's numbers).
 The number of runs is not part of the configuration: split ``i`` uses seed ``seed + i`` and its own PRNG key
 whatever ``runs`` is, so ``--runs 10`` after ``--runs 2`` computes runs 2..9 only.
 
@@ -55,6 +59,7 @@ from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
+from jaxclp.experiments.specs import method_hash, method_spec
 
 RESULTS_FILE = "results.jsonl"
 STALE_FILE = "results.stale.jsonl"
@@ -238,6 +243,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
            else TrainConfig(epochs=epochs))
     config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root))
     chash = config_hash(config)
+    mhash = {m: method_hash(m) for m in methods}
     out = Path(out)
     path = out / RESULTS_FILE
     writer = is_writer()  # under jax.distributed only process 0 touches the folder
@@ -246,9 +252,10 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     with folder_lock(out) if writer else contextlib.nullcontext():
         if writer:
             _repair_tail(path)
-            stale_records(path, ds.name, split, methods, config, chash, replace_stale)
+            stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash)
         done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
-                if r.get("type") == "result" and r.get("config_hash") == chash}
+                if r.get("type") == "result" and r.get("config_hash") == chash
+                and r.get("method_hash") == mhash.get(r.get("method"))}
         if jax.process_count() > 1:
             done = _agree_on_done(done, ds.name, split, nruns, methods)
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
@@ -283,7 +290,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                        "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric,
                        "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
                        "num_candidates": len(cands), "features": feat_kind, "config": config,
-                       "config_hash": chash}
+                       "config_hash": chash, "method_spec": method_spec(m), "method_hash": mhash[m]}
                 if writer:
                     append_record(path, rec)
                 records.append(rec)
@@ -438,24 +445,48 @@ def _config_diff(old: dict | None, new: dict) -> str:
     return ", ".join(diffs[:4]) or "a different configuration hash"
 
 
+def _spec_diff(old: dict | None, new: dict) -> str:
+    if not old:
+        return "no method definition recorded (an older jaxclp)"
+    diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in ("function", "revision") if old.get(k) != new.get(k)]
+    og, ng = old.get("grid") or {}, new.get("grid") or {}
+    diffs += [f"grid.{k}: {og.get(k)!r} -> {ng.get(k)!r}" for k in sorted(set(og) | set(ng)) if og.get(k) != ng.get(k)]
+    return ", ".join(diffs[:3]) or "a different method hash"
+
+
 def stale_records(path: Path, dataset: str, split: str, methods, config: dict, chash: str,
-                  replace: bool) -> list[dict]:
-    """Results in ``path`` of (dataset, split, one of methods) from a configuration other than ``chash``.
+                  replace: bool, method_hashes: dict | None = None) -> list[dict]:
+    """Results in ``path`` of (dataset, split, one of methods) from a configuration other than ``chash``, or
+    (with ``method_hashes``, method -> :func:`jaxclp.experiments.specs.method_hash`) from another definition of
+    their method (records without ``method_hash``, written before it existed, count as another definition).
 
     With ``replace=True`` they are moved to ``STALE_FILE`` beside ``path`` (appended there first, then
     ``path`` is rewritten without them, atomically); else :class:`StaleResultsError` is raised. Call with the
     folder lock held.
     """
     methods = set(methods)
-    stale = [r for r in read_records(path) if r.get("type") == "result" and r.get("dataset") == dataset
-             and r.get("split") == split and r.get("method") in methods and r.get("config_hash") != chash]
+
+    def is_stale(r):
+        return (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
+                and r.get("method") in methods
+                and (r.get("config_hash") != chash
+                     or (method_hashes is not None and r.get("method_hash") != method_hashes.get(r["method"]))))
+
+    stale = [r for r in read_records(path) if is_stale(r)]
     if not stale:
         return []
     if not replace:
-        hashes = sorted({str(r.get("config_hash")) for r in stale})
+        last = stale[-1]
+        if last.get("config_hash") != chash:
+            hashes = sorted({str(r.get("config_hash")) for r in stale})
+            why = (f"another configuration ({_config_diff(last.get('config'), config)}; "
+                   f"config_hash {', '.join(hashes)} vs {chash})")
+        else:
+            m = last["method"]
+            why = (f"another definition of method {m!r} ({_spec_diff(last.get('method_spec'), method_spec(m))}; "
+                   f"method_hash {last.get('method_hash')} vs {method_hashes[m]})")
         raise StaleResultsError(
-            f"{path} holds {len(stale)} result(s) of {dataset}/{split} from another configuration "
-            f"({_config_diff(stale[-1].get('config'), config)}; config_hash {', '.join(hashes)} vs {chash}); "
+            f"{path} holds {len(stale)} result(s) of {dataset}/{split} from {why}; "
             f"nothing was run. Use a new --out, or --replace-stale (replace_stale=True) to move them to "
             f"{path.parent / STALE_FILE} and recompute.")
     keep, moved = [], []
@@ -464,9 +495,7 @@ def stale_records(path: Path, dataset: str, split: str, methods, config: dict, c
             r = json.loads(line)
         except json.JSONDecodeError:
             continue  # a torn line: dropped with the rewrite
-        is_stale = (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
-                    and r.get("method") in methods and r.get("config_hash") != chash)
-        (moved if is_stale else keep).append(line)
+        (moved if is_stale(r) else keep).append(line)
     stale_path = path.parent / STALE_FILE
     fd = os.open(stale_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

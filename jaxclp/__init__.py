@@ -9,6 +9,7 @@ from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, autho
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
 from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
+from jaxclp.end_to_end import EndToEndResult, fit_end_to_end
 from jaxclp.estimator import CLP
 from jaxclp.features import SparseFeatures, as_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
@@ -42,4 +43,5 @@ __all__ = [
     "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
     "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior",
     "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph", "shard_graph_local",
+    "EndToEndResult", "fit_end_to_end",
 ]

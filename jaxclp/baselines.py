@@ -83,14 +83,6 @@ def _is_sharded(graph) -> bool:
     return isinstance(graph, ShardedGraph)
 
 
-def _sharded_unsupported(**options) -> None:
-    """Raises NotImplementedError naming the first option (not None) a ShardedGraph does not support."""
-    for name, value in options.items():
-        if value is not None:
-            raise NotImplementedError(f"{name}={value!r} is not supported for a ShardedGraph (the sharded LP is the "
-                                      f"closed form); leave {name} unset")
-
-
 def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
                      method: Method = "auto", tol: float = 1e-6, max_iters: int = 10_000,
                      num_layers: int | None = None, clamp: tuple[float, float] | None = None,
@@ -114,10 +106,16 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
     Returns:
         A :class:`jaxclp.solve.Solution`; ``method`` is ``"iterate"`` when iterating (its residual is then the
         last increment ``||post(...) - X||`` per column).
+
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.propagate_labels`: every
+    option, the methods "auto", "neumann", "jacobi", "bicgstab", "cg" ("auto" never picks "dense"), a vector of
+    alphas solved one alpha after another; ``value`` in the user's node order.
     """
     if _is_sharded(graph):
-        raise NotImplementedError("propagate_labels does not take a ShardedGraph yet; use "
-                                  "jaxclp.label_propagation (closed form) or jaxclp.solve on the sharded graph")
+        from jaxclp import shard
+
+        return shard.propagate_labels(graph, x0, alpha=alpha, normalization=normalization, method=method, tol=tol,
+                                      max_iters=max_iters, num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
     _checks.shape("x0", x0, (graph.num_nodes, None))
     _checks.finite("x0", x0)
     check_normalization(normalization)
@@ -209,23 +207,12 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         reset_train: reset the training rows to their one-hot labels after each step (labels kept fixed, as
             Zhu & Ghahramani's LP); default False (Zhou et al.: training rows are propagated too).
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.label_propagation`
-    (the closed form with a scalar alpha; no ``num_layers``, ``clamp``, ``reset_train``).
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs the sharded :func:`propagate_labels` (every
+    option; methods "auto", "neumann", "jacobi", "bicgstab", "cg").
 
     Returns:
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
-    if _is_sharded(graph):
-        from jaxclp import shard
-
-        _sharded_unsupported(num_layers=num_layers, clamp=clamp, reset_train=reset_train or None)
-        if np.ndim(alpha) != 0:
-            raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph; got shape {np.shape(alpha)}")
-        if method != "auto" and method not in shard.SHARDED_METHODS:
-            raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
-                             f"{shard.SHARDED_METHODS}")
-        return shard.label_propagation(graph, labels, train_mask, num_classes, alpha=alpha,
-                                       normalization=normalization, method=method, tol=tol, max_iters=max_iters)
     _checks.mask("train_mask", train_mask, graph.num_nodes)
     y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
     return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
@@ -296,11 +283,13 @@ def correct_and_smooth(
             scale the training rows are reset instead, as in PyG) and every smoothing step to [0, 1].
         clip_corrected: clip ``Z`` to [0, 1] before smoothing (PyG does not).
 
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph``: both propagations are the sharded
+    :func:`propagate_labels` (every option above; methods as there), the correction between them runs on the
+    (n, K) arrays in the user's order.
+
     Returns:
         (n, K) smoothed scores, or (A, n, K) for a vector ``alpha_smooth``.
     """
-    if _is_sharded(graph):
-        raise NotImplementedError("correct_and_smooth does not take a ShardedGraph yet")
     n, k = prior.shape
     _checks.mask("train_mask", train_mask, n)
     _checks.finite("prior", prior)
@@ -363,13 +352,16 @@ def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, 
     Args:
         prior: (n, K) D. start: (n, K) initial B (usually B0). H: (K, K).
         alpha: scalar or (A,) vector (vmapped; result (A, n, K)). A :class:`jaxclp.shard.ShardedGraph` in
-            place of ``graph`` (:func:`jaxclp.shard.clp_star`) takes a scalar only.
+            place of ``graph`` runs :func:`jaxclp.shard.clp_star` (once per alpha for a vector).
     """
     if _is_sharded(graph):
         from jaxclp import shard
 
-        if np.ndim(alpha) != 0:
-            raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph; got shape {np.shape(alpha)}")
+        if np.ndim(alpha) > 1:
+            raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {np.shape(alpha)}")
+        if np.ndim(alpha) == 1:  # one sharded iteration per alpha
+            return jnp.stack([shard.clp_star(graph, prior, start, H, alpha=a, num_iters=num_iters,
+                                             normalization=normalization) for a in jnp.asarray(alpha)])
         return shard.clp_star(graph, prior, start, H, alpha=alpha, num_iters=num_iters, normalization=normalization)
     n, k = prior.shape
     _checks.shape("start", start, (n, k))

@@ -111,6 +111,10 @@ def clp_beliefs(
             supports the linear variant only (``l1_normalize=False``); with ``spectral_scale`` both passes
             use scaled operators (the refined one divided by its own spectral radius).
 
+    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.clp_beliefs`: every
+    variant above, the methods "auto", "neumann", "jacobi", "bicgstab", "cg" ("auto" never picks "dense"),
+    beliefs in the user's node order.
+
     Returns:
         :class:`CLPResult` (``H_refined`` set for ``compat="refined"``).
 
@@ -118,6 +122,15 @@ def clp_beliefs(
         ValueError: an unknown ``normalization``, ``prior_source`` or ``compat``; ``compat="refined"`` with
             ``l1_normalize``; bad arrays (named).
     """
+    from jaxclp.propagate import _is_sharded
+
+    if _is_sharded(graph):  # every variant; beliefs in the user's order
+        from jaxclp import shard
+
+        return shard.clp_beliefs(graph, prior, labels, train_mask, alphas=alphas, normalization=normalization,
+                                 l1_normalize=l1_normalize, prior_source=prior_source, num_iters=num_iters,
+                                 method=method, tol=tol, spectrum=spectrum, spectral_scale=spectral_scale,
+                                 compat=compat)
     check_normalization(normalization)
     if prior_source not in ("mlp", "b0"):
         raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")

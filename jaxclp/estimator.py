@@ -29,6 +29,31 @@ def _is_array_prior(source) -> bool:
     return not isinstance(source, str) and not hasattr(source, "predict_proba") and not callable(source)
 
 
+def _is_sharded(graph) -> bool:
+    from jaxclp.shard import ShardedGraph
+
+    return isinstance(graph, ShardedGraph)
+
+
+def _prior_graph(graph, source):
+    """The graph handed to :func:`jaxclp.priors.fit_prior`: ``graph`` itself, or for a
+    :class:`jaxclp.ShardedGraph` an edgeless :class:`Graph` of its n nodes: the priors a sharded fit takes (the
+    MLP on the features, an (n, K) array, a fitted ``predict_proba`` object) read only n from the graph. The
+    graph-based priors (LINK, LINKX, the GNNs) and callables (which receive the graph) raise ValueError."""
+    if not _is_sharded(graph):
+        return graph
+    if isinstance(source, str) and source != "mlp":
+        raise ValueError(f"prior={source!r} needs the unsharded graph and is not supported for a ShardedGraph; "
+                         "use prior='mlp', an (n, K) array or a fitted object with predict_proba (or fit the "
+                         "prior on the unsharded graph and pass its (n, K) output)")
+    if callable(source) and not hasattr(source, "predict_proba"):
+        raise ValueError("prior: a callable prior receives the graph and is not supported for a ShardedGraph; "
+                         "pass its (n, K) output as prior instead")
+    n = graph.num_nodes
+    empty = jnp.zeros((0,), jnp.int32)
+    return Graph(senders=empty, receivers=empty, weights=jnp.zeros((0,), graph.weights.dtype), num_nodes=n)
+
+
 def _check_prior_source(prior):
     """``prior`` as CLP takes it (a :data:`PRIORS` name, an array-like, a ``predict_proba`` object), or
     ValueError naming ``prior``. Arrays are checked against (n, K) in :meth:`CLP.fit`."""
@@ -164,7 +189,11 @@ class CLP:
         """Fits the prior, estimates H and selects alpha and the variant on validation.
 
         Args:
-            graph: the graph (n nodes).
+            graph: the graph (n nodes), or a :class:`jaxclp.ShardedGraph` (:func:`jaxclp.shard_graph`): then H, the
+                selection and the beliefs run on the node-sharded graph (:func:`jaxclp.shard.clp_beliefs`;
+                ``method`` "auto", "neumann", "jacobi", "bicgstab" or "cg") and every result is in the user's node
+                order. The prior must not need the graph: "mlp", an (n, K) array or a fitted ``predict_proba``
+                object (other names and callables raise ValueError naming ``prior``).
             features: (n, d) node features (dense array, scipy.sparse matrix, e.g. the loader's
                 ``sparse_features=True`` CSR, or :class:`jaxclp.features.SparseFeatures`; sparse input is never
                 densified), or None when the prior needs none (an array, or ``"link"``).
@@ -202,13 +231,14 @@ class CLP:
         y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
         y = jnp.asarray(y, jnp.int32)
         key = jax.random.key(self.seed) if key is None else key
+        prior_graph = _prior_graph(graph, source)
         if isinstance(source, str):
             options = (dict(hidden=self.hidden, dropout=self.dropout) if source == "mlp" else {}) | self.prior_options
-            fitted = fit_prior(source, key, graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
+            fitted = fit_prior(source, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
                                **options)
         else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
-            fitted = fit_prior(source, key, graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
-                               classes=self.classes_)
+            fitted = fit_prior(source, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
+                               self.cfg, classes=self.classes_)
         self.prior_fit_ = fitted
         self.prior_name_ = fitted.name
         self.mlp_ = MLPResult(fitted.prior, fitted.params, fitted.info) if fitted.name == "mlp" else None

@@ -340,13 +340,15 @@ class SAGEConv(nn.Module):
 
     features: int
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-        """(n, p) -> (n, p'); ``graph.edges`` are the mean coefficients (:func:`mean_graph`)."""
+        """(n, p) -> (n, p'); ``graph.edges`` are the mean coefficients (:func:`mean_graph`), or any
+        coefficients (GCN-sep passes ``D^-1/2 A D^-1/2``, symmetric on an undirected graph)."""
         ego = nn.Dense(self.features, use_bias=False, name="self")(h)
         nb = nn.Dense(self.features, use_bias=False, name="neigh")(
-            aggregate(graph, h, receivers_sorted=self.receivers_sorted))
+            aggregate(graph, h, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric))
         return ego + nb + self.param("bias", nn.initializers.zeros_init(), (self.features,))
 
 
@@ -390,10 +392,11 @@ class GCNSepConv(nn.Module):
 
     features: int
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, h: jax.Array) -> jax.Array:
-        return SAGEConv(self.features, self.receivers_sorted, name="conv")(graph, h)
+        return SAGEConv(self.features, self.receivers_sorted, self.symmetric, name="conv")(graph, h)
 
 
 class TunedGNN(nn.Module):
@@ -419,6 +422,9 @@ class TunedGNN(nn.Module):
         heads: GAT heads (``hidden`` must be divisible by it).
         input_dropout: also apply dropout to the input features.
         receivers_sorted: see :func:`aggregate`.
+        symmetric: the graph is undirected (see :func:`aggregate`): GCN and GCN-sep, whose coefficient
+            matrices are then symmetric, aggregate with the CSR kernel. SAGE's ``D^-1 A`` and GAT's attention are
+            not symmetric and keep the gather path.
     """
 
     conv: str
@@ -432,6 +438,7 @@ class TunedGNN(nn.Module):
     heads: int = 4
     input_dropout: bool = False
     receivers_sorted: bool = False
+    symmetric: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, *, train: bool) -> jax.Array:
@@ -442,8 +449,8 @@ class TunedGNN(nn.Module):
         for i in range(self.num_layers):
             z = nn.LayerNorm(name=f"norm{i}")(h) if self.norm else h
             if self.conv == "gcn":
-                z = (GCNSepConv(self.hidden, self.receivers_sorted, name=f"conv{i}")(graph, z) if self.sep else
-                     GCNConv(self.hidden, self.receivers_sorted, name=f"conv{i}")(graph, z))
+                conv = GCNSepConv if self.sep else GCNConv
+                z = conv(self.hidden, self.receivers_sorted, self.symmetric, name=f"conv{i}")(graph, z)
             elif self.conv == "sage":
                 z = SAGEConv(self.hidden, self.receivers_sorted, name=f"conv{i}")(graph, z)
             elif self.conv == "gat":
@@ -504,10 +511,10 @@ def _check_spec(spec: GNNSpec) -> GNNSpec:
                    bool(spec.norm), float(spec.dropout), int(spec.heads), bool(spec.input_dropout))
 
 
-def _model(spec: GNNSpec, num_classes: int) -> TunedGNN:
+def _model(spec: GNNSpec, num_classes: int, symmetric: bool = False) -> TunedGNN:
     return TunedGNN(conv=spec.conv, num_classes=num_classes, hidden=spec.hidden, num_layers=spec.num_layers,
                     sep=spec.sep, residual=spec.residual, norm=spec.norm, dropout=spec.dropout, heads=spec.heads,
-                    input_dropout=spec.input_dropout, receivers_sorted=True)
+                    input_dropout=spec.input_dropout, receivers_sorted=True, symmetric=symmetric)
 
 
 def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -> "GNNResult":
@@ -526,7 +533,8 @@ def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -
 
 def _tuned_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
     gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
-    return _train_model(_model(spec, num_classes), (gt,), key, labels, train_mask, val_mask, cfg)
+    return _train_model(_model(spec, num_classes, bool(graph.symmetric)), (gt,), key, labels, train_mask, val_mask,
+                        cfg)
 
 
 _TUNED_STATIC = ("num_classes", "spec", "cfg")

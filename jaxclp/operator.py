@@ -148,7 +148,8 @@ def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``). Row sums are ``left * (Ahat @ right)``,
     column sums ``right * (Ahat.T @ left)``: two CSR products, the second on the transposed CSR the graph
     constructors store (one (m,) gather of the values, no (m, K) temporary; a Graph built without it falls
-    back to ``rmatvec`` of an all-ones block).
+    back to ``rmatvec`` of an all-ones block). Any other operator with the FactoredOperator protocol (a
+    :class:`jaxclp.shard.ShardedOperator`: its maxima reduce across shards) takes that fallback as well.
     """
     g = op.graph
     t = transpose_structure(g)
@@ -185,8 +186,22 @@ def a_priori_bound(op: FactoredOperator, normalization: Normalization) -> float:
 
 @jax.jit
 def _power(op: FactoredOperator, tol, max_iters):
+    """The shifted power iteration of :func:`operator_spectral_radius` (all classes at once).
+
+    ``op`` is any operator with the FactoredOperator protocol (``matvec``, ``rmatvec``, ``left`` (N, K),
+    ``graph.num_nodes``). An operator with a ``real_rows`` (N,) bool mask (:class:`jaxclp.shard.ShardedOperator`:
+    False on the padding rows of a node-sharded graph) starts from the all-ones vector on its real rows only
+    (0 on padding rows, normalized over the ``graph.num_nodes`` real ones), and its Collatz-Wielandt lower bound
+    reads the real rows only; norms reduce over all N rows (a row-sharded array reduces across shards).
+    """
     n, k = op.left.shape
-    x0 = jnp.ones((n, k), op.left.dtype) / jnp.sqrt(n)
+    real = getattr(op, "real_rows", None)
+    if real is None:
+        x0 = jnp.ones((n, k), op.left.dtype) / jnp.sqrt(n)
+    else:
+        real = real[:, None]
+        x0 = jnp.where(real, 1.0, 0.0).astype(op.left.dtype) * jnp.ones((1, k), op.left.dtype) / jnp.sqrt(
+            jnp.asarray(op.graph.num_nodes, op.left.dtype))
 
     def cond(s):
         _, _, it, active, _ = s
@@ -211,7 +226,10 @@ def _power(op: FactoredOperator, tol, max_iters):
     ax = op.matvec(x)
     pos = x > 0
     ratio = jnp.where(pos, ax / jnp.where(pos, x, 1.0), 0.0)
-    lower = jnp.where(jnp.all(pos, axis=0), ratio.min(axis=0), 0.0)
+    if real is None:
+        lower = jnp.where(jnp.all(pos, axis=0), ratio.min(axis=0), 0.0)
+    else:  # padding rows (x = 0 there) do not count
+        lower = jnp.where(jnp.all(pos | ~real, axis=0), jnp.where(pos, ratio, jnp.inf).min(axis=0), 0.0)
     upper = ratio.max(axis=0)
     rows, cols = norm_bounds(op)
     rho = jnp.clip(jnp.linalg.norm(ax, axis=0), lower, jnp.minimum(upper, jnp.minimum(rows, cols)))

@@ -82,7 +82,8 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
 
     Uses the a-priori bound (:func:`jaxclp.operator.a_priori_bound`, rho <= 1 for normalized CLP operators)
     and the cheap row/column-sum bound first, and runs the power iteration only when neither already proves
-    convergence.
+    convergence. ``op`` may be any operator with the FactoredOperator protocol, e.g. a
+    :class:`jaxclp.shard.ShardedOperator` (the sharded propagate and solve run this same check).
 
     Raises:
         ValueError: (``throw=True``) naming the first divergent class, its rho and the largest alpha that

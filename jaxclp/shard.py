@@ -52,13 +52,15 @@ from jax.sharding import PartitionSpec as PSpec
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
-from jaxclp.propagate import report_divergence
+from jaxclp.operator import norm_bounds
+from jaxclp.propagate import check_spectrum
 
 __all__ = [
-    "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_operator", "clp_star",
-    "edge_homophily", "edge_values", "estimate_compatibility", "from_internal", "in_degree", "label_propagation",
-    "local_shards", "node_order", "out_degree", "propagate", "shard_graph", "shard_graph_local", "sharded_spmm",
-    "sharded_spmm_transpose", "solve", "spectral_radius", "to_internal",
+    "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_beliefs",
+    "clp_operator", "clp_star", "edge_homophily", "edge_values", "estimate_compatibility", "from_internal",
+    "in_degree", "label_propagation", "local_shards", "lp_operator", "node_order", "out_degree", "propagate",
+    "propagate_labels", "shard_graph", "shard_graph_local", "sharded_spmm", "sharded_spmm_transpose", "solve",
+    "spectral_radius", "to_internal",
 ]
 
 Partition = Literal["none", "rcm", "bfs", "metis"]
@@ -805,130 +807,105 @@ def _edge_values(sg, normalization, exchange):
 
 
 # ============================================================================ the factored CLP operator
-class ShardedOperator(NamedTuple):
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["graph", "values", "left", "right"],
+                   meta_fields=["exchange"])
+@dataclasses.dataclass(frozen=True)
+class ShardedOperator:
     """:class:`jaxclp.operator.FactoredOperator` on a :class:`ShardedGraph`, internal order.
 
-    ``matvec(x) = left * (Ahat @ (right * x))``; every (P * b, K) array is sharded by rows.
+    ``matvec(x) = left * (Ahat @ (right * x))``; every (P * b, K) array is sharded by rows. It has the
+    FactoredOperator protocol (``matvec(x)``, ``rmatvec(x)``, ``diagonal()``, ``_replace``), so the library's
+    operator functions take it as they are: :func:`jaxclp.operator.norm_bounds`,
+    :func:`jaxclp.operator.a_priori_bound`, :func:`jaxclp.operator.operator_spectral_radius`,
+    :func:`jaxclp.operator.spectral_scale` and :func:`jaxclp.propagate.check_spectrum` (their norms and
+    maxima reduce over the row-sharded axis; the power iteration starts from 0 on the padding rows, see
+    :attr:`real_rows`).
+
+    A pytree: ``exchange`` is static (a jit argument compiles once per exchange), the rest are children.
 
     Attributes:
         graph: the sharded graph.
         values: (P, E) edge values of ``Ahat``.
         left: (P * b, K) row scaling (b0 for CLP; 0 on padding rows).
         right: (P * b, K) column scaling (b0 @ H for CLP).
+        exchange: the halo exchange of every product (see :func:`sharded_spmm`).
     """
 
     graph: ShardedGraph
     values: jax.Array
     left: jax.Array
     right: jax.Array
+    exchange: str = "ppermute"
 
-    def matvec(self, x: jax.Array, exchange: Exchange = "ppermute") -> jax.Array:
+    def _replace(self, **changes) -> "ShardedOperator":
+        """A copy with some fields replaced (the NamedTuple method of :class:`FactoredOperator`)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def real_rows(self) -> jax.Array:
+        """(P * b,) bool: True on the rows of real nodes, False on padding rows."""
+        return self.graph.order >= 0
+
+    def matvec(self, x: jax.Array) -> jax.Array:
         """(P * b, K) -> (P * b, K): column k is ``A^F_k @ x[:, k]``."""
-        return self.left * _spmm(self.graph, self.values, self.right * x, exchange)
+        return self.left * _spmm(self.graph, self.values, self.right * x, self.exchange)
 
-    def rmatvec(self, x: jax.Array, exchange: Exchange = "ppermute") -> jax.Array:
+    def rmatvec(self, x: jax.Array) -> jax.Array:
         """(P * b, K) -> (P * b, K): column k is ``A^F_k.T @ x[:, k]``."""
-        return self.right * _spmm_t(self.graph, self.values, self.left * x, exchange)
+        return self.right * _spmm_t(self.graph, self.values, self.left * x, self.exchange)
+
+    def diagonal(self) -> jax.Array:
+        """(P * b, K) diagonal of every class operator (self-loops are shard-local edges with sender ==
+        receiver)."""
+        sg = self.graph
+
+        def local(loc, v):  # a local sender index equal to the receiver row is a self-loop (halo slots are >= b)
+            loop = jnp.where(loc["senders"] == loc["receivers"], v[0], 0.0)
+            return jax.ops.segment_sum(loop, loc["receivers"], sg.block, indices_are_sorted=True)
+
+        d = _smap(sg, local, self.values)
+        return self.left * d[:, None] * self.right
 
 
 def clp_operator(sg: ShardedGraph, b0_internal: jax.Array, H: jax.Array, *,
-                 normalization: Normalization = "sym") -> ShardedOperator:
+                 normalization: Normalization = "sym", exchange: Exchange = "ppermute") -> ShardedOperator:
     """The K CLP operators ``diag(b0[:, k]) Ahat diag((b0 @ H)[:, k])`` on internal-order ``b0`` (P * b, K)."""
     _check_rows("b0_internal", b0_internal, sg.padded_nodes)
     _checks.shape("H", H, (b0_internal.shape[1], b0_internal.shape[1]))
-    values = edge_values(sg, normalization).astype(b0_internal.dtype)
-    return ShardedOperator(sg, values, b0_internal, b0_internal @ jnp.asarray(H, b0_internal.dtype))
+    _check_exchange(exchange)
+    values = edge_values(sg, normalization, exchange=exchange).astype(b0_internal.dtype)
+    return ShardedOperator(sg, values, b0_internal, b0_internal @ jnp.asarray(H, b0_internal.dtype), exchange)
 
 
-# ============================================================================ spectral radius and checks
-@functools.partial(jax.jit, static_argnames="exchange")
-def _norm_bounds(op: ShardedOperator, exchange: Exchange = "ppermute"):
-    """(K,) max row sums and (K,) max column sums of the (nonnegative) operators: bounds on rho."""
-    ones = jnp.ones_like(op.left)
-    return op.matvec(ones, exchange).max(axis=0), op.rmatvec(ones, exchange).max(axis=0)
+def lp_operator(sg: ShardedGraph, num_classes: int, *, normalization: Normalization = "sym", dtype=jnp.float32,
+                exchange: Exchange = "ppermute") -> ShardedOperator:
+    """:func:`jaxclp.operator.lp_operator` on a sharded graph: ``Ahat`` repeated for K classes (``left = right
+    = 1`` on the real rows, 0 on padding rows)."""
+    check_normalization(normalization)
+    _check_exchange(exchange)
+    ones = to_internal(sg, jnp.ones((sg.num_nodes, num_classes), dtype))  # 0 on padding rows
+    values = edge_values(sg, normalization, exchange=exchange).astype(dtype)
+    return ShardedOperator(sg, values, ones, ones, exchange)
 
 
-@functools.partial(jax.jit, static_argnames="exchange")
-def _power(op: ShardedOperator, tol, max_iters, exchange: Exchange = "ppermute"):
-    """:func:`jaxclp.operator.operator_spectral_radius` on a sharded operator (the same shifted power
-    iteration from the all-ones vector over the real rows; padding rows stay 0); norms reduce over the
-    row-sharded axis."""
-    from jaxclp.operator import SpectralInfo
-
-    sg = op.graph
-    _, k = op.left.shape
-    real = (sg.order >= 0)[:, None]
-    x0 = jnp.where(real, 1.0, 0.0).astype(op.left.dtype) * jnp.ones((1, k), op.left.dtype) / jnp.sqrt(
-        jnp.asarray(sg.num_nodes, op.left.dtype))
-
-    def cond(s):
-        _, _, it, active, _ = s
-        return (it < max_iters) & jnp.any(active)
-
-    def body(s):
-        x, lam, it, active, count = s
-        ax = op.matvec(x, exchange)
-        est = jnp.linalg.norm(ax, axis=0)
-        y = ax + 0.5 * est * x
-        nrm = jnp.linalg.norm(y, axis=0)
-        done = jnp.abs(est - lam) <= tol * est
-        x = jnp.where(active[None, :], y / jnp.where(nrm > 0, nrm, 1.0), x)
-        lam = jnp.where(active, est, lam)
-        return x, lam, it + 1, active & ~done, count + active.astype(jnp.int32)
-
-    init = (x0, jnp.zeros((k,), x0.dtype), jnp.int32(0), jnp.ones((k,), bool), jnp.zeros((k,), jnp.int32))
-    x, lam, _, active, count = jax.lax.while_loop(cond, body, init)
-    ax = op.matvec(x, exchange)
-    pos = x > 0
-    ratio = jnp.where(pos, ax / jnp.where(pos, x, 1.0), 0.0)
-    lower = jnp.where(jnp.all(pos | ~real, axis=0), jnp.where(pos, ratio, jnp.inf).min(axis=0), 0.0)
-    upper = ratio.max(axis=0)
-    rows, cols = _norm_bounds(op, exchange)
-    rho = jnp.clip(jnp.linalg.norm(ax, axis=0), lower, jnp.minimum(upper, jnp.minimum(rows, cols)))
-    return SpectralInfo(rho=rho, converged=~active, iterations=count, lower=lower, upper=upper,
-                        row_sum_bound=rows, col_sum_bound=cols)
-
-
+# ============================================================================ spectral radius
 def spectral_radius(sg: ShardedGraph, b0: jax.Array, H: jax.Array, *, normalization: Normalization = "sym",
                     tol: float = 1e-6, max_iters: int = 1000, exchange: Exchange = "ppermute"):
-    """:func:`jaxclp.spectral_radius` on a sharded graph (``b0`` (n, K) in the user's order).
+    """:func:`jaxclp.spectral_radius` on a sharded graph (``b0`` (n, K) in the user's order): the power
+    iteration of :func:`jaxclp.operator.operator_spectral_radius` on the :class:`ShardedOperator`.
 
     Returns:
         A :class:`jaxclp.operator.SpectralInfo` of (K,) arrays.
     """
+    from jaxclp.operator import operator_spectral_radius
+
     _checks.shape("b0", b0, (sg.num_nodes, None))
     _checks.shape("H", H, (np.shape(b0)[1], np.shape(b0)[1]))
     check_normalization(normalization)
     _check_exchange(exchange)
     b0 = jnp.asarray(b0)
-    op = clp_operator(sg, to_internal(sg, b0), jnp.asarray(H), normalization=normalization)
-    return _power(op, tol, max_iters, exchange)
-
-
-def _a_priori_bound(op: ShardedOperator, normalization) -> float:
-    """:func:`jaxclp.operator.a_priori_bound`: rho <= 1 for "sym"/"row" when 0 <= left, right <= 1."""
-    if normalization not in ("sym", "row") or not _checks.is_concrete(op.left, op.right):
-        return float("inf")
-    lo = min(float(jnp.min(op.left)), float(jnp.min(op.right)))
-    hi = max(float(jnp.max(op.left)), float(jnp.max(op.right)))
-    return 1.0 if (lo >= 0.0 and hi <= 1.0 + 1e-6) else float("inf")
-
-
-def _check_spectrum(op: ShardedOperator, alpha, normalization, *, throw: bool, what: str, exchange):
-    """:func:`jaxclp.propagate.check_spectrum` on a sharded operator: the a-priori bound, then the row/column
-    sum bounds, then the power iteration; raises (or warns) when ``alpha * rho >= 1`` for some class."""
-    if not _checks.is_concrete(alpha, op.left, op.right, op.values):
-        return None
-    a = float(np.max(np.asarray(alpha)))
-    if a * _a_priori_bound(op, normalization) < 1.0:
-        return None
-    rows, cols = _norm_bounds(op, exchange)
-    if a * float(jnp.max(jnp.minimum(rows, cols))) < 1.0:
-        return None
-    info = _power(op, 1e-6, 1000, exchange)
-    report_divergence(np.asarray(info.rho), a, throw=throw, what=what, stacklevel=4)
-    return info
-
+    op = clp_operator(sg, to_internal(sg, b0), jnp.asarray(H), normalization=normalization, exchange=exchange)
+    return operator_spectral_radius(op, tol=tol, max_iters=max_iters)
 
 # ============================================================================ end to end: compatibility
 def estimate_compatibility(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mask: jax.Array, *,
@@ -1002,10 +979,10 @@ def _l1_rows(b):
     return b / jnp.where(s > 0, s, 1.0)
 
 
-@functools.partial(jax.jit, static_argnames=("l1_normalize", "exchange"))
-def _iterate(op, prior, start, alpha, num_iters, l1_normalize, exchange):
+@functools.partial(jax.jit, static_argnames="l1_normalize")
+def _iterate(op, prior, start, alpha, num_iters, l1_normalize):
     def step(_, b):
-        b = (1.0 - alpha) * prior + alpha * op.matvec(b, exchange)
+        b = (1.0 - alpha) * prior + alpha * op.matvec(b)
         return _l1_rows(b) if l1_normalize else b
 
     return jax.lax.fori_loop(0, num_iters, step, start)
@@ -1020,7 +997,7 @@ def _prepare(sg, b0, H, prior, normalization, exchange):
     b0 = jnp.asarray(b0)
     b0i = to_internal(sg, b0)
     pi = to_internal(sg, jnp.asarray(prior).astype(b0.dtype))
-    return clp_operator(sg, b0i, jnp.asarray(H), normalization=normalization), pi
+    return clp_operator(sg, b0i, jnp.asarray(H), normalization=normalization, exchange=exchange), pi
 
 
 def propagate(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, alpha: float,
@@ -1053,27 +1030,15 @@ def propagate(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *
         raise ValueError(f"num_iters must be >= 0; got {num_iters}")
     op, pi = _prepare(sg, b0, H, prior, normalization, exchange)
     if not l1_normalize:
-        _check_spectrum(op, alpha, normalization, throw=throw, what="CLP", exchange=exchange)
-    out = _iterate(op, pi, op.left, jnp.asarray(alpha, op.left.dtype), num_iters, l1_normalize, exchange)
+        check_spectrum(op, alpha, throw=throw, what="CLP", normalization=normalization)
+    out = _iterate(op, pi, op.left, jnp.asarray(alpha, op.left.dtype), num_iters, l1_normalize)
     return from_internal(sg, out)
 
 
 SHARDED_METHODS = ("neumann", "jacobi", "bicgstab", "cg")
 
 
-def _diagonal(op: ShardedOperator) -> jax.Array:
-    """(P * b, K) diagonal of every class operator (self-loops are shard-local edges with sender == receiver)."""
-    sg = op.graph
-
-    def local(loc, v):  # a local sender index equal to the receiver row is a self-loop (halo slots are >= b)
-        loop = jnp.where(loc["senders"] == loc["receivers"], v[0], 0.0)
-        return jax.ops.segment_sum(loop, loc["receivers"], sg.block, indices_are_sorted=True)
-
-    d = _smap(sg, local, op.values)
-    return op.left * d[:, None] * op.right
-
-
-def _cg_symmetrized(op: ShardedOperator, rhs, alpha, tol, max_iters, exchange):
+def _cg_symmetrized(op: ShardedOperator, rhs, alpha, tol, max_iters):
     """:func:`jaxclp.solve._cg_symmetrized` on a sharded operator (symmetric ``Ahat`` only)."""
     from jaxclp.solve import _safe_div, cg_columns
 
@@ -1082,38 +1047,38 @@ def _cg_symmetrized(op: ShardedOperator, rhs, alpha, tol, max_iters, exchange):
     fixed = b <= tiny
     active = (~fixed) & (g > tiny)
     x_fixed = jnp.where(fixed, rhs, 0.0)
-    rhs2 = jnp.where(active, rhs + alpha * op.matvec(x_fixed, exchange), 0.0)
+    rhs2 = jnp.where(active, rhs + alpha * op.matvec(x_fixed), 0.0)
     c = jnp.where(active, jnp.sqrt(b * g), 0.0)
     s = jnp.where(active, jnp.sqrt(_safe_div(g, b)), 0.0)
     sym = op._replace(left=c, right=c)
-    y, its = cg_columns(lambda v: v - alpha * sym.matvec(v, exchange), s * rhs2, tol * 1e-1, max_iters)
+    y, its = cg_columns(lambda v: v - alpha * sym.matvec(v), s * rhs2, tol * 1e-1, max_iters)
     x_partial = jnp.where(active, _safe_div(y, s), x_fixed)
-    x = rhs + alpha * op.matvec(jnp.where(active | fixed, x_partial, 0.0), exchange)
+    x = rhs + alpha * op.matvec(jnp.where(active | fixed, x_partial, 0.0))
     return jnp.where(fixed, rhs, x), its
 
 
-@functools.partial(jax.jit, static_argnames=("method", "max_iters", "exchange"))
-def _solve_kernel(op, prior, alpha, method, tol, max_iters, exchange):
+@functools.partial(jax.jit, static_argnames=("method", "max_iters"))
+def _solve_kernel(op, prior, alpha, method, tol, max_iters):
     from jaxclp.solve import bicgstab_columns, stationary_columns
 
     rhs = (1.0 - alpha) * prior
     rn = jnp.linalg.norm(rhs, axis=0)  # a reduction over the row-sharded axis: local sums + one all-reduce
     res = None
     if method == "neumann":  # as jaxclp.solve: the last product's increment is the returned iterate's residual
-        x, its, res = stationary_columns(lambda x: rhs + alpha * op.matvec(x, exchange), rhs, rn, tol, max_iters,
+        x, its, res = stationary_columns(lambda x: rhs + alpha * op.matvec(x), rhs, rn, tol, max_iters,
                                          residual_scale=jnp.ones((), rhs.dtype))
     elif method == "jacobi":
-        d = 1.0 - alpha * _diagonal(op)
-        x, its, res = stationary_columns(lambda x: (rhs + alpha * op.matvec(x, exchange) - (1.0 - d) * x) / d,
+        d = 1.0 - alpha * op.diagonal()
+        x, its, res = stationary_columns(lambda x: (rhs + alpha * op.matvec(x) - (1.0 - d) * x) / d,
                                          rhs / d, rn, tol, max_iters, residual_scale=d)
     elif method == "bicgstab":
-        x, its = bicgstab_columns(lambda x: x - alpha * op.matvec(x, exchange), rhs, tol, max_iters)
+        x, its = bicgstab_columns(lambda x: x - alpha * op.matvec(x), rhs, tol, max_iters)
     else:
-        x, its = _cg_symmetrized(op, rhs, alpha, tol, max_iters, exchange)
+        x, its = _cg_symmetrized(op, rhs, alpha, tol, max_iters)
     if res is None:
-        res = jnp.linalg.norm(rhs - (x - alpha * op.matvec(x, exchange)), axis=0)
-    rows = op.matvec(jnp.ones_like(x), exchange).max(axis=0)
-    cols = op.rmatvec(jnp.ones_like(x), exchange).max(axis=0)
+        res = jnp.linalg.norm(rhs - (x - alpha * op.matvec(x)), axis=0)
+    rows = op.matvec(jnp.ones_like(x)).max(axis=0)
+    cols = op.rmatvec(jnp.ones_like(x)).max(axis=0)
     return x, its, res, res / jnp.where(rn > 0, rn, 1.0), jnp.minimum(rows, cols)
 
 
@@ -1138,18 +1103,18 @@ def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, al
         raise ValueError(f"alpha must be a scalar for a sharded solve; got shape {np.shape(alpha)}")
     op, pi = _prepare(sg, b0, H, prior, normalization, exchange)
     return _solve_operator(op, pi, alpha, normalization=normalization, method=method, tol=tol,
-                           max_iters=max_iters, throw=throw, exchange=exchange)
+                           max_iters=max_iters, throw=throw)
 
 
-def _solve_operator(op: ShardedOperator, pi, alpha, *, normalization, method, tol, max_iters, throw, exchange):
-    """``(1 - alpha) (I - alpha op)^{-1} pi`` for internal-order ``pi``; the value in the user's order."""
-    from jaxclp.solve import NEUMANN_MAX_CONTRACTION, Solution, _check_converged, cg_valid
+def _resolve_method(op: ShardedOperator, alpha_max: float, normalization, method: str) -> str:
+    """The method of a sharded solve: ``"auto"`` is Neumann when ``alpha_max * rho_bound <= 0.4``, else CG
+    where valid, else BiCGStab (:func:`jaxclp.solve.choose_method` without its dense case)."""
+    from jaxclp.solve import NEUMANN_MAX_CONTRACTION, cg_valid
 
     sg = op.graph
-    alpha_ = jnp.asarray(alpha, op.left.dtype)
     if method == "auto":
-        rows, cols = _norm_bounds(op, exchange)
-        bound = float(alpha) * float(jnp.max(jnp.minimum(rows, cols)))
+        rows, cols = norm_bounds(op)
+        bound = float(alpha_max) * float(jnp.max(jnp.minimum(rows, cols)))
         method = ("neumann" if bound <= NEUMANN_MAX_CONTRACTION
                   else "cg" if cg_valid(sg, normalization) else "bicgstab")
     elif method not in SHARDED_METHODS:
@@ -1157,14 +1122,165 @@ def _solve_operator(op: ShardedOperator, pi, alpha, *, normalization, method, to
     if method == "cg" and not cg_valid(sg, normalization):
         raise ValueError("method='cg' needs a symmetric Ahat (an undirected graph with normalization 'sym' or "
                          "'none'); use 'bicgstab'.")
+    return method
+
+
+def _solve_operator(op: ShardedOperator, pi, alpha, *, normalization, method, tol, max_iters, throw,
+                    internal: bool = False):
+    """``(1 - alpha) (I - alpha op)^{-1} pi`` for internal-order ``pi`` and a scalar alpha; the value in the
+    user's order (``internal=True``: in the internal order)."""
+    from jaxclp.solve import Solution, _check_converged
+
+    sg = op.graph
+    alpha_ = jnp.asarray(alpha, op.left.dtype)
+    method = _resolve_method(op, float(alpha), normalization, method)
     if throw:
-        _check_spectrum(op, alpha_, normalization, throw=True, what="solve: CLP", exchange=exchange)
-    x, its, res, rel, rho_bound = _solve_kernel(op, pi, alpha_, method, tol, max_iters, exchange)
-    sol = Solution(value=from_internal(sg, x), converged=rel <= tol, iterations=its, residual=res,
-                   relative_residual=rel, rho_bound=rho_bound, method=method)
+        check_spectrum(op, alpha_, throw=True, what="solve: CLP", normalization=normalization)
+    x, its, res, rel, rho_bound = _solve_kernel(op, pi, alpha_, method, tol, max_iters)
+    sol = Solution(value=x if internal else from_internal(sg, x), converged=rel <= tol, iterations=its,
+                   residual=res, relative_residual=rel, rho_bound=rho_bound, method=method)
     if throw:
         _check_converged(sol, alpha_, tol, max_iters)
     return sol
+
+
+def _stack(sols):
+    """One :class:`jaxclp.solve.Solution` with a leading alpha axis on every array field."""
+    from jaxclp.solve import Solution
+
+    return Solution(*(jnp.stack([getattr(s, f) for s in sols]) for f in Solution._fields[:-1]),
+                    method=sols[0].method)
+
+
+def _user_rows(sg: ShardedGraph, x: jax.Array, batched: bool) -> jax.Array:
+    """Internal -> user order for (N, K) or, ``batched``, (A, N, K) arrays."""
+    return jnp.stack([from_internal(sg, v) for v in x]) if batched else from_internal(sg, x)
+
+
+def solve_operator(op: ShardedOperator, prior: jax.Array, *, alpha, method: str = "auto", tol: float = 1e-6,
+                   max_iters: int = 10_000, normalization: Normalization = "sym", throw: bool = False,
+                   internal: bool = False):
+    """:func:`jaxclp.solve.solve_operator` for a :class:`ShardedOperator` and an internal-order prior.
+
+    ``alpha`` is a scalar or a 1-D vector (one sharded solve per alpha, all with the method ``"auto"``
+    picks for the largest alpha, as the unsharded vmapped solve). Methods: ``"auto"`` and
+    :data:`SHARDED_METHODS` (no dense or GMRES).
+
+    Returns:
+        A :class:`jaxclp.solve.Solution`: ``value`` (n, K) in the user's order, (A, n, K) for a vector of
+        alphas (``internal=True``: (P * b, K) / (A, P * b, K) in the internal order); ``rho_bound`` (K,).
+    """
+    _checks.floating("prior", prior)
+    alphas = jnp.asarray(alpha, dtype=prior.dtype)
+    if alphas.ndim > 1:
+        raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
+    _checks.alpha(alphas)
+    if alphas.ndim == 0:
+        return _solve_operator(op, prior, alphas, normalization=normalization, method=method, tol=tol,
+                               max_iters=max_iters, throw=throw, internal=internal)
+    method = _resolve_method(op, float(np.max(np.asarray(alphas))), normalization, method)
+    sols = [_solve_operator(op, prior, a, normalization=normalization, method=method, tol=tol,
+                            max_iters=max_iters, throw=throw, internal=True) for a in alphas]
+    out = _stack(sols)
+    value = out.value if internal else _user_rows(op.graph, out.value, True)
+    return out._replace(value=value, rho_bound=sols[0].rho_bound)
+
+
+def _solve_with_reset(op: ShardedOperator, x0, alphas, keep, *, method, tol, max_iters, normalization):
+    """:func:`jaxclp.baselines._solve_with_reset` on a sharded graph (internal order in and out): the rows
+    outside ``keep`` (the reset rows, and the padding rows) held at ``x0``, the others solved with the operator
+    ``diag(u) Ahat diag(u)``, ``u = keep``."""
+    u = jnp.broadcast_to(keep[:, None], x0.shape).astype(x0.dtype)
+    restricted = op._replace(left=u, right=u)
+    labelled = op.matvec((1.0 - u) * x0)  # A_{:,L} x0_L
+
+    def one(a):
+        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
+        sol = _solve_operator(restricted, prior, a, normalization=normalization, method=method, tol=tol,
+                              max_iters=max_iters, throw=False, internal=True)
+        return sol._replace(value=jnp.where(u > 0, sol.value, x0))
+
+    return one(alphas) if alphas.ndim == 0 else _stack([one(a) for a in alphas])
+
+
+@functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
+def _iterate_lp(op, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
+    """:func:`jaxclp.baselines._iterate` on a sharded LP operator (internal order; padding rows kept 0)."""
+    from jaxclp.solve import stationary_columns
+
+    k = x0.shape[1]
+    real = op.real_rows[:, None]
+
+    def run(alpha):
+        base = (1.0 - alpha) * x0
+
+        def step(x):
+            x = jnp.clip(base + alpha * _spmm(op.graph, op.values, x, op.exchange), lo, hi)
+            return jnp.where(real, jnp.where(reset[:, None], x0, x), 0.0)
+
+        den = jnp.linalg.norm(base, axis=0)
+        if num_layers is not None:
+            x = jax.lax.fori_loop(0, num_layers, lambda _, x: step(x), x0)
+            its = jnp.full((k,), num_layers, jnp.int32)
+        else:
+            x, its = stationary_columns(step, x0, den, tol, max_iters)
+        res = jnp.linalg.norm(step(x) - x, axis=0)
+        return x, its, res, res / jnp.where(den > 0, den, 1.0)
+
+    return run(alphas) if alphas.ndim == 0 else jax.lax.map(run, alphas)  # one alpha after the other
+
+
+def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
+                     method: str = "auto", tol: float = 1e-6, max_iters: int = 10_000, num_layers: int | None = None,
+                     clamp: tuple[float, float] | None = None, reset_mask: jax.Array | None = None,
+                     exchange: Exchange = "ppermute"):
+    """:func:`jaxclp.propagate_labels` on a sharded graph (user order in and out; every option).
+
+    The closed form is :func:`solve_operator` with :func:`lp_operator` (``"auto"`` or
+    :data:`SHARDED_METHODS`); ``reset_mask`` without ``clamp``/``num_layers`` solves the restricted system as
+    the unsharded function does; ``num_layers``/``clamp`` run the iteration ``x <- post((1-a) x0 + a Ahat x)``.
+    A vector ``alpha`` runs one solve (or iteration) per alpha and stacks them. :func:`jaxclp.propagate_labels`
+    validates the arguments and calls this for a :class:`ShardedGraph`.
+
+    Returns:
+        A :class:`jaxclp.solve.Solution` as :func:`jaxclp.propagate_labels` (value (n, K), or (A, n, K)).
+    """
+    from jaxclp.baselines import _alpha_array, _check_clamp, _check_layers
+    from jaxclp.solve import Solution
+
+    x0 = jnp.asarray(x0)
+    _checks.shape("x0", x0, (sg.num_nodes, None))
+    _checks.finite("x0", x0)
+    check_normalization(normalization)
+    _check_exchange(exchange)
+    _check_layers("num_layers", num_layers)
+    bounds = _check_clamp(clamp)
+    if reset_mask is not None:
+        _checks.mask("reset_mask", reset_mask, sg.num_nodes, nonempty=False)
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number; got {tol!r}")
+    dtype = x0.dtype if jnp.issubdtype(x0.dtype, jnp.floating) else jnp.result_type(float)
+    x0 = x0.astype(dtype)
+    alphas = _alpha_array(alpha, dtype, allow_one=num_layers is not None)
+    op = lp_operator(sg, x0.shape[1], normalization=normalization, dtype=dtype, exchange=exchange)
+    x0i = to_internal(sg, x0)
+    if num_layers is None and bounds is None:
+        if method != "auto" and method not in SHARDED_METHODS:
+            raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
+                             f"{SHARDED_METHODS}")
+        if reset_mask is None:
+            return solve_operator(op, x0i, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
+                                  normalization=normalization)
+        sol = _solve_with_reset(op, x0i, alphas, to_internal(sg, ~jnp.asarray(reset_mask, bool)), method=method,
+                                tol=tol, max_iters=max_iters, normalization=normalization)
+        return sol._replace(value=_user_rows(sg, sol.value, alphas.ndim == 1))
+    lo, hi = bounds if bounds is not None else (-np.inf, np.inf)
+    reset = to_internal(sg, jnp.zeros(sg.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask, bool))
+    x, its, res, rel = _iterate_lp(op, x0i, alphas, reset, jnp.asarray(lo, dtype), jnp.asarray(hi, dtype),
+                                   jnp.asarray(tol, dtype), num_layers, max_iters)
+    rows, cols = norm_bounds(op)
+    return Solution(value=_user_rows(sg, x, alphas.ndim == 1), converged=rel <= tol, iterations=its, residual=res,
+                    relative_residual=rel, rho_bound=jnp.minimum(rows, cols), method="iterate")
 
 
 # ============================================================================ baselines
@@ -1199,10 +1315,9 @@ def label_propagation(sg: ShardedGraph, labels: jax.Array, train_mask: jax.Array
     y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
     dtype = y0.dtype if jnp.issubdtype(y0.dtype, jnp.floating) else jnp.result_type(float)
     y0 = to_internal(sg, y0.astype(dtype))
-    ones = to_internal(sg, jnp.ones((sg.num_nodes, num_classes), dtype))  # 0 on padding rows
-    op = ShardedOperator(sg, edge_values(sg, normalization, exchange=exchange).astype(dtype), ones, ones)
+    op = lp_operator(sg, num_classes, normalization=normalization, dtype=dtype, exchange=exchange)
     return _solve_operator(op, y0, alpha, normalization=normalization, method=method, tol=tol,
-                           max_iters=max_iters, throw=True, exchange=exchange).value
+                           max_iters=max_iters, throw=True).value
 
 
 def clp_star(sg: ShardedGraph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha: float,
@@ -1239,3 +1354,113 @@ def _clp_star(sg, values, prior, start, H, alpha, num_iters, exchange):
         return (1.0 - alpha) * prior + alpha * _spmm(sg, values, b, exchange) @ H
 
     return jax.lax.fori_loop(0, num_iters, step, start)
+
+
+# ============================================================================ CLP end to end (clp_beliefs)
+def _solve_valid(op: ShardedOperator, d, alphas, valid, method, tol, normalization):
+    """:func:`jaxclp.clp._solve_valid` on a sharded operator (``d`` internal order): beliefs (A, n, K) in the
+    user's order, zeros where not ``valid``."""
+    n, k = op.graph.num_nodes, d.shape[1]
+    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
+    converged = jnp.zeros((alphas.shape[0], k), bool)
+    if not valid.any():
+        return beliefs, converged, "none"
+    idx = np.flatnonzero(valid)
+    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    return beliefs.at[idx].set(sol.value), converged.at[idx].set(sol.converged), sol.method
+
+
+def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mask: jax.Array, *, alphas=None,
+                normalization: Normalization = "sym", l1_normalize: bool = False, prior_source: str = "mlp",
+                num_iters: int = 50, method: str = "auto", tol: float = 1e-6, spectrum: bool = True,
+                spectral_scale: bool = False, compat: str = "sinkhorn", exchange: Exchange = "ppermute"):
+    """:func:`jaxclp.clp_beliefs` on a sharded graph: every variant, user order in and out.
+
+    H is :func:`estimate_compatibility`; the operator, its bounds, spectral radius and scaling are those of
+    :mod:`jaxclp.operator` applied to the :class:`ShardedOperator`; each alpha of the grid is one sharded
+    solve (:func:`solve_operator`, the method ``"auto"`` picks for the largest valid alpha; methods
+    ``"auto"`` and :data:`SHARDED_METHODS`) or, with ``l1_normalize``, one sharded iteration.
+    :func:`jaxclp.clp_beliefs` calls this for a :class:`ShardedGraph`.
+
+    Returns:
+        A :class:`jaxclp.clp.CLPResult` with beliefs (A, n, K) in the user's order.
+    """
+    from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, refined_prior
+    from jaxclp.compat import initial_beliefs
+    from jaxclp.operator import a_priori_bound, operator_spectral_radius
+    from jaxclp.operator import spectral_scale as scale_operator
+
+    check_normalization(normalization)
+    _check_exchange(exchange)
+    if prior_source not in ("mlp", "b0"):
+        raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
+    if compat not in ("sinkhorn", "refined"):
+        raise ValueError(f"compat must be 'sinkhorn' or 'refined'; got {compat!r}")
+    if compat == "refined" and l1_normalize:
+        raise ValueError("compat='refined' supports the linear variant only (l1_normalize=False)")
+    if spectral_scale and l1_normalize:
+        raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
+    if method != "auto" and method not in SHARDED_METHODS:
+        raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
+                         f"{SHARDED_METHODS}")
+    prior, labels, train_mask = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train_mask)
+    alphas = jnp.atleast_1d(jnp.asarray(DEFAULT_ALPHAS if alphas is None else alphas, prior.dtype))
+    _checks.alpha(alphas, "alphas")
+    labels = jnp.where(train_mask, labels, 0)
+    H, sk = estimate_compatibility(sg, prior, labels, train_mask, exchange=exchange)
+    b0 = initial_beliefs(prior, labels, train_mask)
+    b0i = to_internal(sg, b0)
+    d = to_internal(sg, prior if prior_source == "mlp" else b0)
+    op = clp_operator(sg, b0i, H, normalization=normalization, exchange=exchange)
+    k = prior.shape[1]
+    num_alphas = alphas.shape[0]
+
+    def refine(valid, first, spectral, scaled):  # clp._clp_refined: one H'(alpha) and operator per alpha
+        beliefs = jnp.zeros_like(first)
+        converged = jnp.zeros((num_alphas, k), bool)
+        hs = jnp.zeros((num_alphas, k, k), d.dtype)
+        valid_out = np.zeros_like(valid)
+        used = "none"
+        for i in np.flatnonzero(valid):
+            h_i, _ = estimate_compatibility(sg, refined_prior(first[i]), labels, train_mask, exchange=exchange)
+            op_i = clp_operator(sg, b0i, h_i, normalization=normalization, exchange=exchange)
+            a_i = alphas[i:i + 1]
+            if scaled:
+                upper = np.asarray(operator_spectral_radius(op_i).upper)
+                op_i, rho_i = scale_operator(op_i)
+                ok = np.asarray(a_i) * float(np.max(upper / np.asarray(rho_i))) < 1.0
+            elif float(a_i[0]) * min(a_priori_bound(op_i, normalization),
+                                     float(jnp.max(jnp.minimum(*norm_bounds(op_i))))) < 1:
+                ok = np.ones(1, bool)
+            else:
+                ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
+            b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
+            if ok[0]:
+                beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
+                hs = hs.at[i].set(h_i)
+                valid_out[i] = True
+        return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
+
+    if spectral_scale:  # clp._clp_scaled
+        scaled, rho = scale_operator(op)
+        info = operator_spectral_radius(op)
+        valid = np.asarray(alphas) * float(np.max(np.asarray(info.upper) / np.asarray(rho))) < 1.0
+        beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
+        if compat == "refined":
+            return refine(valid, beliefs, info, scaled=True)
+        return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)
+    amax = float(np.max(np.asarray(alphas)))
+    proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
+    spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
+    if l1_normalize:
+        beliefs = jnp.stack([from_internal(sg, _iterate(op, d, b0i, a, num_iters, True)) for a in alphas])
+        return CLPResult(beliefs, alphas, np.ones(num_alphas, bool), H, sk, spectral, "iterate",
+                         jnp.ones((num_alphas, k), bool))
+    if proven:
+        valid = np.ones(num_alphas, bool)
+    else:
+        valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
+    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
+    if compat == "refined":
+        return refine(valid, beliefs, spectral, scaled=False)
+    return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)

@@ -199,3 +199,20 @@ def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path
     assert "gcn" in reproduce.METHODS and "gcn_tuned" not in reproduce.METHODS  # tables: the paper's GCN
     assert {"gcn_tuned", "sage", "gat", "gat_sep", "gcn_sep"} <= set(reproduce.GNN_METHODS)
     assert "table_gnn" in reproduce.TARGETS
+
+
+def test_table_ablation_target_runs_the_extensions_in_order(tmp_path, monkeypatch):
+    """``jaxclp reproduce table_ablation`` runs paper -> authors -> all variants -> prior choice -> end to end,
+    every one through the runner (validation selection), into results/table_ablation."""
+    from jaxclp.experiments import methods, reproduce
+
+    assert reproduce.TARGETS["table_ablation"] is reproduce.table_ablation
+    assert reproduce.ABLATION_METHODS == ("mlp", "clp_paper", "clp_authors", "clp", "clp_prior", "clp_e2e")
+    assert set(reproduce.ABLATION_METHODS) <= set(methods.METHODS)
+    calls = []
+    monkeypatch.setattr(reproduce, "run", lambda name, split, meth, runs, d, **kw: calls.append(
+        (name, split, tuple(meth), runs, d.name)))
+    monkeypatch.setattr(reproduce, "write_summary", lambda d, **kw: d / "summary.md")
+    assert reproduce.table_ablation(tmp_path, runs=2, datasets=("texas",)) == [tmp_path / "table_ablation" /
+                                                                             "summary.md"]
+    assert calls == [("texas", "medium", reproduce.ABLATION_METHODS, 2, "table_ablation")]

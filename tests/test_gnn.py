@@ -1,5 +1,6 @@
 """GNN baselines (GCN, H2GCN): hand-computed layers on tiny graphs, 2-hop sets, training and vmapping."""
 
+import functools
 import time
 
 import jax
@@ -655,5 +656,66 @@ def test_symmetric_flag_follows_the_graph():
             jaxclp.fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=4,
                              cfg=jaxclp.TrainConfig(epochs=3))
             assert bool(seen) == (g.symmetric and symmetrize), (symmetrize, len(seen))
+    finally:
+        gnn.csr_matmul_symmetric = orig
+
+
+def test_tuned_gcn_symmetric_path_equals_the_gather_path():
+    """TunedGNN's GCN and GCN-sep blocks on an undirected graph take the CSR kernel (symmetric=True): same logits
+    and parameter gradients as the gather path, float64."""
+    from jaxclp.gnn import TunedGNN, tuned_gnn_graph
+
+    rng = np.random.default_rng(5)
+    n = 36
+    ei = np.stack([rng.integers(0, n, 110), rng.integers(0, n, 110)])
+    g = jaxclp.Graph.from_edge_index(ei, n)
+    assert g.symmetric
+    x = jnp.asarray(rng.normal(size=(n, 5)))
+    w = jnp.asarray(rng.normal(size=(n, 3)))
+    for sep in (False, True):
+        gt = tuned_gnn_graph(g, "gcn", sep, nodes=x)
+        gt = gt._replace(edges=gt.edges.astype(jnp.float64))
+        kw = dict(conv="gcn", num_classes=3, hidden=8, num_layers=2, sep=sep, residual=True, norm=True,
+                  receivers_sorted=True)
+        params = TunedGNN(**kw).init(jax.random.PRNGKey(0), gt, train=False)
+
+        @functools.partial(jax.jit, static_argnums=1)
+        def loss_and_grad(p, sym):
+            f = lambda p: jnp.sum(jnp.tanh(TunedGNN(**kw, symmetric=sym).apply(p, gt, train=False)) * w)  # noqa
+            return jax.value_and_grad(f)(p)
+
+        (la, ga), (lb, gb) = loss_and_grad(params, True), loss_and_grad(params, False)
+        np.testing.assert_allclose(la, lb, rtol=1e-12)
+        for a, b in zip(jax.tree_util.tree_leaves(ga), jax.tree_util.tree_leaves(gb)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+
+@pytest.mark.slow
+def test_fit_gnn_takes_the_symmetric_path_from_the_graph():
+    """fit_gnn: GCN and GCN-sep on an undirected graph call the CSR kernel; SAGE and directed graphs do not
+    (4 compiles of the training loop: slow)."""
+    import jaxclp.gnn as gnn
+    from jaxclp.gnn import GNNSpec, fit_gnn
+
+    rng = np.random.default_rng(5)
+    n = 36
+    ei = np.stack([rng.integers(0, n, 110), rng.integers(0, n, 110)])
+    g = jaxclp.Graph.from_edge_index(ei, n)
+    x = rng.normal(size=(n, 5))
+    seen = []
+    orig = gnn.csr_matmul_symmetric
+    gnn.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
+    try:
+        y = rng.integers(0, 3, n)
+        tm = np.zeros(n, bool)
+        tm[:12] = True
+        directed = jaxclp.Graph.from_edge_index(ei, n, symmetrize=False)
+        for conv, sep, graph, want in (("gcn", False, g, True), ("gcn", True, g, True), ("sage", False, g, False),
+                                       ("gcn", True, directed, False)):
+            seen.clear()
+            fit_gnn(jax.random.PRNGKey(0), graph, np.asarray(x), y, tm, ~tm, num_classes=3,
+                    spec=GNNSpec(conv, hidden=8, num_layers=1, sep=sep), cfg=jaxclp.TrainConfig(epochs=1))
+            assert bool(seen) == (want and bool(graph.symmetric)), (conv, sep, graph.symmetric, len(seen))
     finally:
         gnn.csr_matmul_symmetric = orig

@@ -1,0 +1,106 @@
+"""What defines each runner method, as data: the per-method part of a record's configuration key.
+
+A run's ``config`` (:func:`jaxclp.experiments.runner.run_config`) holds everything shared by its methods (data,
+splits, training settings, the jaxclp version). What differs per method is its candidate grid (alphas, variants,
+depths, ...) and its code. :func:`method_spec` returns that as a JSON-able dict and :func:`method_hash` a short
+hash of it; every result record carries both (``method_spec``, ``method_hash``), and a resumed run skips a
+finished key only when its ``method_hash`` is the current one. Change a method's grid constant and its old
+records become stale (refused, or moved aside with ``--replace-stale``) instead of being served as if they were
+the new method's.
+
+The grid is read from the module constants at call time, so editing a constant is caught automatically. A change
+of a method's CODE that no constant shows (a new candidate family, another training recipe) must bump the
+method's entry in :data:`REVISIONS`: that is the one manual step, and the only one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+
+REVISIONS: dict[str, int] = {}
+"""Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
+constants do not show."""
+
+
+def _authors_defaults(**overrides) -> dict:
+    from jaxclp.authors import authors_grid
+
+    params = inspect.signature(authors_grid).parameters
+    out = {k: p.default for k, p in params.items() if p.kind is p.KEYWORD_ONLY and p.default is not None}
+    out.update(overrides)
+    return out
+
+
+def _grids() -> dict[str, dict]:
+    from jaxclp import end_to_end
+    from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
+    from jaxclp.experiments import methods as m
+    from jaxclp.experiments.runner import MLP_DEPTHS
+
+    clp = {"alphas": m.ALPHAS, "variants": m.CLP_VARIANTS, "spectral_variants": m.CLP_SPECTRAL_VARIANTS,
+           "spectral_alphas": m.SPECTRAL_ALPHAS, "authors": _authors_defaults(echo=(False,))}
+    tuned = {"depths": m.GNN_DEPTHS, "hidden": m.GNN_HIDDEN, "dropout": m.GNN_DROPOUT, "lr": m.GNN_LR}
+    grids = {
+        "mlp": {},
+        "link": {},
+        "lp": {"alphas": m.ALPHAS},
+        "cs": {"alphas": m.CS_ALPHAS, "fixed_alphas": m.CS_FIXED_ALPHAS, "scales": m.CS_SCALES,
+               "alpha_one_layers": ALPHA_ONE_LAYERS, "autoscale_cap": AUTOSCALE_CAP},
+        "clp_star": {"alphas": m.ALPHAS},
+        "clp": clp,
+        "clp_paper": {"alphas": m.ALPHAS, "variants": (("sym", False, "mlp"),)},
+        "clp_refined": {"alphas": m.ALPHAS},
+        "clp_authors": _authors_defaults(),
+        "gcn": {},
+        "gcn_tuned": tuned,
+        "h2gcn": {},
+        "sage": tuned,
+        "gat": tuned,
+        "gat_sep": tuned,
+        "gcn_sep": tuned,
+        "clp_prior": {"priors": m.CLP_PRIOR_CANDIDATES, **clp},
+        "linkx": {},
+        "clp_e2e": {"alphas": end_to_end.DEFAULT_ALPHAS, "train": end_to_end.DEFAULT_CONFIG._asdict(),
+                    "fed_fraction": end_to_end.DEFAULT_FED_FRACTION},
+    }
+    for name in m.NEEDS_PRIOR:  # the MLP prior's depth is chosen on validation among these
+        grids.setdefault(name, {})["mlp_depths"] = MLP_DEPTHS
+    return grids
+
+
+def method_spec(method: str) -> dict:
+    """The definition of runner method ``method`` as a JSON-able dict.
+
+    Returns:
+        ``{"method": name, "function": qualified name, "revision": int, "grid": {...}}``; a method without an
+        entry in the grid table (e.g. one a user registers) has an empty grid.
+
+    Raises:
+        ValueError: unknown method.
+    """
+    from jaxclp.experiments.methods import METHODS
+
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
+    fn = METHODS[method]
+    spec = {"method": method, "function": f"{fn.__module__}.{fn.__qualname__}",
+            "revision": int(REVISIONS.get(method, 0)), "grid": _grids().get(method, {})}
+    return json.loads(json.dumps(spec, sort_keys=True, default=_jsonable))
+
+
+def _jsonable(x):
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if hasattr(x, "_asdict"):
+        return dict(x._asdict())
+    return repr(x)
+
+
+def method_hash(method: str) -> str:
+    """12 hex digits of the sha256 of :func:`method_spec` (canonical JSON)."""
+    blob = json.dumps(method_spec(method), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
