@@ -7,11 +7,11 @@ path: ``Graph.from_edge_index`` (int32 (2, m/2) undirected pairs, ``symmetrize=T
 :func:`jaxclp.shard_graph` (``plan=``; the unsharded ``Graph`` is dropped afterwards) ->
 :func:`jaxclp.shard.estimate_compatibility` -> :func:`jaxclp.shard.solve` (alpha 0.9, ``"sym"``, method
 ``"auto"``, tol 1e-6). Per child: wall time of every stage, iterations, time of one sharded product (one step:
-the halo exchange + the local gather / ``segment_sum``), peak RSS of the whole process after each stage
-(``VmHWM`` and ``ru_maxrss``, the larger; the process baseline, the generator's output and the user's input
-arrays included), the bytes per stored edge, the halo of one step from the plan (rows received over all
-shards, the ``ppermute`` bytes for K float32 columns, the fraction of nodes that some other shard reads) and
-XLA's compiled temporary memory of one product per device (``memory_analysis``).
+the halo exchange + the shard's local CSR product; before that change a local gather / ``segment_sum``), peak
+RSS of the whole process after each stage (``VmHWM`` and ``ru_maxrss``, the larger; the process baseline, the
+generator's output and the user's input arrays included), the bytes per stored edge, the halo of one step from
+the plan (rows received over all shards, the ``ppermute`` bytes for K float32 columns, the fraction of nodes that
+some other shard reads) and XLA's compiled temporary memory of one product per device (``memory_analysis``).
 
 Graph: Chung-Lu-like: node weights from a Pareto law (tail exponent ``--gamma``, capped so the largest
 expected degree is ``--max-degree``), both ends of every pair drawn proportionally to the weights; classes with
@@ -150,6 +150,10 @@ def worker(cfg: dict) -> dict:
     del plan, g  # at scale the user keeps only the sharded graph
     mark("shard_graph", t0)
     out["sharded_graph_bytes"] = int(sum(x.nbytes for x in jax.tree.leaves(sg)))
+    from jaxclp import sparse
+
+    out["product"] = "csr" if hasattr(sg, "indptr") else "gather"
+    out["kernel"] = sparse.kernel_status()
     out["edges_per_shard"] = int(sg.receivers.shape[1])
 
     prior_j, labels_j, train_j = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train)
@@ -240,13 +244,21 @@ def run_child(cfg: dict, timeout: float, max_rss_gib: float) -> dict:
     return res
 
 
-def predicted_peak_gib(n: int, m: int, k: int, devices: int) -> float:
-    """Peak RSS of one child from the measured model (``benchmarks/results/sharded.md``, float32): the solve keeps
-    two (E, K) gathers of the senders' rows (4 K bytes per edge each), the sharded graph and the edge values
-    (20 B per edge), about a dozen (n, K) arrays and a 250 MiB baseline; edges padded to the largest shard
-    (x 1.25 for P > 1)."""
+PRODUCT = "csr"  # the product of the current jaxclp.shard: the local CSR (no (E, K) array); "gather" before
+
+
+def predicted_peak_gib(n: int, m: int, k: int, devices: int, product: str = PRODUCT) -> float:
+    """Peak RSS of one child from the measured models (``benchmarks/results/sharded*.md``, float32; ``m`` the
+    drawn nonzeros). ``product="gather"`` (jaxclp before the local CSR): the solve keeps two (E, K) gathers of
+    the senders' rows (4 K bytes per edge each), plus the sharded graph and the edge values (36 B per edge in
+    all), about a dozen (n, K) arrays and a 250 MiB baseline; edges padded to the largest shard (x 1.25 for
+    P > 1). ``product="csr"``: no per-edge (E, K) array is left, the peak is the host side (the generated
+    input, ``from_edge_index`` and ``build_plan``: 139 / 150 B per drawn edge at P = 1 measured at 0.1 x / 0.5 x
+    the products shape, ``sharded_csr.md``; 150 used, x 1.25 for P > 1) plus the 250 MiB baseline."""
     edges = m * (1.25 if devices > 1 else 1.0)
-    return (edges * (2 * 4 * k + 36) + n * 4 * k * 12) / 2**30 + 0.25
+    if product == "gather":
+        return (edges * (2 * 4 * k + 36) + n * 4 * k * 12) / 2**30 + 0.25
+    return edges * 150 / 2**30 + 0.25
 
 
 def _row(r: dict) -> dict:
@@ -299,16 +311,20 @@ def write_markdown(path: Path, payload: dict) -> None:
         lines += ["## Time (seconds; P host devices sharing the cores: not a speed-up)", "",
                   C.md_table(["n", "m", "K", "P", "partition", "generate", "from_edge_index", "build_plan",
                               "shard_graph", "estimate_compat", "solve (1st)", "solve (steady)", "method", "iters",
-                              "step ms", "one product ms", "foreign cores", "load"],
+                              "step ms", "one product ms", "product", "foreign cores", "load"],
                              [[r["n"], r["m"], r["k"], r["devices"], r["partition"], r["times"]["generate"],
                                r["times"]["from_edge_index"], r["times"]["build_plan"], r["times"]["shard_graph"],
                                r["times"]["estimate_compatibility"], r["times"]["solve"],
                                r["times"]["solve_steady"], r["solve"]["method"], r["solve"]["iterations"],
-                               r["step_s"] * 1e3, r["times"]["product"] * 1e3, r["foreign_cores"],
+                               r["step_s"] * 1e3, r["times"]["product"] * 1e3, r.get("product", "gather"),
+                               r["foreign_cores"],
                                r["loadavg"][0]] for r in ok]), "",
                   "`solve (1st)` includes compilation and the spectral/norm checks; `step ms` = steady solve / "
                   "iterations (the solve also runs the two norm-bound products); `one product`: one "
-                  "`ShardedOperator.matvec` (halo exchange + local gather + `segment_sum`), jitted, median.", "",
+                  "`ShardedOperator.matvec`, jitted, median; `product`: how the shard computes it after the halo "
+                  "exchange: `gather` (jaxclp before the local CSR: the (E, K) gather of the senders' rows + a "
+                  "sorted `segment_sum`) or `csr` (the shard's local CSR over `[x_local | halo]` through "
+                  "`jaxclp.sparse.csr_matmul`, the fused C++ kernel on CPU: no (E, K) array).", "",
                   "## Memory (peak RSS of the whole process, all P devices together)", "",
                   C.md_table(["n", "m", "K", "P", "partition", "baseline MiB", "after input", "after from_edge_index",
                               "after build_plan", "after shard_graph", "after compat", "after solve = peak",
@@ -319,18 +335,28 @@ def write_markdown(path: Path, payload: dict) -> None:
                                r["stages"]["shard_graph"], r["stages"]["estimate_compatibility"],
                                r["stages"]["solve"], r["peak_b_per_edge"], r["peak_above_baseline_b_per_edge"],
                                r["sharded_graph_b_per_edge"], r["product_temp_b_per_edge_total"],
-                               predicted_peak_gib(r["n"], r["m"], r["k"], r["devices"])] for r in ok]), "",
+                               predicted_peak_gib(r["n"], r["m_drawn"] if r.get("product") == "csr" else r["m"],
+                                                  r["k"], r["devices"], r.get("product", "gather"))]
+                              for r in ok]), "",
                   "`product temp`: XLA's temporary buffers of one compiled product per device "
-                  "(`memory_analysis().temp_size_in_bytes`) times P, per stored edge: the (E, K) gather of the "
-                  "senders' rows that the sharded product materializes (4 K bytes per edge in float32). "
-                  "`model GiB`: `predicted_peak_gib` (two such gathers alive in the solve + 36 B per edge + 12 "
-                  "(n, K) arrays + 0.25 GiB, edges x 1.25 for P > 1), the rule that decides which sizes run: "
-                  "within 3 % at P = 1; P = 2, 4 and METIS need less; RCM at P = 8 can need more (its shards are "
-                  "padded to the largest one, 1.9-2.2 x the mean edge count here). For the full ogbn-products "
-                  f"shape (n = {PRODUCTS['n']}, m = {PRODUCTS['m']}, K = {PRODUCTS['k']}) it predicts "
-                  f"{predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 1):.0f} GiB on one device and "
-                  f"{predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 8):.0f} GiB for 8 host "
-                  f"devices (this machine: {payload['machine']['mem_total_gib']} GiB).", "",
+                  "(`memory_analysis().temp_size_in_bytes`) times P, per stored edge: for the `gather` product "
+                  "the (E, K) gather of the senders' rows (4 K bytes per edge in float32); the `csr` product has "
+                  "none (what remains is (b + S, K) halo buffers, per node, not per edge). "
+                  "`model GiB`: `predicted_peak_gib` of the row's product, the rule that decides which sizes run: "
+                  "`gather`: two (E, K) gathers alive in the solve + 36 B per edge + 12 (n, K) arrays + 0.25 GiB, "
+                  "edges x 1.25 for P > 1 (within 3 % at P = 1 in the first run; P = 2, 4 and METIS needed less; "
+                  "RCM at P = 8 can need more, its shards padded to the largest one, 1.9-2.2 x the mean edge "
+                  "count); `csr`: 150 B per drawn edge (x 1.25 for P > 1) + 0.25 GiB, the host-side peak of "
+                  "generating the input, `from_edge_index` and `build_plan` (the solve stays below it at P = 1). "
+                  "For the full ogbn-products "
+                  f"shape (n = {PRODUCTS['n']}, m = {PRODUCTS['m']}, K = {PRODUCTS['k']}) the gather model "
+                  f"predicts {predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 1, 'gather'):.0f} GiB "
+                  "on one device and "
+                  f"{predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 8, 'gather'):.0f} GiB for 8 "
+                  "host devices, the csr model "
+                  f"{predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 1, 'csr'):.1f} and "
+                  f"{predicted_peak_gib(PRODUCTS['n'], PRODUCTS['m'], PRODUCTS['k'], 8, 'csr'):.1f} GiB "
+                  f"(this machine: {payload['machine']['mem_total_gib']} GiB).", "",
                   "## Halo of one step (from the plan)", "",
                   C.md_table(["n", "K", "P", "partition", "halo rows", "halo rows / n", "remote fraction",
                               "received fraction", "edge cut", "ppermute rounds", "halo MiB per step (ppermute)",
@@ -408,7 +434,7 @@ def main(argv=None, out=None) -> dict | None:
             if pred > args.max_rss_gib and not args.force:
                 res = {"devices": P, "partition": part, "n": n, "m": m, "k": k, "skipped": True,
                        "error": f"not run: predicted peak {pred:.1f} GiB > --max-rss-gib {args.max_rss_gib} (the "
-                                f"sharded product materializes the (E, K) gathered rows; --force runs it anyway)"}
+                                f"model of predicted_peak_gib; --force runs it anyway)"}
             else:
                 res = run_child({**cfg, "devices": P, "partition": part}, args.timeout, args.max_rss_gib)
             rows.append(res)

@@ -17,12 +17,20 @@ needs static shapes). One product (inside :func:`jax.shard_map`):
    padded to the longest list of that offset ``h_d``: a banded order (RCM, BFS) needs few rounds;
    ``exchange="all_to_all"`` moves every list padded to the longest one ``h`` in one ``jax.lax.all_to_all``;
    ``exchange="allgather"`` gathers the whole state instead (the simple reference, kept for tests);
-2. a local gather + sorted ``segment_sum`` over the shard's edges.
+2. a local CSR product: the shard's edges as a (b, b + S) CSR (rows = the local receivers, columns =
+   ``[local rows | halo slots]``, row pointers :attr:`ShardedGraph.indptr` precomputed) applied to
+   ``[x_local | halo]`` (b + S, K) by :func:`jaxclp.sparse.csr_matmul`. On CPU (the fused C++ kernel, or
+   with ``JAXCLP_NO_FFI=1`` XLA's own CSR kernel) no (E, K) array of the senders' rows is formed: the extra
+   memory of a product is the (b + S, K) block, per node, not per edge (``tests/test_shard.py`` checks XLA's
+   temporary memory). On GPU/TPU the XLA path is ``jax.experimental.sparse``'s lowering (not measured here).
 
-The transpose product runs the same exchange backwards (local scatter into ``[local | halo]``, the halo part
-returned to its owners by the reverse exchange, scatter-added there). Communication per product and shard:
-``sum_d h_d * K`` values sent and received (``ppermute``), ``(P - 1) * h * K`` (``all_to_all``), instead of
-``(P - 1) * b * K`` for the all-gather.
+The transpose product runs the same exchange backwards: the local transpose's CSR (the edges in sender order,
+:attr:`ShardedGraph.t_perm` / ``t_indptr``) applied to the local block gives ``[local | halo]`` sums
+(b + S, K), the halo part returned to its owners by the reverse exchange and added there. The all-gather
+reference and per-class (P, E, K) edge values keep the gather + ``segment_sum`` form.
+
+Communication per product and shard: ``sum_d h_d * K`` values sent and received (``ppermute``),
+``(P - 1) * h * K`` (``all_to_all``), instead of ``(P - 1) * b * K`` for the all-gather.
 
 The partition decides ``h``: ``partition="none"`` keeps the user's order, ``"rcm"`` uses scipy's reverse
 Cuthill-McKee order, ``"bfs"`` a breadth-first order per connected component, ``"metis"`` a min-cut partition
@@ -54,6 +62,7 @@ from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import norm_bounds
 from jaxclp.propagate import check_spectrum
+from jaxclp.sparse import csr_matmul
 
 __all__ = [
     "EXCHANGES", "PARTITIONS", "Plan", "ShardedGraph", "ShardedOperator", "build_plan", "clp_beliefs",
@@ -363,10 +372,31 @@ def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", 
 
 
 # ============================================================================ the device-side graph
+def _local_csr(receivers: np.ndarray, senders: np.ndarray, b: int, slots: int):
+    """The CSR tables of one shard's edges (host, numpy): ``(indptr (b + 1,), t_perm (E,), t_indptr
+    (b + slots + 1,))``, int32.
+
+    ``receivers`` are sorted (padding edges last, on row b - 1, weight 0), so ``indptr`` is their row pointer
+    array; the transpose's CSR is the edges in stable ``senders`` order (``t_perm``; padding edges, sender
+    0, join row 0 with weight 0). Senders need not be sorted within a row: the fused kernel and the XLA path
+    (``jax.experimental.sparse`` lowers to a scatter-add) sum a row's entries in any order."""
+    receivers, senders = np.asarray(receivers), np.asarray(senders)
+    indptr = np.searchsorted(receivers, np.arange(b + 1), side="left")
+    t_perm = np.argsort(senders, kind="stable")
+    t_indptr = np.searchsorted(senders[t_perm], np.arange(b + slots + 1), side="left")
+    return indptr.astype(np.int32), t_perm.astype(np.int32), t_indptr.astype(np.int32)
+
+
+def _csr_tables(receivers: np.ndarray, senders: np.ndarray, b: int, slots: int):
+    """:func:`_local_csr` of every shard, stacked: (P, b + 1), (P, E), (P, b + slots + 1)."""
+    tabs = [_local_csr(r, s, b, slots) for r, s in zip(receivers, senders)]
+    return tuple(np.stack([t[i] for t in tabs]) for i in range(3))
+
+
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["receivers", "senders", "senders_global", "weights", "num_edges", "send", "send_offsets",
-                 "recv_slots", "order", "rank"],
+                 "recv_slots", "order", "rank", "indptr", "t_perm", "t_indptr"],
     meta_fields=["num_nodes", "num_shards", "block", "halo", "offsets", "axis", "mesh", "symmetric"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -387,6 +417,11 @@ class ShardedGraph:
         recv_slots: (P, S) int32 positions of the halo slots in the ``all_to_all`` receive buffer.
         order: (N,) int32 user id of each internal row, -1 on padding rows.
         rank: (n,) int32 internal row of each user node.
+        indptr: (P, b + 1) int32 row pointers of ``receivers`` per shard: the local CSR (b rows, ``b + S``
+            columns) that the halo products run on (:func:`jaxclp.sparse.csr_matmul`).
+        t_perm: (P, E) int32 the shard's edges sorted by ``senders`` (stable): the CSR of the local transpose
+            (``b + S`` rows, b columns).
+        t_indptr: (P, b + S + 1) int32 row pointers of ``senders[t_perm]``.
         num_nodes: static n; num_shards: static P; block: static b; halo: static h; offsets: static
             ``((d, base_d, h_d), ...)`` (see :class:`Plan`).
         axis: static mesh axis name; mesh: the static :class:`jax.sharding.Mesh`.
@@ -403,6 +438,9 @@ class ShardedGraph:
     recv_slots: jax.Array
     order: jax.Array
     rank: jax.Array
+    indptr: jax.Array
+    t_perm: jax.Array
+    t_indptr: jax.Array
     num_nodes: int
     num_shards: int
     block: int
@@ -461,13 +499,16 @@ def shard_graph(graph: Graph, mesh: Mesh, axis: str = "nodes", *, partition: Par
     def put(a, sharding, dtype=jnp.int32):
         return jax.device_put(np.asarray(a).astype(dtype), sharding)
 
+    indptr, t_perm, t_indptr = _csr_tables(plan.receivers, plan.senders, plan.block,
+                                           int(plan.send_offsets.shape[1]))
     return ShardedGraph(
         receivers=put(plan.receivers, rows), senders=put(plan.senders, rows),
         senders_global=put(plan.senders_global, rows), weights=put(plan.weights, rows, fdtype),
         num_edges=put(plan.num_edges, rows),
         send=put(plan.send, rows), send_offsets=put(plan.send_offsets, rows),
         recv_slots=put(plan.recv_slots, rows), order=put(plan.order, rep),
-        rank=put(plan.rank, rep), num_nodes=plan.num_nodes, num_shards=P, block=plan.block, halo=plan.halo,
+        rank=put(plan.rank, rep), indptr=put(indptr, rows), t_perm=put(t_perm, rows),
+        t_indptr=put(t_indptr, rows), num_nodes=plan.num_nodes, num_shards=P, block=plan.block, halo=plan.halo,
         offsets=plan.offsets, axis=axis, mesh=mesh,
         symmetric=plan.symmetric)
 
@@ -564,6 +605,8 @@ def shard_graph_local(senders, receivers, weights, num_nodes: int, mesh: Mesh, a
                 "senders_global": np.zeros(E, np.int64), "weights": np.zeros(E, w.dtype)}
         for name, v in (("receivers", lr), ("senders", sender_ext), ("senders_global", s), ("weights", w)):
             cols[name][e] = v[q == sh]
+        cols["indptr"], cols["t_perm"], cols["t_indptr"] = _local_csr(cols["receivers"], cols["senders"], b,
+                                                                       int(send_offsets.shape[1]))
         local[sh] = cols
     order = np.where(np.arange(P * b) < n, np.arange(P * b), -1)
     rows_sh = NamedSharding(mesh, PSpec(axis))
@@ -574,15 +617,17 @@ def shard_graph_local(senders, receivers, weights, num_nodes: int, mesh: Mesh, a
         return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
 
     def put_local(name, dtype=jnp.int32):  # the callback runs only for this process's devices
+        width = {"indptr": b + 1, "t_indptr": b + int(send_offsets.shape[1]) + 1}.get(name, E)
         return jax.make_array_from_callback(
-            (P, E), rows_sh, lambda idx: local[idx[0].start or 0][name][None].astype(dtype))
+            (P, width), rows_sh, lambda idx: local[idx[0].start or 0][name][None].astype(dtype))
 
     return ShardedGraph(
         receivers=put_local("receivers"), senders=put_local("senders"),
         senders_global=put_local("senders_global"), weights=put_local("weights", w.dtype),
         num_edges=put(ecount, rows_sh), send=put(send, rows_sh),
         send_offsets=put(send_offsets, rows_sh), recv_slots=put(recv_slots, rows_sh), order=put(order, rep),
-        rank=put(np.arange(n), rep), num_nodes=n, num_shards=P, block=b, halo=h, offsets=offsets, axis=axis,
+        rank=put(np.arange(n), rep), indptr=put_local("indptr"), t_perm=put_local("t_perm"),
+        t_indptr=put_local("t_indptr"), num_nodes=n, num_shards=P, block=b, halo=h, offsets=offsets, axis=axis,
         mesh=mesh, symmetric=bool(symmetric))
 
 
@@ -647,8 +692,14 @@ def _gather(sg: ShardedGraph, loc, xl, exchange):
     """Rows read by this shard's edges, (E, ...): ``[x_local | halo][senders]`` (or the all-gather)."""
     if exchange == "allgather":
         return jax.lax.all_gather(xl, sg.axis, tiled=True)[loc["senders_global"]]
+    return _extended(sg, loc, xl, exchange)[loc["senders"]]
+
+
+def _extended(sg: ShardedGraph, loc, xl, exchange):
+    """``[x_local | halo]`` (b + S, ...): the local block and the rows received by the halo exchange (the
+    columns of the shard's local CSR). ``exchange`` is ``"ppermute"`` or ``"all_to_all"``."""
     if not sg.offsets:  # no edge crosses shards
-        return xl[loc["senders"]]
+        return xl
     if exchange == "ppermute":  # one round per shard offset d with a nonempty list, h_d rows each
         parts = [jax.lax.ppermute(xl[loc["send_offsets"][base:base + h]], sg.axis, _ring(sg, d))
                  for d, base, h in sg.offsets]
@@ -656,7 +707,7 @@ def _gather(sg: ShardedGraph, loc, xl, exchange):
     else:  # all_to_all: every list padded to h
         recv = jax.lax.all_to_all(xl[loc["send"]], sg.axis, 0, 0)  # recv[p] = the rows shard p sent us
         halo = recv.reshape((-1,) + xl.shape[1:])[loc["recv_slots"]]
-    return jnp.concatenate([xl, halo])[loc["senders"]]
+    return jnp.concatenate([xl, halo])
 
 
 def _scatter(sg: ShardedGraph, loc, msg, exchange):
@@ -665,22 +716,30 @@ def _scatter(sg: ShardedGraph, loc, msg, exchange):
     if exchange == "allgather":
         full = jax.ops.segment_sum(msg, loc["senders_global"], P * b)
         return jax.lax.psum_scatter(full, sg.axis, scatter_dimension=0, tiled=True)
-    ext = jax.ops.segment_sum(msg, loc["senders"], b + _num_slots(sg))
+    return _return_halo(sg, loc, jax.ops.segment_sum(msg, loc["senders"], b + _num_slots(sg)), exchange)
+
+
+def _return_halo(sg: ShardedGraph, loc, ext, exchange):
+    """Transpose of :func:`_extended`: ``ext`` (b + S, ...) holds sums for the local rows and for the halo
+    slots; the halo part is sent back to its owners by the reverse exchange and added there. Returns
+    (b, ...)."""
+    b, P = sg.block, sg.num_shards
     out, halo = ext[:b], ext[b:]
     if exchange == "ppermute":
         for d, base, h in sg.offsets:
             back = jax.lax.ppermute(halo[base:base + h], sg.axis, _ring(sg, d, back=True))
             out = out + jax.ops.segment_sum(back, loc["send_offsets"][base:base + h], b)
     elif sg.offsets:
-        buf = jax.ops.segment_sum(halo, loc["recv_slots"], P * sg.halo).reshape((P, sg.halo) + msg.shape[1:])
+        buf = jax.ops.segment_sum(halo, loc["recv_slots"], P * sg.halo).reshape((P, sg.halo) + ext.shape[1:])
         back = jax.lax.all_to_all(buf, sg.axis, 0, 0)  # back[q] = contributions of shard q to our rows send[q]
-        out = out + jax.ops.segment_sum(back.reshape((-1,) + msg.shape[1:]), loc["send"].reshape(-1), b)
+        out = out + jax.ops.segment_sum(back.reshape((-1,) + ext.shape[1:]), loc["send"].reshape(-1), b)
     return out
 
 
 def _local_arrays(sg: ShardedGraph) -> dict:
     return {"receivers": sg.receivers, "senders": sg.senders, "senders_global": sg.senders_global,
-            "send": sg.send, "send_offsets": sg.send_offsets, "recv_slots": sg.recv_slots}
+            "send": sg.send, "send_offsets": sg.send_offsets, "recv_slots": sg.recv_slots, "indptr": sg.indptr,
+            "t_perm": sg.t_perm, "t_indptr": sg.t_indptr}
 
 
 def _smap(sg: ShardedGraph, fn, *args):
@@ -690,8 +749,10 @@ def _smap(sg: ShardedGraph, fn, *args):
     def body(loc, *xs):
         return fn({k: v[0] for k, v in loc.items()}, *xs)
 
-    return jax.shard_map(body, mesh=sg.mesh, in_specs=(spec,) * (1 + len(args)), out_specs=spec)(
-        _local_arrays(sg), *args)
+    # check_vma=False: the fused CPU kernel (an XLA FFI call, jaxclp.sparse) has no varying-axes type, so
+    # under the check its lax.platform_dependent branches would differ in type; every output here is per shard
+    return jax.shard_map(body, mesh=sg.mesh, in_specs=(spec,) * (1 + len(args)), out_specs=spec,
+                         check_vma=False)(_local_arrays(sg), *args)
 
 
 def _check_exchange(exchange):
@@ -699,9 +760,27 @@ def _check_exchange(exchange):
         raise ValueError(f"exchange must be one of {EXCHANGES}; got {exchange!r}")
 
 
+def _local_mm(v, cols, rows, indptr, y):
+    """``out[r] = sum_{e in row r} v[e] y[cols[e]]`` over one shard's local CSR, (len(indptr) - 1, ...), by
+    :func:`jaxclp.sparse.csr_matmul` (the fused kernel on CPU; rectangular: ``y`` has the CSR's column
+    count of rows). No (E, K) array: the kernel reads the rows of ``y`` in place."""
+    dtype = jnp.result_type(v.dtype, y.dtype)
+    y2 = y.reshape(y.shape[0], -1).astype(dtype)
+    out = csr_matmul(v.astype(dtype), cols, rows, indptr, y2)
+    return out.reshape((out.shape[0],) + y.shape[1:])
+
+
+def _fused(exchange, values) -> bool:
+    """Whether the products run on the local CSR: the halo exchanges with one value per edge (the all-gather
+    reference and per-class (P, E, K) values keep the gather + ``segment_sum`` path)."""
+    return exchange != "allgather" and values.ndim == 2
+
+
 @functools.partial(jax.jit, static_argnames="exchange")
 def _spmm(sg, values, x, exchange):
     def local(loc, v, xl):
+        if _fused(exchange, values):  # [x_local | halo] (b + S, K) through the local CSR: no (E, K) array
+            return _local_mm(v[0], loc["senders"], loc["receivers"], loc["indptr"], _extended(sg, loc, xl, exchange))
         xs = _gather(sg, loc, xl, exchange)
         return jax.ops.segment_sum(_bcast(v[0], xs) * xs, loc["receivers"], sg.block, indices_are_sorted=True)
 
@@ -711,6 +790,10 @@ def _spmm(sg, values, x, exchange):
 @functools.partial(jax.jit, static_argnames="exchange")
 def _spmm_t(sg, values, x, exchange):
     def local(loc, v, xl):
+        if _fused(exchange, values):  # the local transpose's CSR (b + S rows), then the reverse exchange
+            perm = loc["t_perm"]
+            ext = _local_mm(v[0][perm], loc["receivers"][perm], loc["senders"][perm], loc["t_indptr"], xl)
+            return _return_halo(sg, loc, ext, exchange)
         xr = xl[loc["receivers"]]
         return _scatter(sg, loc, _bcast(v[0], xr) * xr, exchange)
 
@@ -727,6 +810,9 @@ def _check_product(sg, values, x):
 def sharded_spmm(sg: ShardedGraph, values: jax.Array, x: jax.Array, *,
                  exchange: Exchange = "ppermute") -> jax.Array:
     """``Ahat @ x`` on internal-order arrays: ``out[r] = sum_{e: s->r} values[e] x[s]``.
+
+    Per shard: the halo exchange, then the local CSR product over ``[x_local | halo]`` (no (E, K) array; see
+    the module docstring).
 
     Args:
         sg: the sharded graph.
@@ -847,7 +933,12 @@ class ShardedOperator:
         return self.graph.order >= 0
 
     def matvec(self, x: jax.Array) -> jax.Array:
-        """(P * b, K) -> (P * b, K): column k is ``A^F_k @ x[:, k]``."""
+        """(P * b, K) -> (P * b, K): column k is ``A^F_k @ x[:, k]``.
+
+        ``right * x`` is formed on the local block (b, K) and exchanged, then the local CSR product and
+        ``left *``: the fused :func:`jaxclp.sparse.factored_matmul` would need ``right`` on the halo rows too (a
+        second exchange per product, or a stored halo of ``right``), and saves only two (b, K) elementwise
+        passes; neither form builds an (E, K) array."""
         return self.left * _spmm(self.graph, self.values, self.right * x, self.exchange)
 
     def rmatvec(self, x: jax.Array) -> jax.Array:

@@ -7,6 +7,7 @@ degree, normalization, the boundary conversions and the end-to-end propagate/sol
 references and the unsharded library, plus the sharding of every output and the collectives XLA emits.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -219,6 +220,80 @@ def test_metis_partition():
     plan = shard.build_plan(g, 2, partition="metis")
     assert plan.send_counts.sum() == 2
     _check_plan_against_dense(g, plan)
+
+
+# ----------------------------------------------------------------------------------------- the local CSR
+def test_local_csr_tables_rebuild_each_shard_and_its_transpose():
+    """indptr / t_perm / t_indptr of every shard: the CSR (b rows, b + S columns) and its transpose rebuild the
+    shard's [local | halo] block of the adjacency, padding edges included (weight 0)."""
+    import jax
+    from jax.sharding import Mesh
+
+    rng = np.random.default_rng(3)
+    g = jaxclp.Graph.from_edge_index(rng.integers(0, 30, (2, 80)), 30)
+    plan = shard.build_plan(g, 3, partition="rcm")
+    b, S = plan.block, plan.send_offsets.shape[1]
+    indptr, t_perm, t_indptr = shard._csr_tables(plan.receivers, plan.senders, b, S)
+    assert indptr.shape == (3, b + 1) and t_perm.shape == plan.senders.shape and t_indptr.shape == (3, b + S + 1)
+    for q in range(3):
+        rows = np.repeat(np.arange(b), np.diff(indptr[q]))
+        np.testing.assert_array_equal(rows, plan.receivers[q])  # every edge, padding ones on row b - 1
+        want = np.zeros((b, b + S))
+        np.add.at(want, (plan.receivers[q], plan.senders[q]), plan.weights[q])
+        t_rows = np.repeat(np.arange(b + S), np.diff(t_indptr[q]))
+        np.testing.assert_array_equal(t_rows, plan.senders[q, t_perm[q]])
+        got_t = np.zeros((b + S, b))
+        np.add.at(got_t, (t_rows, plan.receivers[q, t_perm[q]]), plan.weights[q, t_perm[q]])
+        np.testing.assert_array_equal(got_t, want.T)
+    # shard_graph stores the same tables (one device: P = 1, no halo)
+    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    p1 = shard.build_plan(g, 1, partition="rcm")
+    for got, want in zip((sg.indptr, sg.t_perm, sg.t_indptr), shard._csr_tables(p1.receivers, p1.senders,
+                                                                                 p1.block, 0)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("path", ["kernel", "xla"])
+def test_sharded_product_memory_does_not_scale_with_edges_times_classes(path):
+    """One compiled sharded product (and its transpose, the operator's matvec / rmatvec) needs no (E, K)
+    temporary: XLA's temp memory stays below half of E * K * 8 bytes on a graph where E * K dominates (the
+    gather + segment_sum product needed E * K * 8 plus change); values against the dense product."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh
+
+    from jaxclp import sparse
+
+    if path == "kernel" and not sparse.kernel_available():
+        pytest.skip("the fused CPU kernel is not built or JAXCLP_NO_FFI is set")
+    rng = np.random.default_rng(4)
+    n, m = 1500, 40000
+    K = 16 if path == "kernel" else 24  # another shape: the jitted products trace anew on the XLA path
+    g = jaxclp.Graph.from_edge_index(rng.integers(0, n, (2, m)), n)
+    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    ev = shard.edge_values(sg, "sym")
+    x = rng.normal(size=(n, K))
+    xi = shard.to_internal(sg, jnp.asarray(x))
+    a = np.zeros((n, n))
+    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(jaxclp.edge_values(g, "sym")))
+    op = shard.ShardedOperator(sg, ev, xi, 2.0 * xi)
+    edges_k = sg.weights.shape[1] * K * 8
+    calls = {"spmm": (lambda v, x_: shard.sharded_spmm(sg, v, x_), a @ x),
+             "spmm_transpose": (lambda v, x_: shard.sharded_spmm_transpose(sg, v, x_), a.T @ x),
+             "matvec": (lambda v, x_: op._replace(values=v).matvec(x_), x * (a @ (2 * x * x))),
+             "rmatvec": (lambda v, x_: op._replace(values=v).rmatvec(x_), 2 * x * (a.T @ (x * x)))}
+    ctx = sparse.xla_path() if path == "xla" else contextlib.nullcontext()
+    with ctx:
+        for name, (f, want) in calls.items():
+            compiled = jax.jit(f).lower(ev, xi).compile()
+            temp = compiled.memory_analysis().temp_size_in_bytes
+            assert temp < edges_k / 2, f"{name}: temp {temp} B vs E * K * 8 = {edges_k} B"
+            got = np.asarray(compiled(ev, xi))[np.asarray(sg.rank)]
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+        # the gradient through the local CSR (csr_matmul's rule, rectangular b x (b + S)) = the transpose
+        w = rng.normal(size=(n, K))
+        gx = jax.grad(lambda x_: jnp.sum(shard.to_internal(sg, jnp.asarray(w)) * shard.sharded_spmm(sg, ev, x_)))(xi)
+        np.testing.assert_allclose(np.asarray(gx)[np.asarray(sg.rank)], a.T @ w, rtol=1e-12, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------------------- devices
@@ -497,6 +572,17 @@ SCRIPT = textwrap.dedent("""
             raise AssertionError(f"no error for {word}")
         except exc as err:
             assert word in str(err) and "ShardedGraph" in str(err), err
+
+    # with a real halo (4 shards): no (E, K) temporary per device in either exchange, product or transpose
+    gm = jaxclp.Graph.from_edge_index(rng.integers(0, 1200, (2, 30000)), 1200)
+    sgm = shard.shard_graph(gm, mesh, "nodes", partition="rcm")
+    evm, xm = shard.edge_values(sgm, "sym"), shard.to_internal(sgm, jnp.asarray(rng.normal(size=(1200, 16))))
+    assert sgm.offsets
+    for ex in ("ppermute", "all_to_all"):
+        for f in (shard.sharded_spmm, shard.sharded_spmm_transpose):
+            temp = jax.jit(lambda v, x, f=f, ex=ex: f(sgm, v, x, exchange=ex)).lower(evm, xm).compile(
+            ).memory_analysis().temp_size_in_bytes
+            assert temp < sgm.weights.shape[1] * 16 * 8 / 2, (ex, f.__name__, temp, sgm.weights.shape)
     print("OK")
 """)
 
