@@ -42,6 +42,7 @@ def test_micro_counts_hand_example():
     assert c["count"][5] == 1 and c["count"][10] == 1 and c["correct"][5] == 0 and c["isolated_count"] == 0
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_mirror_matches_runner(tmp_path):
     """run_mirror must reproduce the runner's selection and scores record for record."""
     ds = load_dataset("quick-syn")
@@ -146,6 +147,7 @@ def _rows_match_records(rows, records_path, key):
         np.testing.assert_allclose(r["std"], np.std(vals, ddof=1), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_fig4_quick(tmp_path):
     from jaxclp.experiments.analyses import fig4
 
@@ -167,6 +169,7 @@ def test_fig4_quick(tmp_path):
     assert by[("gaussian", 1.0, "gcn")] > by[("gaussian", 0.0, "gcn")] + 0.2
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_fig7_quick_parameter_counts_and_compile_split(tmp_path):
     from jaxclp.experiments.analyses import fig7
 
@@ -236,6 +239,7 @@ def test_clp_dagger_sparse_features_stay_sparse_and_match_dense():
     np.testing.assert_allclose(np.abs(got[:, 16:]), np.abs(dense.features[:, 16:]), atol=1e-4)  # SVD signs
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_clp_dagger_quick(tmp_path):
     from jaxclp.experiments.analyses import clp_dagger
 

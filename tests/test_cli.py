@@ -146,6 +146,7 @@ def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     assert masks.shape == (3, 2, 60)
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 @needs_shared
 def test_cli_fills_the_persistent_xla_cache(tmp_path):
     """In a fresh process (the cache is process-global config): run writes compiled executables to

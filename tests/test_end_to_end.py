@@ -192,6 +192,7 @@ def _pretrained_clp_val():
     return np.asarray([float(jaxclp.accuracy(b, y, va)) for b in res.beliefs])
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_warm_start_is_never_worse_on_validation_than_the_pretrained_prior_clp():
     ds, x, y, tr, va = _synthetic()
     r = fit_end_to_end(jax.random.key(0), ds.graph, x, y, tr, va, 3, alphas=ALPHAS, cfg=CFG)

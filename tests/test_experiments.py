@@ -187,6 +187,7 @@ def test_run_validates_runs_and_epochs(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path):
     from jaxclp.experiments import reproduce
 
