@@ -1176,7 +1176,11 @@ def _solve_kernel(op, prior, alpha, method, tol, max_iters):
 def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, alpha: float,
           normalization: Normalization = "sym", method: str = "auto", tol: float = 1e-6,
           max_iters: int = 10_000, throw: bool = True, exchange: Exchange = "ppermute"):
-    """:func:`jaxclp.solve` on a sharded graph (scalar alpha; no implicit differentiation yet).
+    """:func:`jaxclp.solve` on a sharded graph (no implicit differentiation yet).
+
+    ``alpha`` is a scalar or a 1-D vector: one sharded solve per alpha, one after another, all with the method
+    ``"auto"`` picks for the largest alpha (the unsharded call vmaps them); ``value`` then has a leading alpha
+    axis, (A, n, K), as :func:`jaxclp.solve` returns.
 
     Methods: ``"neumann"``, ``"jacobi"``, ``"bicgstab"``, ``"cg"`` (symmetric ``Ahat`` only) and ``"auto"``
     (Neumann when ``alpha * rho_bound <= 0.4``, else CG where valid, else BiCGStab; there is no dense
@@ -1190,9 +1194,10 @@ def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, al
         ValueError: bad input; with ``throw=True`` divergence or non-convergence (as :func:`jaxclp.solve`).
     """
     _checks.alpha(alpha)
-    if np.ndim(alpha) != 0:
-        raise ValueError(f"alpha must be a scalar for a sharded solve; got shape {np.shape(alpha)}")
     op, pi = _prepare(sg, b0, H, prior, normalization, exchange)
+    if np.ndim(alpha) != 0:
+        return solve_operator(op, pi, alpha=alpha, method=method, tol=tol, max_iters=max_iters,
+                              normalization=normalization, throw=throw)
     return _solve_operator(op, pi, alpha, normalization=normalization, method=method, tol=tol,
                            max_iters=max_iters, throw=throw)
 

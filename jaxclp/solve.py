@@ -446,9 +446,6 @@ def _sharded_solve(graph, b0, H, prior, *, alpha, normalization, method, tol, ma
     if method != "auto" and method not in shard.SHARDED_METHODS:
         raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
                          f"{shard.SHARDED_METHODS}")
-    if np.ndim(alpha) != 0:
-        raise NotImplementedError(f"alpha must be a scalar for a ShardedGraph (one solve per alpha); got shape "
-                                  f"{np.shape(alpha)}")
     return shard.solve(graph, b0, H, prior, alpha=alpha, normalization=normalization, method=method, tol=tol,
                        max_iters=max_iters, throw=throw)
 

@@ -542,6 +542,12 @@ SCRIPT = textwrap.dedent("""
         assert got.method == want.method, (got.method, want.method)
         np.testing.assert_allclose(np.asarray(got.value), np.asarray(want.value), rtol=1e-9, atol=1e-11,
                                    err_msg="jaxclp.solve(sg) " + method)
+    # a vector of alphas: (A, n, K), the method auto picks for the largest alpha, as the unsharded (vmapped) solve
+    got = jaxclp.solve(sg, b0, H, prior, alpha=jnp.array([0.3, 0.9]), tol=1e-11)
+    want = jaxclp.solve(g, b0, H, prior, alpha=jnp.array([0.3, 0.9]), method=got.method, tol=1e-11)
+    assert got.value.shape == (2, n, K) and got.converged.shape == want.converged.shape
+    np.testing.assert_allclose(np.asarray(got.value), np.asarray(want.value), rtol=1e-9, atol=1e-11,
+                               err_msg="jaxclp.solve(sg) vector alpha")
     close(jaxclp.estimate_compatibility(sg, prior, labels, train)[0], h_want, "jaxclp.estimate_compatibility(sg)")
     lab = rng.integers(0, 2, n)
     close(jaxclp.edge_homophily(sg, lab), jaxclp.edge_homophily(g, lab), "jaxclp.edge_homophily(sg)")
@@ -564,7 +570,6 @@ SCRIPT = textwrap.dedent("""
              NotImplementedError),
             (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="dense"), "method", ValueError),
             (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="gmres"), "method", ValueError),
-            (lambda: jaxclp.solve(sg, b0, H, prior, alpha=jnp.array([0.5, 0.9])), "alpha", NotImplementedError),
             (lambda: jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, method="dense"), "method",
              ValueError)):
         try:
