@@ -348,4 +348,7 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "linkx": method_linkx,
     "clp_e2e": method_clp_e2e,
 }
+NEEDS_DENSE_FEATURES = {"gcn", "gcn_tuned", "h2gcn", "sage", "gat", "gat_sep", "gcn_sep"}
+"""Methods whose models take dense features only: the runner leaves them out (with a warning) on a graph whose
+features are sparse (deezer-europe, Coauthor-Physics: several GiB dense)."""
 NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_prior", "clp_refined", "clp_e2e"}
