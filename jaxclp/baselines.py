@@ -116,18 +116,9 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
 
         return shard.propagate_labels(graph, x0, alpha=alpha, normalization=normalization, method=method, tol=tol,
                                       max_iters=max_iters, num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
-    _checks.shape("x0", x0, (graph.num_nodes, None))
-    _checks.finite("x0", x0)
-    check_normalization(normalization)
-    _check_layers("num_layers", num_layers)
-    bounds = _check_clamp(clamp)
-    if reset_mask is not None:
-        _checks.mask("reset_mask", reset_mask, graph.num_nodes, nonempty=False)
-    if not (isinstance(tol, (int, float)) and tol > 0):
-        raise ValueError(f"tol must be a positive number; got {tol!r}")
-    dtype = x0.dtype if jnp.issubdtype(x0.dtype, jnp.floating) else jnp.result_type(float)
-    x0 = x0.astype(dtype)
-    alphas = _alpha_array(alpha, dtype, allow_one=num_layers is not None)
+    x0, alphas, bounds = _lp_inputs(graph.num_nodes, x0, alpha, normalization=normalization, tol=tol,
+                                    num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
+    dtype = x0.dtype
     op = lp_operator(graph, x0.shape[1], normalization=normalization, dtype=dtype)
     if num_layers is None and bounds is None:
         if reset_mask is None:
@@ -141,6 +132,35 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
     rows, cols = norm_bounds(op)
     return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
                     rho_bound=jnp.minimum(rows, cols), method="iterate")
+
+
+def _lp_inputs(num_nodes: int, x0, alpha, *, normalization, tol, num_layers, clamp, reset_mask):
+    """The checks and casts shared by :func:`propagate_labels` and :func:`jaxclp.shard.propagate_labels`.
+
+    Args:
+        num_nodes: n (the user's node count; ``x0`` and ``reset_mask`` are in the user's order).
+        x0: (n, K) array; alpha, normalization, tol, num_layers, clamp, reset_mask: as :func:`propagate_labels`.
+
+    Returns:
+        ``(x0, alphas, bounds)``: ``x0`` cast to its own floating dtype, or the default float for an integer or
+        bool ``x0``; ``alphas`` the scalar or (A,) alphas in that dtype; ``bounds`` the ``(lo, hi)`` floats of
+        ``clamp`` or None.
+
+    Raises:
+        ValueError: a bad argument, named.
+    """
+    _checks.shape("x0", x0, (num_nodes, None))
+    _checks.finite("x0", x0)
+    check_normalization(normalization)
+    _check_layers("num_layers", num_layers)
+    bounds = _check_clamp(clamp)
+    if reset_mask is not None:
+        _checks.mask("reset_mask", reset_mask, num_nodes, nonempty=False)
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise ValueError(f"tol must be a positive number; got {tol!r}")
+    dtype = x0.dtype if jnp.issubdtype(x0.dtype, jnp.floating) else jnp.result_type(float)
+    x0 = x0.astype(dtype)
+    return x0, _alpha_array(alpha, dtype, allow_one=num_layers is not None), bounds
 
 
 def _solve_with_reset(op: FactoredOperator, x0, alphas, reset_mask, method, tol, max_iters,

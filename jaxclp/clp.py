@@ -145,20 +145,40 @@ def clp_beliefs(
     b0 = initial_beliefs(prior, labels, train_mask)
     d = prior if prior_source == "mlp" else b0
     op = clp_operator(graph, b0, H, normalization=normalization)
-    n, k = prior.shape
+    return _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, normalization=normalization,
+                     l1_normalize=l1_normalize, num_iters=num_iters, method=method, tol=tol, spectrum=spectrum,
+                     spectral_scale=spectral_scale, compat=compat)
+
+
+def _iterate_l1(op, d, b0, alphas, num_iters):
+    """(A, n, K) beliefs of the L1-normalized iteration from ``b0``, vmapped over the alphas."""
+    return jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))(alphas)
+
+
+def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalization, l1_normalize, num_iters,
+              method, tol, spectrum, spectral_scale, compat, estimate=estimate_compatibility,
+              operator=clp_operator, solver=solve_operator, iterate_l1=_iterate_l1) -> CLPResult:
+    """:func:`clp_beliefs` once ``H``, ``b0``, the prior ``d`` and the operator ``op`` exist: the validity of
+    each alpha, the closed forms (or the L1 iteration) and the refined pass.
+
+    :func:`jaxclp.shard.clp_beliefs` runs this too, with its sharded ``estimate``, ``operator``, ``solver`` (see
+    :func:`_clp_refined`) and ``iterate_l1`` (``(op, d, b0, alphas, num_iters) -> (A, n, K)``); ``b0``, ``d`` and
+    ``op`` are then in the internal order, the beliefs in the user's order.
+    """
+    k = d.shape[1]
+    funcs = dict(estimate=estimate, operator=operator, solver=solver)
     if spectral_scale:
         if l1_normalize:
             raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
-        res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
+        res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, solver=solver)
         if compat == "refined":
             return _clp_refined(graph, labels, train_mask, b0, d, alphas, res.valid, res.beliefs, H, sk,
-                                res.spectral, normalization, method, tol, scaled=True)
+                                res.spectral, normalization, method, tol, scaled=True, **funcs)
         return res
-    amax = float(np.max(np.asarray(alphas)))
-    proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
+    proven = _proven(op, float(np.max(np.asarray(alphas))), normalization)
     spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
     if l1_normalize:
-        beliefs = jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))(alphas)
+        beliefs = iterate_l1(op, d, b0, alphas, num_iters)
         valid = np.ones(alphas.shape[0], bool)
         return CLPResult(beliefs, alphas, valid, H, sk, spectral, "iterate",
                          jnp.ones((alphas.shape[0], k), bool))
@@ -166,10 +186,10 @@ def clp_beliefs(
         valid = np.ones(alphas.shape[0], bool)
     else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
         valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
-    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
+    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization, solver=solver)
     if compat == "refined":
         return _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, beliefs, H, sk, spectral,
-                            normalization, method, tol)
+                            normalization, method, tol, **funcs)
     return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
 
 
@@ -184,12 +204,24 @@ def refined_prior(beliefs: jax.Array) -> jax.Array:
     return jnp.where(s > 0, b / jnp.where(s > 0, s, 1), 1.0 / b.shape[1])
 
 
+def _proven(op, alpha_max: float, normalization) -> bool:
+    """Whether ``alpha_max`` times the a-priori or the norm bound of ``op`` is below 1 (the linear CLP iteration
+    provably converges for every alpha up to ``alpha_max``)."""
+    return alpha_max * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
+
+
 def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, spectral, normalization,
-                 method, tol, scaled=False) -> CLPResult:
+                 method, tol, scaled=False, *, estimate=estimate_compatibility, operator=clp_operator,
+                 solver=solve_operator) -> CLPResult:
     """The refined second pass (``clp_beliefs(..., compat="refined")``), one alpha at a time.
 
     Every alpha gets its own ``H'(alpha)`` from its first-pass beliefs, hence its own operator; alphas are
     few, so a Python loop (all operators share shapes: one compile).
+
+    ``estimate`` (``(graph, prior, labels, train_mask) -> (H, info)``), ``operator`` (``(graph, b0, H, *,
+    normalization) -> operator``) and ``solver`` (as :func:`_solve_valid`) are the unsharded functions by default;
+    :func:`jaxclp.shard.clp_beliefs` passes its own (``b0`` and ``d`` then in the internal order; ``first`` and
+    the beliefs in the user's order).
     """
     k = d.shape[1]
     beliefs = jnp.zeros_like(first)
@@ -198,19 +230,18 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
     valid_out = np.zeros_like(valid)
     used = "none"
     for i in np.flatnonzero(valid):
-        h_i, _ = estimate_compatibility(graph, refined_prior(first[i]), labels, train_mask)
-        op_i = clp_operator(graph, b0, h_i, normalization=normalization)
+        h_i, _ = estimate(graph, refined_prior(first[i]), labels, train_mask)
+        op_i = operator(graph, b0, h_i, normalization=normalization)
         a_i = alphas[i:i + 1]
         if scaled:  # as _clp_scaled: A^F'_k / rho(A^F'_k), valid below the scaled Collatz-Wielandt bound
             upper = np.asarray(operator_spectral_radius(op_i).upper)
             op_i, rho_i = spectral_scale(op_i)
             ok = np.asarray(a_i) * float(np.max(upper / np.asarray(rho_i))) < 1.0
-        elif float(a_i[0]) * min(a_priori_bound(op_i, normalization),
-                                 float(jnp.max(jnp.minimum(*norm_bounds(op_i))))) < 1:
+        elif _proven(op_i, float(a_i[0]), normalization):
             ok = np.ones(1, bool)  # the same proven bounds as the first pass
         else:  # "none": the Collatz-Wielandt upper bound of the refined operator decides
             ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
-        b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
+        b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization, solver=solver)
         if ok[0]:
             beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
             hs = hs.at[i].set(h_i)
@@ -218,27 +249,37 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
     return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
 
 
-def _solve_valid(op, d, alphas, valid, method, tol, normalization):
+def _solve_valid(op, d, alphas, valid, method, tol, normalization, *, solver=solve_operator):
     """Closed form for the alphas where ``valid``; zeros (and ``converged=False``) elsewhere.
+
+    Args:
+        op: the operator (:class:`jaxclp.operator.FactoredOperator`, or a
+            :class:`jaxclp.shard.ShardedOperator` with ``solver=jaxclp.shard.solve_operator``).
+        d: the prior in the operator's row order ((n, K), or (P * b, K) for a sharded operator).
+        alphas, valid: (A,) alphas and which of them to solve.
+        method, tol, normalization: passed to ``solver``.
+        solver: :func:`jaxclp.solve.solve_operator` or :func:`jaxclp.shard.solve_operator` (its ``value`` in the
+            user's order, n = ``op.graph.num_nodes`` rows, without the sharded operator's padding rows).
 
     Returns:
         ``(beliefs (A, n, K), converged (A, K), method used or "none")``.
     """
-    n, k = d.shape
+    n, k = op.graph.num_nodes, d.shape[1]
     beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
     converged = jnp.zeros((alphas.shape[0], k), bool)
     if not valid.any():
         return beliefs, converged, "none"
     idx = np.flatnonzero(valid)
-    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    sol = solver(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
     return beliefs.at[idx].set(sol.value), converged.at[idx].set(sol.converged), sol.method
 
 
-def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol) -> CLPResult:
-    """The spectrally scaled closed form (``clp_beliefs(..., spectral_scale=True)``)."""
+def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, *, solver=solve_operator) -> CLPResult:
+    """The spectrally scaled closed form (``clp_beliefs(..., spectral_scale=True)``; ``solver`` as
+    :func:`_solve_valid`)."""
     scaled, rho = spectral_scale(op)
     info = operator_spectral_radius(op)
     upper = float(np.max(np.asarray(info.upper) / np.asarray(rho)))
     valid = np.asarray(alphas) * upper < 1.0
-    beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
+    beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization, solver=solver)
     return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)

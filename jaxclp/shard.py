@@ -1341,23 +1341,13 @@ def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: N
     Returns:
         A :class:`jaxclp.solve.Solution` as :func:`jaxclp.propagate_labels` (value (n, K), or (A, n, K)).
     """
-    from jaxclp.baselines import _alpha_array, _check_clamp, _check_layers
+    from jaxclp.baselines import _lp_inputs
     from jaxclp.solve import Solution
 
-    x0 = jnp.asarray(x0)
-    _checks.shape("x0", x0, (sg.num_nodes, None))
-    _checks.finite("x0", x0)
-    check_normalization(normalization)
     _check_exchange(exchange)
-    _check_layers("num_layers", num_layers)
-    bounds = _check_clamp(clamp)
-    if reset_mask is not None:
-        _checks.mask("reset_mask", reset_mask, sg.num_nodes, nonempty=False)
-    if not (isinstance(tol, (int, float)) and tol > 0):
-        raise ValueError(f"tol must be a positive number; got {tol!r}")
-    dtype = x0.dtype if jnp.issubdtype(x0.dtype, jnp.floating) else jnp.result_type(float)
-    x0 = x0.astype(dtype)
-    alphas = _alpha_array(alpha, dtype, allow_one=num_layers is not None)
+    x0, alphas, bounds = _lp_inputs(sg.num_nodes, jnp.asarray(x0), alpha, normalization=normalization, tol=tol,
+                                    num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
+    dtype = x0.dtype
     op = lp_operator(sg, x0.shape[1], normalization=normalization, dtype=dtype, exchange=exchange)
     x0i = to_internal(sg, x0)
     if num_layers is None and bounds is None:
@@ -1453,17 +1443,10 @@ def _clp_star(sg, values, prior, start, H, alpha, num_iters, exchange):
 
 
 # ============================================================================ CLP end to end (clp_beliefs)
-def _solve_valid(op: ShardedOperator, d, alphas, valid, method, tol, normalization):
-    """:func:`jaxclp.clp._solve_valid` on a sharded operator (``d`` internal order): beliefs (A, n, K) in the
-    user's order, zeros where not ``valid``."""
-    n, k = op.graph.num_nodes, d.shape[1]
-    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
-    converged = jnp.zeros((alphas.shape[0], k), bool)
-    if not valid.any():
-        return beliefs, converged, "none"
-    idx = np.flatnonzero(valid)
-    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
-    return beliefs.at[idx].set(sol.value), converged.at[idx].set(sol.converged), sol.method
+def _iterate_l1(op: ShardedOperator, d, b0, alphas, num_iters):
+    """:func:`jaxclp.clp._iterate_l1` on a sharded operator (``d``, ``b0`` internal order): one sharded
+    L1-normalized iteration per alpha, beliefs (A, n, K) in the user's order."""
+    return jnp.stack([from_internal(op.graph, _iterate(op, d, b0, a, num_iters, True)) for a in alphas])
 
 
 def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mask: jax.Array, *, alphas=None,
@@ -1475,16 +1458,15 @@ def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mas
     H is :func:`estimate_compatibility`; the operator, its bounds, spectral radius and scaling are those of
     :mod:`jaxclp.operator` applied to the :class:`ShardedOperator`; each alpha of the grid is one sharded
     solve (:func:`solve_operator`, the method ``"auto"`` picks for the largest valid alpha; methods
-    ``"auto"`` and :data:`SHARDED_METHODS`) or, with ``l1_normalize``, one sharded iteration.
-    :func:`jaxclp.clp_beliefs` calls this for a :class:`ShardedGraph`.
+    ``"auto"`` and :data:`SHARDED_METHODS`) or, with ``l1_normalize``, one sharded iteration. The closed
+    forms, the validity of each alpha and the refined pass are :mod:`jaxclp.clp`'s own helpers, given the
+    sharded functions. :func:`jaxclp.clp_beliefs` calls this for a :class:`ShardedGraph`.
 
     Returns:
         A :class:`jaxclp.clp.CLPResult` with beliefs (A, n, K) in the user's order.
     """
-    from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, refined_prior
+    from jaxclp import clp
     from jaxclp.compat import initial_beliefs
-    from jaxclp.operator import a_priori_bound, operator_spectral_radius
-    from jaxclp.operator import spectral_scale as scale_operator
 
     check_normalization(normalization)
     _check_exchange(exchange)
@@ -1500,7 +1482,7 @@ def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mas
         raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
                          f"{SHARDED_METHODS}")
     prior, labels, train_mask = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train_mask)
-    alphas = jnp.atleast_1d(jnp.asarray(DEFAULT_ALPHAS if alphas is None else alphas, prior.dtype))
+    alphas = jnp.atleast_1d(jnp.asarray(clp.DEFAULT_ALPHAS if alphas is None else alphas, prior.dtype))
     _checks.alpha(alphas, "alphas")
     labels = jnp.where(train_mask, labels, 0)
     H, sk = estimate_compatibility(sg, prior, labels, train_mask, exchange=exchange)
@@ -1508,55 +1490,9 @@ def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mas
     b0i = to_internal(sg, b0)
     d = to_internal(sg, prior if prior_source == "mlp" else b0)
     op = clp_operator(sg, b0i, H, normalization=normalization, exchange=exchange)
-    k = prior.shape[1]
-    num_alphas = alphas.shape[0]
-
-    def refine(valid, first, spectral, scaled):  # clp._clp_refined: one H'(alpha) and operator per alpha
-        beliefs = jnp.zeros_like(first)
-        converged = jnp.zeros((num_alphas, k), bool)
-        hs = jnp.zeros((num_alphas, k, k), d.dtype)
-        valid_out = np.zeros_like(valid)
-        used = "none"
-        for i in np.flatnonzero(valid):
-            h_i, _ = estimate_compatibility(sg, refined_prior(first[i]), labels, train_mask, exchange=exchange)
-            op_i = clp_operator(sg, b0i, h_i, normalization=normalization, exchange=exchange)
-            a_i = alphas[i:i + 1]
-            if scaled:
-                upper = np.asarray(operator_spectral_radius(op_i).upper)
-                op_i, rho_i = scale_operator(op_i)
-                ok = np.asarray(a_i) * float(np.max(upper / np.asarray(rho_i))) < 1.0
-            elif float(a_i[0]) * min(a_priori_bound(op_i, normalization),
-                                     float(jnp.max(jnp.minimum(*norm_bounds(op_i))))) < 1:
-                ok = np.ones(1, bool)
-            else:
-                ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
-            b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
-            if ok[0]:
-                beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
-                hs = hs.at[i].set(h_i)
-                valid_out[i] = True
-        return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
-
-    if spectral_scale:  # clp._clp_scaled
-        scaled, rho = scale_operator(op)
-        info = operator_spectral_radius(op)
-        valid = np.asarray(alphas) * float(np.max(np.asarray(info.upper) / np.asarray(rho))) < 1.0
-        beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
-        if compat == "refined":
-            return refine(valid, beliefs, info, scaled=True)
-        return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)
-    amax = float(np.max(np.asarray(alphas)))
-    proven = amax * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
-    spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
-    if l1_normalize:
-        beliefs = jnp.stack([from_internal(sg, _iterate(op, d, b0i, a, num_iters, True)) for a in alphas])
-        return CLPResult(beliefs, alphas, np.ones(num_alphas, bool), H, sk, spectral, "iterate",
-                         jnp.ones((num_alphas, k), bool))
-    if proven:
-        valid = np.ones(num_alphas, bool)
-    else:
-        valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
-    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
-    if compat == "refined":
-        return refine(valid, beliefs, spectral, scaled=False)
-    return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
+    return clp._clp_grid(sg, labels, train_mask, b0i, d, op, alphas, H, sk, normalization=normalization,
+                         l1_normalize=l1_normalize, num_iters=num_iters, method=method, tol=tol, spectrum=spectrum,
+                         spectral_scale=spectral_scale, compat=compat,
+                         estimate=functools.partial(estimate_compatibility, exchange=exchange),
+                         operator=functools.partial(clp_operator, exchange=exchange), solver=solve_operator,
+                         iterate_l1=_iterate_l1)
