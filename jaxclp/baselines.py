@@ -35,7 +35,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.compat import one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, edge_values, spmm
-from jaxclp.operator import FactoredOperator, lp_operator, norm_bounds
+from jaxclp.operator import lp_operator, norm_bounds
 from jaxclp.solve import Method, Solution, solve_operator, stationary_columns
 from jaxclp.train import TrainConfig, train_full_batch
 
@@ -124,7 +124,10 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
         if reset_mask is None:
             return solve_operator(op, x0, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
                                   normalization=normalization)
-        return _solve_with_reset(op, x0, alphas, reset_mask, method, tol, max_iters, normalization)
+        return _solve_with_reset(
+            op, x0, alphas, ~jnp.asarray(reset_mask),
+            lambda o, prior, a: solve_operator(o, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
+                                               normalization=normalization))
     lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
     reset = jnp.zeros(graph.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask)
     x, its, res, rel = _iterate(graph, op.values, x0, alphas, reset, jnp.asarray(lo, dtype),
@@ -163,22 +166,30 @@ def _lp_inputs(num_nodes: int, x0, alpha, *, normalization, tol, num_layers, cla
     return x0, _alpha_array(alpha, dtype, allow_one=num_layers is not None), bounds
 
 
-def _solve_with_reset(op: FactoredOperator, x0, alphas, reset_mask, method, tol, max_iters,
-                      normalization) -> Solution:
-    """Fixed point with the rows L of ``reset_mask`` held at ``x0``: ``x_L = x0_L`` and
-    ``(I - a A_UU) x_U = (1-a) x0_U + a A_UL x0_L``, solved as the operator ``diag(u) Ahat diag(u)``."""
-    u = jnp.broadcast_to((~jnp.asarray(reset_mask))[:, None], x0.shape).astype(x0.dtype)
+def _solve_with_reset(op, x0, alphas, keep, solve) -> Solution:
+    """Fixed point with the rows outside ``keep`` held at ``x0``: ``x_L = x0_L`` and
+    ``(I - a A_UU) x_U = (1-a) x0_U + a A_UL x0_L`` (U = ``keep``), solved as the operator
+    ``diag(u) Ahat diag(u)``, ``u = keep``.
+
+    Shared by :func:`propagate_labels` (``keep`` = the rows outside ``reset_mask``) and
+    :func:`jaxclp.shard.propagate_labels` (internal order: ``keep`` also excludes the padding rows).
+
+    Args:
+        op: a :class:`jaxclp.operator.FactoredOperator` or :class:`jaxclp.shard.ShardedOperator`.
+        x0: (n, K) start; alphas: scalar or (A,) alphas; keep: (n,) bool rows to solve.
+        solve: ``solve(restricted_op, prior, a)`` -> :class:`jaxclp.solve.Solution` of ``(I - a op) x =
+            (1 - a) prior``.
+
+    Returns:
+        A :class:`jaxclp.solve.Solution` (a leading alpha axis for a vector ``alphas``).
+    """
+    u = jnp.broadcast_to(keep[:, None], x0.shape).astype(x0.dtype)
     restricted = op._replace(left=u, right=u)
     labelled = op.matvec((1.0 - u) * x0)  # A_{:,L} x0_L
 
-    def solve(a):
-        # solve_operator solves (I - a op) x = (1 - a) prior
-        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
-        return solve_operator(restricted, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
-                              normalization=normalization)
-
     def one(a):
-        sol = solve(a)
+        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
+        sol = solve(restricted, prior, a)
         return sol._replace(value=jnp.where(u > 0, sol.value, x0))  # exactly x0 (not (1-a) x0 / (1-a))
 
     if alphas.ndim == 0:
@@ -188,16 +199,24 @@ def _solve_with_reset(op: FactoredOperator, x0, alphas, reset_mask, method, tol,
                     method=sols[0].method)
 
 
-@functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
-def _iterate(graph, values, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
+def _lp_iteration(product, hold, x0, alphas, lo, hi, tol, num_layers, max_iters, *, sequential=False):
+    """The iteration ``x <- hold(clip((1 - a) x0 + a product(x), lo, hi))`` (traced inside the callers' jit).
+
+    Shared by :func:`_iterate` and :func:`jaxclp.shard._iterate_lp`. ``product``: ``x -> Ahat x``; ``hold``:
+    the rows kept after each step (reset rows back to ``x0``; the sharded one also zeroes padding rows);
+    ``num_layers`` steps, or until the relative increment per column is <= ``tol`` (at most ``max_iters``).
+    A vector ``alphas`` runs under ``jax.vmap``, or one alpha after the other (``sequential``).
+
+    Returns:
+        ``(x, iterations, residual, relative_residual)``, per column (a leading alpha axis for a vector).
+    """
     k = x0.shape[1]
 
     def run(alpha):
         base = (1.0 - alpha) * x0
 
         def step(x):
-            x = jnp.clip(base + alpha * spmm(graph, values, x), lo, hi)
-            return jnp.where(reset[:, None], x0, x)
+            return hold(jnp.clip(base + alpha * product(x), lo, hi))
 
         den = jnp.linalg.norm(base, axis=0)
         if num_layers is not None:
@@ -208,7 +227,15 @@ def _iterate(graph, values, x0, alphas, reset, lo, hi, tol, num_layers, max_iter
         res = jnp.linalg.norm(step(x) - x, axis=0)
         return x, its, res, res / jnp.where(den > 0, den, 1.0)
 
-    return run(alphas) if alphas.ndim == 0 else jax.vmap(run)(alphas)
+    if alphas.ndim == 0:
+        return run(alphas)
+    return jax.lax.map(run, alphas) if sequential else jax.vmap(run)(alphas)
+
+
+@functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
+def _iterate(graph, values, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
+    return _lp_iteration(lambda x: spmm(graph, values, x), lambda x: jnp.where(reset[:, None], x0, x), x0, alphas,
+                         lo, hi, tol, num_layers, max_iters)
 
 
 def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, num_classes: int, *,

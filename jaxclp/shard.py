@@ -80,15 +80,22 @@ EXCHANGES = ("ppermute", "all_to_all", "allgather")
 
 
 # ============================================================================ host side: order and plan
-def _structure(senders: np.ndarray, receivers: np.ndarray, n: int):
-    """Symmetric 0/1 scipy CSR of the graph's structure (direction ignored), no diagonal."""
+def _structure(senders: np.ndarray, receivers: np.ndarray, n: int, symmetric: bool = False):
+    """Symmetric 0/1 scipy CSR of the graph's structure (direction ignored), no diagonal, sorted indices.
+
+    ``symmetric``: the edge set is known to be symmetric (``Graph.symmetric``): the structure is then the
+    graph's own, no transpose is added. Boolean entries (parallel edges merge by logical or); the edge-list
+    copies are freed before the transpose is added."""
     import scipy.sparse as sp
 
     keep = senders != receivers
     s, r = senders[keep], receivers[keep]
-    a = sp.csr_matrix((np.ones(s.shape[0], np.int8), (r, s)), shape=(n, n))
-    a = (a + a.T).tocsr()
-    a.data[:] = 1
+    del keep
+    a = sp.csr_matrix((np.ones(s.shape[0], bool), (r, s)), shape=(n, n))
+    del s, r
+    if not symmetric:
+        a = (a + a.T).tocsr()
+    a.sort_indices()
     return a
 
 
@@ -119,7 +126,8 @@ def node_order(graph: Graph, partition: Partition = "none", num_shards: int = 1,
     if partition == "none":
         return np.arange(n, dtype=np.int64), None
     s, r = np.asarray(graph.senders), np.asarray(graph.receivers)
-    a = _structure(s, r, n)
+    a = _structure(s, r, n, bool(graph.symmetric))
+    del s, r
     if partition == "rcm":
         from scipy.sparse.csgraph import reverse_cuthill_mckee
 
@@ -136,11 +144,22 @@ def node_order(graph: Graph, partition: Partition = "none", num_shards: int = 1,
         return np.arange(n, dtype=np.int64), np.array([n])
     opts = pymetis.Options()  # attributes, as documented by pymetis
     opts.seed = int(seed)
+    # METIS's own index width (64 bits in the wheels): pymetis would copy narrower arrays; the scipy matrix
+    # is freed before METIS runs
+    try:
+        from pymetis._internal import _idx_type_width
+
+        itype = np.int32 if int(_idx_type_width()) == 32 else np.int64
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - pymetis internals moved
+        itype = np.int64
+    xadj, adjncy = a.indptr.astype(itype), a.indices.astype(itype)
+    del a
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025 (xadj/adjncy are deprecated there)
-        _, membership = pymetis.part_graph(int(num_shards), adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
+        _, membership = pymetis.part_graph(int(num_shards), adjacency=pymetis.CSRAdjacency(xadj, adjncy),
                                            options=opts)
     else:
-        _, membership = pymetis.part_graph(int(num_shards), xadj=a.indptr, adjncy=a.indices, options=opts)
+        _, membership = pymetis.part_graph(int(num_shards), xadj=xadj, adjncy=adjncy, options=opts)
+    del xadj, adjncy
     membership = np.asarray(membership, dtype=np.int64)
     return np.argsort(membership, kind="stable"), np.bincount(membership, minlength=num_shards)
 
@@ -186,7 +205,9 @@ def _split(order: np.ndarray, num_shards: int, in_degree: np.ndarray, balance: B
 class Plan(NamedTuple):
     """Host (numpy) description of a node-sharded graph; :func:`build_plan` makes it.
 
-    Internal node ids: node ``i`` of shard ``p`` is ``p * b + i``; ``N = P * b``.
+    Internal node ids: node ``i`` of shard ``p`` is ``p * b + i``; ``N = P * b``. The index arrays (``order``,
+    ``rank``, ``receivers``, ``senders``, ``senders_global``, ``send``, ``send_offsets``, ``recv_slots``) are
+    int32 when ``N`` and the edge count fit (the :class:`ShardedGraph`'s dtype), else int64; the counts int64.
 
     Attributes:
         num_nodes: n.
@@ -270,15 +291,23 @@ class Plan(NamedTuple):
             max_edges=int(self.num_edges.max()), mean_edges=float(self.num_edges.mean()))
 
 
-def _halo_tables(uniq: np.ndarray, P: int, b: int):
+_CHUNK = 1 << 20  # edges per block of build_plan's per-edge temporaries
+
+
+def _index_dtype(bound: int):
+    """int32 when every index is below ``bound`` <= 2**31 - 1, else int64."""
+    return np.int32 if bound < np.iinfo(np.int32).max else np.int64
+
+
+def _halo_tables(uniq: np.ndarray, P: int, b: int, dtype=np.int64):
     """The exchange tables from the sorted unique remote reads ``uniq`` = ``(p * P + q) * b + row`` (shard
     ``q`` reads local row ``row`` of shard ``p != q``): ``(h, send, send_counts, offsets, send_offsets,
-    recv_slots, slot_of_key)`` as in :class:`Plan`; ``slot_of_key[i]`` is the halo slot (in ``0..S-1``) where
-    the receiving shard finds the row of ``uniq[i]``."""
+    recv_slots, slot_of_key)`` as in :class:`Plan` (index arrays of ``dtype``); ``slot_of_key[i]`` is the halo
+    slot (in ``0..S-1``) where the receiving shard finds the row of ``uniq[i]``."""
     pair = uniq // b
     pos = np.arange(uniq.shape[0]) - np.searchsorted(pair, pair, side="left")
     h = max(int(pos.max()) + 1 if pos.size else 0, 1)
-    send = np.zeros((P, P, h), np.int64)
+    send = np.zeros((P, P, h), dtype)
     send[pair // P, pair % P, pos] = uniq % b
     send_counts = np.bincount(pair, minlength=P * P).reshape(P, P)
     # the same lists by shard offset d = (q - p) % P, each offset padded to its own longest list h_d
@@ -287,12 +316,23 @@ def _halo_tables(uniq: np.ndarray, P: int, b: int):
     np.maximum.at(h_d, dpair, pos + 1)
     base = np.concatenate([[0], np.cumsum(h_d)[:-1]])
     offsets = tuple((int(d), int(base[d]), int(h_d[d])) for d in range(1, P) if h_d[d] > 0)
-    send_offsets = np.zeros((P, int(h_d.sum())), np.int64)
+    send_offsets = np.zeros((P, int(h_d.sum())), dtype)
     send_offsets[pair // P, base[dpair] + pos] = uniq % b
     d_s = np.repeat(np.arange(P), h_d)
     j_s = np.arange(send_offsets.shape[1]) - base[d_s]
-    recv_slots = ((np.arange(P)[:, None] - d_s[None, :]) % P) * h + j_s[None, :]
-    return h, send, send_counts, offsets, send_offsets, recv_slots, base[dpair] + pos
+    recv_slots = (((np.arange(P)[:, None] - d_s[None, :]) % P) * h + j_s[None, :]).astype(dtype)
+    return h, send, send_counts, offsets, send_offsets, recv_slots, (base[dpair] + pos).astype(dtype)
+
+
+def _remote_keys(ss: np.ndarray, q: int, P: int, b: int, kdtype):
+    """For the internal sender ids ``ss`` of shard ``q``'s edges: the mask of remote edges (sender on another
+    shard) and their read keys ``(p * P + q) * b + local row`` (``kdtype``)."""
+    p = ss // b
+    remote = p != q
+    p = p[remote]
+    key = p.astype(kdtype) * (P * b) + (ss[remote] - p * b)
+    key += q * b
+    return remote, key
 
 
 def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", balance: Balance = "rows",
@@ -316,10 +356,13 @@ def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", 
     """
     if not isinstance(num_shards, (int, np.integer)) or int(num_shards) < 1:
         raise ValueError(f"num_shards must be an integer >= 1; got {num_shards!r}")
+    from jaxclp.graph import _counting_sort, _expand_rows
+
     P = int(num_shards)
     n = int(graph.num_nodes)
-    s_user = np.asarray(graph.senders).astype(np.int64)
-    r_user = np.asarray(graph.receivers).astype(np.int64)
+    # views of the graph's arrays (no copy): every per-edge array below is made once, in the index dtype
+    s_user = np.asarray(graph.senders)
+    r_user = np.asarray(graph.receivers)
     w_user = np.asarray(graph.weights)
     if order is None:
         order, parts = node_order(graph, partition, P, seed=seed)
@@ -334,36 +377,61 @@ def build_plan(graph: Graph, num_shards: int, *, partition: Partition = "none", 
             raise ValueError(f"balance must be 'rows' or 'edges'; got {balance!r}")
         counts = np.asarray(parts, dtype=np.int64)
     b = max(int(counts.max()), 1)
+    N = P * b
+    m = int(s_user.shape[0])
+    idx = _index_dtype(max(N, m) + 1)  # node ids, slots (< N) and edge positions
+    kdtype = _index_dtype(P * N)  # remote read keys (p * P + q) * b + row
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     shard_of_pos = np.repeat(np.arange(P), counts)
     local_of_pos = np.arange(n) - starts[shard_of_pos]
-    rank = np.empty(n, np.int64)
+    rank = np.empty(n, idx)
     rank[order] = shard_of_pos * b + local_of_pos
-    internal_order = np.full(P * b, -1, np.int64)
-    internal_order[rank] = np.arange(n)
+    del shard_of_pos, local_of_pos
+    internal_order = np.full(N, -1, idx)
+    internal_order[rank] = np.arange(n, dtype=idx)
 
-    rs, ss = rank[r_user], rank[s_user]
-    srt = np.lexsort((ss, rs))  # by receiver (shard, local row), then sender
-    rs, ss, w = rs[srt], ss[srt], w_user[srt]
-    q, lr = rs // b, rs % b
-    p, ls = ss // b, ss % b
-    ecount = np.bincount(q, minlength=P)
+    # edges sorted by (internal receiver, internal sender), parallel edges in input order (= np.lexsort((ss,
+    # rs))): two stable O(m + N) counting sorts, by sender and then by receiver, the weights riding along
+    ss = rank[s_user]
+    rs = rank[r_user]
+    sptr, rs, w = _counting_sort(ss, rs, w_user, N)
+    del ss
+    ss = _expand_rows(sptr)
+    del sptr
+    indptr, ss, w = _counting_sort(rs, ss, w, N)
+    del rs
+    bounds = indptr[np.arange(P + 1) * b].astype(np.int64)  # shard q's edges: bounds[q]:bounds[q + 1]
+    ecount = np.diff(bounds)
     E = max(int(ecount.max()), 1)
 
-    remote = p != q
-    key = (p[remote] * P + q[remote]) * b + ls[remote]
-    uniq, inv = np.unique(key, return_inverse=True)
-    h, send, send_counts, offsets, send_offsets, recv_slots, slot_of_key = _halo_tables(uniq, P, b)
-    sender_ext = ls.copy()
-    sender_ext[remote] = b + slot_of_key[inv.reshape(-1)]
+    # shard q's edges in chunks of at most _CHUNK: (q, start, stop), so that no temporary is per edge
+    chunks = [(q, a, min(a + _CHUNK, int(bounds[q + 1]))) for q in range(P)
+              for a in range(int(bounds[q]), int(bounds[q + 1]), _CHUNK)]
+    # the remote reads (sorted, unique) -> the exchange tables
+    uniq = np.unique(np.concatenate([np.zeros(0, kdtype)] + [
+        np.unique(_remote_keys(ss[a:z], q, P, b, kdtype)[1]) for q, a, z in chunks]))
+    h, send, send_counts, offsets, send_offsets, recv_slots, slot_of_key = _halo_tables(uniq, P, b, idx)
 
-    estart = np.concatenate([[0], np.cumsum(ecount)[:-1]])
-    slot = np.arange(rs.shape[0]) - estart[q]
-    recv_l = np.full((P, E), b - 1, np.int64)
-    send_l = np.zeros((P, E), np.int64)
-    send_g = np.zeros((P, E), np.int64)
-    w_l = np.zeros((P, E), w.dtype)
-    recv_l[q, slot], send_l[q, slot], send_g[q, slot], w_l[q, slot] = lr, sender_ext, ss, w
+    if P * E == ss.shape[0]:  # no padding (P = 1): the sorted arrays are the tables themselves
+        send_g, w_l = ss.reshape(P, E), w.reshape(P, E)
+    else:
+        send_g, w_l = np.zeros((P, E), idx), np.zeros((P, E), w.dtype)
+        for q in range(P):
+            e0, e1 = int(bounds[q]), int(bounds[q + 1])
+            send_g[q, :e1 - e0], w_l[q, :e1 - e0] = ss[e0:e1], w[e0:e1]
+    del w
+    recv_l = np.full((P, E), b - 1, idx)
+    for q in range(P):
+        recv_l[q, :ecount[q]] = _expand_rows(indptr[q * b:(q + 1) * b + 1])
+    del indptr
+    send_l = np.zeros((P, E), idx)
+    for q, a, z in chunks:
+        ext = send_l[q, a - bounds[q]:z - bounds[q]]
+        np.subtract(ss[a:z], q * b, out=ext)  # local senders: their row
+        remote, key = _remote_keys(ss[a:z], q, P, b, kdtype)
+        if key.size:
+            ext[remote] = b + slot_of_key[np.searchsorted(uniq, key)]
+        del remote, key
     return Plan(num_nodes=n, num_shards=P, block=b, halo=h, offsets=offsets, order=internal_order, rank=rank,
                 counts=counts.astype(np.int64), receivers=recv_l, senders=send_l, senders_global=send_g,
                 weights=w_l, num_edges=ecount, send=send, send_counts=send_counts, send_offsets=send_offsets,
@@ -377,20 +445,30 @@ def _local_csr(receivers: np.ndarray, senders: np.ndarray, b: int, slots: int):
     (b + slots + 1,))``, int32.
 
     ``receivers`` are sorted (padding edges last, on row b - 1, weight 0), so ``indptr`` is their row pointer
-    array; the transpose's CSR is the edges in stable ``senders`` order (``t_perm``; padding edges, sender
-    0, join row 0 with weight 0). Senders need not be sorted within a row: the fused kernel and the XLA path
-    (``jax.experimental.sparse`` lowers to a scatter-add) sum a row's entries in any order."""
+    array; the transpose's CSR is the edges in stable ``senders`` order (``t_perm``, one O(E + b + slots)
+    counting sort; padding edges, sender 0, join row 0 with weight 0). Senders need not be sorted within a
+    row: the fused kernel and the XLA path (``jax.experimental.sparse`` lowers to a scatter-add) sum a row's
+    entries in any order."""
+    from jaxclp.graph import _counting_sort
+
     receivers, senders = np.asarray(receivers), np.asarray(senders)
-    indptr = np.searchsorted(receivers, np.arange(b + 1), side="left")
-    t_perm = np.argsort(senders, kind="stable")
-    t_indptr = np.searchsorted(senders[t_perm], np.arange(b + slots + 1), side="left")
-    return indptr.astype(np.int32), t_perm.astype(np.int32), t_indptr.astype(np.int32)
+    e = senders.shape[0]
+    indptr = np.searchsorted(receivers, np.arange(b + 1), side="left").astype(np.int32)
+    t_indptr, t_perm, _ = _counting_sort(senders.astype(np.int32, copy=False), np.arange(e, dtype=np.int32),
+                                         np.zeros(e, np.int8), b + slots)
+    return indptr, t_perm, t_indptr
 
 
 def _csr_tables(receivers: np.ndarray, senders: np.ndarray, b: int, slots: int):
-    """:func:`_local_csr` of every shard, stacked: (P, b + 1), (P, E), (P, b + slots + 1)."""
-    tabs = [_local_csr(r, s, b, slots) for r, s in zip(receivers, senders)]
-    return tuple(np.stack([t[i] for t in tabs]) for i in range(3))
+    """:func:`_local_csr` of every shard, stacked: (P, b + 1), (P, E), (P, b + slots + 1) int32 (filled one
+    shard at a time: no per-shard copies kept)."""
+    P, e = senders.shape
+    indptr = np.empty((P, b + 1), np.int32)
+    t_perm = np.empty((P, e), np.int32)
+    t_indptr = np.empty((P, b + slots + 1), np.int32)
+    for q in range(P):
+        indptr[q], t_perm[q], t_indptr[q] = _local_csr(receivers[q], senders[q], b, slots)
+    return indptr, t_perm, t_indptr
 
 
 @functools.partial(
@@ -496,19 +574,20 @@ def shard_graph(graph: Graph, mesh: Mesh, axis: str = "nodes", *, partition: Par
     rep = NamedSharding(mesh, PSpec())
     fdtype = jnp.asarray(graph.weights).dtype
 
-    def put(a, sharding, dtype=jnp.int32):
-        return jax.device_put(np.asarray(a).astype(dtype), sharding)
+    def put(a, sharding, dtype=jnp.int32):  # no host copy when the plan's array has the dtype already
+        return jax.device_put(np.asarray(a).astype(dtype, copy=False), sharding)
 
-    indptr, t_perm, t_indptr = _csr_tables(plan.receivers, plan.senders, plan.block,
-                                           int(plan.send_offsets.shape[1]))
+    # the CSR tables go to the devices (and their host copies away) before the plan's arrays do
+    csr = [put(t, rows) for t in _csr_tables(plan.receivers, plan.senders, plan.block,
+                                             int(plan.send_offsets.shape[1]))]
     return ShardedGraph(
         receivers=put(plan.receivers, rows), senders=put(plan.senders, rows),
         senders_global=put(plan.senders_global, rows), weights=put(plan.weights, rows, fdtype),
         num_edges=put(plan.num_edges, rows),
         send=put(plan.send, rows), send_offsets=put(plan.send_offsets, rows),
         recv_slots=put(plan.recv_slots, rows), order=put(plan.order, rep),
-        rank=put(plan.rank, rep), indptr=put(indptr, rows), t_perm=put(t_perm, rows),
-        t_indptr=put(t_indptr, rows), num_nodes=plan.num_nodes, num_shards=P, block=plan.block, halo=plan.halo,
+        rank=put(plan.rank, rep), indptr=csr[0], t_perm=csr[1],
+        t_indptr=csr[2], num_nodes=plan.num_nodes, num_shards=P, block=plan.block, halo=plan.halo,
         offsets=plan.offsets, axis=axis, mesh=mesh,
         symmetric=plan.symmetric)
 
@@ -1282,48 +1361,16 @@ def solve_operator(op: ShardedOperator, prior: jax.Array, *, alpha, method: str 
     return out._replace(value=value, rho_bound=sols[0].rho_bound)
 
 
-def _solve_with_reset(op: ShardedOperator, x0, alphas, keep, *, method, tol, max_iters, normalization):
-    """:func:`jaxclp.baselines._solve_with_reset` on a sharded graph (internal order in and out): the rows
-    outside ``keep`` (the reset rows, and the padding rows) held at ``x0``, the others solved with the operator
-    ``diag(u) Ahat diag(u)``, ``u = keep``."""
-    u = jnp.broadcast_to(keep[:, None], x0.shape).astype(x0.dtype)
-    restricted = op._replace(left=u, right=u)
-    labelled = op.matvec((1.0 - u) * x0)  # A_{:,L} x0_L
-
-    def one(a):
-        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
-        sol = _solve_operator(restricted, prior, a, normalization=normalization, method=method, tol=tol,
-                              max_iters=max_iters, throw=False, internal=True)
-        return sol._replace(value=jnp.where(u > 0, sol.value, x0))
-
-    return one(alphas) if alphas.ndim == 0 else _stack([one(a) for a in alphas])
-
-
 @functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
 def _iterate_lp(op, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
-    """:func:`jaxclp.baselines._iterate` on a sharded LP operator (internal order; padding rows kept 0)."""
-    from jaxclp.solve import stationary_columns
+    """:func:`jaxclp.baselines._lp_iteration` on a sharded LP operator (internal order; padding rows kept 0;
+    one alpha after the other)."""
+    from jaxclp.baselines import _lp_iteration
 
-    k = x0.shape[1]
     real = op.real_rows[:, None]
-
-    def run(alpha):
-        base = (1.0 - alpha) * x0
-
-        def step(x):
-            x = jnp.clip(base + alpha * _spmm(op.graph, op.values, x, op.exchange), lo, hi)
-            return jnp.where(real, jnp.where(reset[:, None], x0, x), 0.0)
-
-        den = jnp.linalg.norm(base, axis=0)
-        if num_layers is not None:
-            x = jax.lax.fori_loop(0, num_layers, lambda _, x: step(x), x0)
-            its = jnp.full((k,), num_layers, jnp.int32)
-        else:
-            x, its = stationary_columns(step, x0, den, tol, max_iters)
-        res = jnp.linalg.norm(step(x) - x, axis=0)
-        return x, its, res, res / jnp.where(den > 0, den, 1.0)
-
-    return run(alphas) if alphas.ndim == 0 else jax.lax.map(run, alphas)  # one alpha after the other
+    return _lp_iteration(lambda x: _spmm(op.graph, op.values, x, op.exchange),
+                         lambda x: jnp.where(real, jnp.where(reset[:, None], x0, x), 0.0), x0, alphas, lo, hi, tol,
+                         num_layers, max_iters, sequential=True)
 
 
 def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
@@ -1341,7 +1388,7 @@ def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: N
     Returns:
         A :class:`jaxclp.solve.Solution` as :func:`jaxclp.propagate_labels` (value (n, K), or (A, n, K)).
     """
-    from jaxclp.baselines import _lp_inputs
+    from jaxclp.baselines import _lp_inputs, _solve_with_reset
     from jaxclp.solve import Solution
 
     _check_exchange(exchange)
@@ -1357,8 +1404,11 @@ def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: N
         if reset_mask is None:
             return solve_operator(op, x0i, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
                                   normalization=normalization)
-        sol = _solve_with_reset(op, x0i, alphas, to_internal(sg, ~jnp.asarray(reset_mask, bool)), method=method,
-                                tol=tol, max_iters=max_iters, normalization=normalization)
+        # the rows outside the reset mask are solved, the reset rows and the padding rows held at x0 (= 0)
+        sol = _solve_with_reset(
+            op, x0i, alphas, to_internal(sg, ~jnp.asarray(reset_mask, bool)),
+            lambda o, prior, a: _solve_operator(o, prior, a, normalization=normalization, method=method, tol=tol,
+                                                max_iters=max_iters, throw=False, internal=True))
         return sol._replace(value=_user_rows(sg, sol.value, alphas.ndim == 1))
     lo, hi = bounds if bounds is not None else (-np.inf, np.inf)
     reset = to_internal(sg, jnp.zeros(sg.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask, bool))

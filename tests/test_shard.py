@@ -222,6 +222,36 @@ def test_metis_partition():
     _check_plan_against_dense(g, plan)
 
 
+def test_plan_index_dtypes_and_parallel_edges_in_input_order():
+    # the per-edge tables are int32 when the ids fit (the ShardedGraph's dtype; half of int64's host memory),
+    # and parallel edges keep their input order (two stable counting sorts, as np.lexsort)
+    ei = np.array([[1, 1, 2, 1, 0, 3], [0, 0, 1, 0, 2, 2]])
+    g = jaxclp.Graph.from_edge_index(ei, 4, weights=np.array([1.0, 2.0, 5.0, 3.0, 6.0, 7.0]), symmetrize=False,
+                                     deduplicate=False)
+    for P in (1, 2):
+        plan = shard.build_plan(g, P)
+        for name in ("receivers", "senders", "senders_global", "order", "rank", "send", "send_offsets",
+                     "recv_slots"):
+            assert getattr(plan, name).dtype == np.int32, name
+        _check_plan_against_dense(g, plan)
+    plan = shard.build_plan(g, 2)  # shard 0: rows 0, 1; the edges 1 -> 0 (weights 1, 2, 3 in input order)
+    np.testing.assert_array_equal(plan.receivers[0, :4], [0, 0, 0, 1])
+    np.testing.assert_array_equal(plan.weights[0, :4], [1.0, 2.0, 3.0, 5.0])
+
+
+def test_structure_keeps_an_edge_with_many_parallel_copies():
+    # 128 parallel copies each way of 0 - 1 (deduplicate=False): a byte counter of the copies wraps to 0 and
+    # would drop the edge; the structure is boolean. Declared symmetric or not, the structure is the same.
+    ei = np.concatenate([np.tile([[0], [1]], 128), np.tile([[1], [0]], 128), [[1, 2], [2, 1]]], axis=1)
+    g = jaxclp.Graph.from_edge_index(ei, 3, symmetrize=False, deduplicate=False)
+    assert g.symmetric
+    s, r = np.asarray(g.senders), np.asarray(g.receivers)
+    for sym in (True, False):
+        a = shard._structure(s, r, 3, sym)
+        np.testing.assert_array_equal(a.toarray(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+        assert a.has_sorted_indices
+
+
 # ----------------------------------------------------------------------------------------- the local CSR
 def test_local_csr_tables_rebuild_each_shard_and_its_transpose():
     """indptr / t_perm / t_indptr of every shard: the CSR (b rows, b + S columns) and its transpose rebuild the
