@@ -252,13 +252,14 @@ def predicted_peak_gib(n: int, m: int, k: int, devices: int, product: str = PROD
     drawn nonzeros). ``product="gather"`` (jaxclp before the local CSR): the solve keeps two (E, K) gathers of
     the senders' rows (4 K bytes per edge each), plus the sharded graph and the edge values (36 B per edge in
     all), about a dozen (n, K) arrays and a 250 MiB baseline; edges padded to the largest shard (x 1.25 for
-    P > 1). ``product="csr"``: no per-edge (E, K) array is left, the peak is the host side (the generated
-    input, ``from_edge_index`` and ``build_plan``: 139 / 150 B per drawn edge at P = 1 measured at 0.1 x / 0.5 x
-    the products shape, ``sharded_csr.md``; 150 used, x 1.25 for P > 1) plus the 250 MiB baseline."""
-    edges = m * (1.25 if devices > 1 else 1.0)
+    P > 1). ``product="csr"`` with the lean plan building (int32 ids, counting sorts): no per-edge (E, K) array
+    is left; measured at 0.1 x the products shape, the peak above the 250 MiB baseline is 78 B per drawn edge at
+    P = 1 (the generated input, ``from_edge_index``, the plan, the solve) and 166 B at P = 8 with METIS (METIS's
+    own memory and the solve's halo buffers, ~4.7 x each block on this power-law graph); 80 and 170 used."""
     if product == "gather":
+        edges = m * (1.25 if devices > 1 else 1.0)
         return (edges * (2 * 4 * k + 36) + n * 4 * k * 12) / 2**30 + 0.25
-    return edges * 150 / 2**30 + 0.25
+    return m * (80 if devices == 1 else 170) / 2**30 + 0.25
 
 
 def _row(r: dict) -> dict:

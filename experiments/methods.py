@@ -44,6 +44,8 @@ class Context:
         key: PRNG key of this split.
         priors: dict depth -> (n, K) MLP softmax (computed for all splits at once by the runner).
         mlp_depth: the MLP depth selected on validation (its prior is the base predictor).
+        train_cfg: the run's :class:`jaxclp.TrainConfig` (``--epochs`` etc.), used by the base predictors
+            :func:`fit_base_priors` fits; None: the paper's settings with ``metric``.
     """
 
     graph: jaxclp.Graph
@@ -56,10 +58,21 @@ class Context:
     key: jax.Array
     priors: dict
     mlp_depth: int
+    train_cfg: jaxclp.TrainConfig | None = None
 
     @property
     def prior(self) -> jax.Array:
         return self.priors[self.mlp_depth]
+
+
+class Candidates(dict):
+    """``config -> (n, K) scores``, the set :func:`select` chooses from, plus ``references``: named (n, K)
+    scores the runner scores on validation and test and records beside the choice (``record["references"]``)
+    but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
+
+    def __init__(self, *args, references: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.references = dict(references or {})
 
 
 def visible_labels(labels: np.ndarray, train: np.ndarray, val: np.ndarray) -> np.ndarray:
@@ -145,7 +158,7 @@ def method_clp_authors(ctx: Context, **grid) -> dict:
 
 
 def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True) -> dict:
-    """Every CLP variant on validation: the paper's closed form / per-step L1 variants (``variants``), with
+    """The runner's ``clp_mlp`` (CLP on the MLP prior): every CLP variant on validation: the paper's closed form / per-step L1 variants (``variants``), with
     ``spectral=True`` the spectrally scaled closed form (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and,
     with ``authors=True``, the authors' propagation (:func:`method_clp_authors`) without the echo term (never
     chosen on chameleon's validation, 5 splits; it doubles the SpMMs)."""
@@ -262,8 +275,10 @@ CLP_PRIOR_CANDIDATES = ("mlp", "link", "linkx", "gcn")
 
 
 def prior_train_config(ctx: Context):
-    """TrainConfig of the priors fitted here: the paper's MLP settings, early stopping on ``ctx.metric``."""
-    return jaxclp.TrainConfig(metric=ctx.metric)
+    """TrainConfig of the priors fitted here: the run's (``ctx.train_cfg``: the paper's MLP settings unless the
+    user changed them), early stopping on ``ctx.metric``."""
+    cfg = ctx.train_cfg if ctx.train_cfg is not None else jaxclp.TrainConfig()
+    return cfg._replace(metric=ctx.metric)
 
 
 def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
@@ -293,16 +308,19 @@ def with_prior(ctx: Context, prior) -> Context:
     return dataclasses.replace(ctx, priors={ctx.mlp_depth: prior})
 
 
-def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -> dict:
-    """CLP on several base predictors: the prior and CLP's variant jointly chosen on validation.
+def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -> Candidates:
+    """The runner's ``clp``: CLP on several base predictors, the prior and CLP's variant jointly chosen on
+    validation.
 
     Every prior of ``priors`` (:func:`fit_base_priors`) goes through :func:`method_clp`'s whole candidate grid
     (``clp_options`` pass to it); the candidate key starts with ``("base_prior", name)``, so the record's
     ``params["base_prior"]`` says which prior validation chose (``params["prior"]`` stays CLP's start /
-    residual source, as in ``clp``).
+    residual source, as in ``clp_mlp``). Each prior alone is a reference (never chosen): the record keeps its
+    validation and test score, so what CLP adds on top of the prior it chose is a paired number per split.
     """
-    cands = {}
-    for name, prior in fit_base_priors(ctx, priors).items():
+    bases = fit_base_priors(ctx, priors)
+    cands = Candidates(references=bases)
+    for name, prior in bases.items():
         for key, beliefs in method_clp(with_prior(ctx, prior), **clp_options).items():
             cands[("base_prior", name) + key] = beliefs
     return cands
@@ -333,7 +351,7 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "lp": method_lp,
     "cs": method_cs,
     "clp_star": method_clp_star,
-    "clp": method_clp,
+    "clp_mlp": method_clp,
     "clp_paper": method_clp_paper,
     "clp_refined": method_clp_refined,
     "clp_authors": method_clp_authors,
@@ -344,11 +362,11 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "gat": method_gat,
     "gat_sep": method_gat_sep,
     "gcn_sep": method_gcn_sep,
-    "clp_prior": method_clp_prior,
+    "clp": method_clp_prior,
     "linkx": method_linkx,
     "clp_e2e": method_clp_e2e,
 }
 NEEDS_DENSE_FEATURES = {"gcn", "gcn_tuned", "h2gcn", "sage", "gat", "gat_sep", "gcn_sep"}
 """Methods whose models take dense features only: the runner leaves them out (with a warning) on a graph whose
 features are sparse (deezer-europe, Coauthor-Physics: several GiB dense)."""
-NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_prior", "clp_refined", "clp_e2e"}
+NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_mlp", "clp_refined", "clp_e2e"}

@@ -163,8 +163,19 @@ def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, n
 
 
 def score_test(metric: str, scores, labels: np.ndarray, test_mask: np.ndarray) -> float:
-    """The ONLY place test labels are used: after selection, on the chosen scores."""
+    """The ONLY place test labels are used: after selection, on the chosen scores (and on a method's
+    references, which are never chosen from)."""
     return float(evaluate(metric, jnp.asarray(scores), jnp.asarray(labels), jnp.asarray(test_mask)))
+
+
+def reference_scores(metric: str, cands, labels_visible, labels, val_mask, test_mask) -> dict:
+    """``{"references": {name: {"val", "test"}}}`` for a method's references (:attr:`jaxclp.experiments.methods.Candidates.references`:
+    scored like the choice, never chosen, e.g. the base prior alone beside CLP on it), or ``{}``."""
+    refs = getattr(cands, "references", None)
+    if not refs:
+        return {}
+    return {"references": {name: {"val": score_test(metric, s, labels_visible, val_mask),
+                                  "test": score_test(metric, s, labels, test_mask)} for name, s in refs.items()}}
 
 
 def get_splits(ds: Dataset, split: str, runs: int, seed: int):
@@ -285,7 +296,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         records = []
         bar = _progress(todo, progress, f"{ds.name}/{split}")
         for j, i in enumerate(bar):
-            ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
+            ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
             depth = ctx.mlp_depth
             for m in methods:
                 if (ds.name, split, i, m) in done:
@@ -300,6 +311,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                        "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
                        "num_candidates": len(cands), "features": feat_kind, "config": config,
                        "config_hash": chash, "method_spec": method_spec(m), "method_hash": mhash[m]}
+                rec |= reference_scores(ds.metric, cands, y_vis[j], y, va[i], te[i])
                 if writer:
                     append_record(path, rec)
                 records.append(rec)
@@ -328,12 +340,13 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
     return priors, (time.perf_counter() - t0) / len(todo)
 
 
-def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict) -> Context:
-    """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors)."""
+def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None) -> Context:
+    """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
+    is the run's training configuration (the base predictors a method fits use it)."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
-                   priors=priors, mlp_depth=depth)
+                   priors=priors, mlp_depth=depth, train_cfg=cfg)
 
 
 def _params(cfg, method, depth) -> dict:

@@ -14,8 +14,11 @@ from jaxclp.paper import paper_number
 # The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
 # ``paper_number(dataset, split, method) -> (mean, std) | None``, percent.
 
-METHOD_ORDER = ("mlp", "link", "linkx", "lp", "cs", "clp_star", "clp_paper", "clp_authors", "clp", "clp_prior", "gcn",
-                "gcn_tuned", "h2gcn", "gcn_sep", "sage", "gat", "gat_sep")
+METHOD_ORDER = ("mlp", "link", "linkx", "lp", "cs", "clp_star", "clp_paper", "clp_authors", "clp_mlp", "clp",
+                "clp_e2e", "gcn", "gcn_tuned", "h2gcn", "gcn_sep", "sage", "gat", "gat_sep")
+BASELINES = ("mlp", "link", "linkx", "lp", "cs", "clp_star", "gcn", "gcn_tuned", "h2gcn", "gcn_sep", "sage", "gat",
+             "gat_sep")
+"""The methods ``clp`` is compared with (every method that is not a CLP variant)."""
 
 
 def aggregate(records):
@@ -30,17 +33,19 @@ def aggregate(records):
     return {k: np.asarray(v) for k, v in out.items()}, last
 
 
-def markdown(records, title: str = "", methods=()) -> str:
-    """The summary table of ``records``.
+def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
+    """The summary table of ``records``, then which variant / base prior validation chose and the paired
+    comparisons of ``clp`` (:func:`paired_table`).
 
     Args:
         records: result records (other record types are ignored).
         title: heading.
         methods: columns to show even where no record has them yet (the cell then holds "–" and the paper's
-            number, if any); the methods of the records are always shown.
+            number, if any); the methods of the records are always shown unless ``only``.
+        only: show the columns ``methods`` and no others.
     """
     agg, last = aggregate(records)
-    present = {k[2] for k in agg} | set(methods)
+    present = set(methods) if only else {k[2] for k in agg} | set(methods)
     methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
     lines = [f"## {title}" if title else "", "",
@@ -66,8 +71,8 @@ def markdown(records, title: str = "", methods=()) -> str:
             txt += paper_cell(d, s, m, v)
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
-    lines += ["", variant_table(last)]
-    return "\n".join(lines)
+    lines += ["", variant_table(last), "", paired_table(agg, last)]
+    return "\n".join(lines).rstrip("\n")
 
 
 def paper_cell(dataset: str, split: str, method: str, values) -> str:
@@ -94,15 +99,15 @@ def variant_table(last) -> str:
     counts = collections.Counter()
     per_ds = collections.defaultdict(collections.Counter)
     for r in last.values():
-        if r["method"] == "clp":
+        if r["method"] in ("clp", "clp_mlp"):
             p = r["params"]
             v = f"{p.get('normalization')}/{'l1' if p.get('l1') else 'linear'}/{p.get('prior')}"
             counts[v] += 1
             per_ds[r["dataset"]][v] += 1
     base = collections.defaultdict(collections.Counter)
     for r in last.values():
-        if r["method"] == "clp_prior":
-            base[r["dataset"]][r["params"].get("base_prior")] += 1
+        if r["method"] == "clp" and "base_prior" in r["params"]:
+            base[r["dataset"]][r["params"]["base_prior"]] += 1
     lines = []
     if counts:
         lines += ["### CLP variant chosen on validation (normalization / per-step L1 / prior source)", "",
@@ -112,21 +117,98 @@ def variant_table(last) -> str:
         lines += [f"| {d} | " + ", ".join(f"{v} ×{c}" for v, c in cnt.most_common(3)) + " |"
                   for d, cnt in sorted(per_ds.items())]
     if base:
-        lines += ["" if lines else "", "### clp_prior: base prior chosen on validation", "",
+        lines += ["" if lines else "", "### clp: base prior chosen on validation", "",
                   "| dataset | base prior ×times |", "|---|---|"]
         lines += [f"| {d} | " + ", ".join(f"{p} ×{c}" for p, c in cnt.most_common()) + " |"
                   for d, cnt in sorted(base.items())]
     return "\n".join(lines).strip("\n")
 
 
-def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=()) -> Path:
+def _pm(d) -> str:
+    d = np.asarray(d, dtype=float)
+    return f"{d.mean():+.1f} ± {d.std(ddof=1) if d.size > 1 else 0.0:.1f}"
+
+
+def _wlt(d) -> str:
+    d = np.asarray(d, dtype=float)
+    return f"{int((d > 1e-9).sum())}/{int((d < -1e-9).sum())}/{int((np.abs(d) <= 1e-9).sum())}"
+
+
+def paired(last, dataset: str, split: str, a: str, b: str) -> np.ndarray:
+    """Paired differences (percent points) of method ``a`` minus method ``b`` over the runs both have."""
+    runs = sorted(k[3] for k in last if k[:3] == (dataset, split, a) and (dataset, split, b, k[3]) in last)
+    return np.asarray([100.0 * (last[(dataset, split, a, i)]["test"] - last[(dataset, split, b, i)]["test"])
+                       for i in runs])
+
+
+def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np.ndarray:
+    """Paired differences (points) of ``method`` minus the base prior its validation chose, alone, per run.
+
+    The prior's own score is the record's reference (:func:`jaxclp.experiments.runner.reference_scores`); for
+    records made before references existed, the same split's record of the method named like the prior (the
+    ``mlp``, ``link``, ``linkx`` or ``gcn`` column: the same predictor, key and split). Runs with neither are left
+    out.
+    """
+    out = []
+    for (d, s, m, i), r in sorted(last.items()):
+        if (d, s, m) != (dataset, split, method) or "base_prior" not in r["params"]:
+            continue
+        base = r["params"]["base_prior"]
+        ref = r.get("references", {}).get(base)
+        if ref is None and (d, s, base, i) in last:
+            ref = last[(d, s, base, i)]
+        if ref is not None:
+            out.append(100.0 * (r["test"] - ref["test"]))
+    return np.asarray(out)
+
+
+def paired_table(agg, last, method: str = "clp") -> str:
+    """Per graph and split: ``method`` against its MLP, against the prior validation chose for it, and against
+    the best baseline (:data:`BASELINES`, by mean), each paired over the runs both have (mean ± sample std,
+    wins/losses/ties). Empty without records of ``method``."""
+    rows = sorted({(d, s) for (d, s, m) in agg if m == method})
+    if not rows:
+        return ""
+    lines = [f"### `{method}` paired per split", "",
+             "Δ in points, mean ± sample std over the runs both methods have; W/L/T = runs won / lost / tied. "
+             "'> 1 std' compares the mean gap with the other method's std over runs; 'within 1 std' "
+             "holds when the best baseline's mean is at most one of ITS stds above ours.", "",
+             f"| dataset | split | {method} | Δ vs mlp (W/L/T) | > 1 std | Δ vs chosen prior alone (W/L/T) | "
+             "best baseline | Δ vs best (W/L/T) | within 1 std |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for d, s in rows:
+        ours = agg[(d, s, method)]
+        cells = [f"{ours.mean():.1f}"]
+        if (d, s, "mlp") in agg:
+            dm, mlp = paired(last, d, s, method, "mlp"), agg[(d, s, "mlp")]
+            gap_ok = ours.mean() - mlp.mean() > (mlp.std(ddof=1) if mlp.size > 1 else 0.0)
+            cells += [f"{_pm(dm)} ({_wlt(dm)})" if dm.size else "–", "yes" if gap_ok else "no"]
+        else:
+            cells += ["–", "–"]
+        dp = over_chosen_prior(last, d, s, method)
+        cells.append(f"{_pm(dp)} ({_wlt(dp)})" if dp.size else "–")
+        base = [(agg[(d, s, b)].mean(), b) for b in BASELINES if (d, s, b) in agg]
+        if base:
+            _, b = max(base)
+            v = agg[(d, s, b)]
+            db = paired(last, d, s, method, b)
+            within = v.mean() - ours.mean() <= (v.std(ddof=1) if v.size > 1 else 0.0)
+            cells += [f"{b} {v.mean():.1f}", f"{_pm(db)} ({_wlt(db)})" if db.size else "–",
+                      "yes" if within else "no"]
+        else:
+            cells += ["–", "–", "–"]
+        lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=(), only: bool = False) -> Path:
     out_dir = Path(out_dir)
     records = read_records(out_dir / RESULTS_FILE)
     if not title:  # keep the title a reproduce target gave this directory
         old = out_dir / filename
         first = old.read_text().splitlines()[0] if old.exists() else ""
         title = first[3:] if first.startswith("## ") and len(first) > 3 else out_dir.name
-    text = markdown(records, title, methods)
+    text = markdown(records, title, methods, only)
     commands = sorted({" ".join(r["argv"]) for r in records if r.get("type") == "header" and r.get("argv")})
     if commands:
         text += "\n\nCommands that produced these records:\n\n" + "\n".join(f"    {c}" for c in commands)

@@ -17,7 +17,7 @@ from jaxclp.datasets.fetch import user_cache_dir
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
-ARGS = ["run", "--dataset", "texas", "--methods", "mlp,clp", "--runs", "2", "--epochs", "5", "--no-progress"]
+ARGS = ["run", "--dataset", "texas", "--methods", "mlp,clp_mlp", "--runs", "2", "--epochs", "5", "--no-progress"]
 
 
 def test_xla_cache_dir_resolution(tmp_path):
@@ -36,10 +36,10 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().out.strip().endswith(str(summary))
     text = summary.read_text()
     assert "texas" in text and "clp" in text and "±" in text
-    runner.run("texas", "medium", ["mlp", "clp"], 2, tmp_path / "direct", epochs=5, progress=False)
+    runner.run("texas", "medium", ["mlp", "clp_mlp"], 2, tmp_path / "direct", epochs=5, progress=False)
     a = last_results(tmp_path / "cli" / runner.RESULTS_FILE)
     b = last_results(tmp_path / "direct" / runner.RESULTS_FILE)
-    assert sorted(a) == sorted(b) == sorted(("texas", "medium", i, m) for i in (0, 1) for m in ("mlp", "clp"))
+    assert sorted(a) == sorted(b) == sorted(("texas", "medium", i, m) for i in (0, 1) for m in ("mlp", "clp_mlp"))
     for k in a:
         assert (a[k]["params"], a[k]["val"], a[k]["test"]) == (b[k]["params"], b[k]["val"], b[k]["test"]), k
     header = json.loads((tmp_path / "cli" / runner.RESULTS_FILE).read_text().splitlines()[0])

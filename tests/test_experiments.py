@@ -13,7 +13,7 @@ from jaxclp.experiments import runner
 from jaxclp.experiments.methods import select, visible_labels
 from jaxclp.experiments.summary import markdown
 
-METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp")
+METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_mlp")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
@@ -205,19 +205,21 @@ def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path
 
 def test_table_ablation_target_runs_the_extensions_in_order(tmp_path, monkeypatch):
     """``jaxclp reproduce table_ablation`` runs paper -> authors -> all variants -> prior choice -> end to end,
-    every one through the runner (validation selection), into results/table_ablation."""
+    every one through the runner (validation selection), into results/table2 beside table2's records (same
+    splits and configuration), its view in ablation.md with exactly these columns."""
     from jaxclp.experiments import methods, reproduce
 
     assert reproduce.TARGETS["table_ablation"] is reproduce.table_ablation
-    assert reproduce.ABLATION_METHODS == ("mlp", "clp_paper", "clp_authors", "clp", "clp_prior", "clp_e2e")
+    assert reproduce.ABLATION_METHODS == ("mlp", "clp_paper", "clp_authors", "clp_mlp", "clp", "clp_e2e")
     assert set(reproduce.ABLATION_METHODS) <= set(methods.METHODS)
-    calls = []
+    assert {"clp", "clp_mlp", "clp_paper"} <= set(reproduce.METHODS)
+    calls, summaries = [], []
     monkeypatch.setattr(reproduce, "run", lambda name, split, meth, runs, d, **kw: calls.append(
         (name, split, tuple(meth), runs, d.name)))
-    monkeypatch.setattr(reproduce, "write_summary", lambda d, **kw: d / "summary.md")
-    assert reproduce.table_ablation(tmp_path, runs=2, datasets=("texas",)) == [tmp_path / "table_ablation" /
-                                                                             "summary.md"]
-    assert calls == [("texas", "medium", reproduce.ABLATION_METHODS, 2, "table_ablation")]
+    monkeypatch.setattr(reproduce, "write_summary", lambda d, **kw: summaries.append(kw) or d / kw["filename"])
+    assert reproduce.table_ablation(tmp_path, runs=2, datasets=("texas",)) == [tmp_path / "table2" / "ablation.md"]
+    assert calls == [("texas", "medium", reproduce.ABLATION_METHODS, 2, "table2")]
+    assert summaries[0]["only"] is True and summaries[0]["methods"] == reproduce.ABLATION_METHODS
 
 
 def test_gnn_methods_are_left_out_on_sparse_features(tmp_path, monkeypatch):

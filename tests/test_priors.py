@@ -244,14 +244,19 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     for key, b in M.method_clp(M.with_prior(ctx, link), **small).items():
         np.testing.assert_allclose(np.asarray(cands[("base_prior", "link") + key]), np.asarray(b))
     cfg, val = M.select(cands, np.asarray(ctx.labels), vm, "accuracy")
-    params = runner._params(cfg, "clp_prior", 1)
+    params = runner._params(cfg, "clp", 1)
     assert params["base_prior"] == cfg[1] and params["mlp_depth"] == 1 and "alpha" in params
     assert val == max(float(jaxclp.accuracy(jnp.asarray(b), jnp.asarray(np.where(vm, y, 0)), jnp.asarray(vm)))
                       for b in cands.values())
+    # each prior alone is a reference (recorded, never chosen): exactly the base predictors' outputs
+    assert set(cands.references) == {"mlp", "link", "linkx"} and not set(cands.references) & set(cands)
+    np.testing.assert_array_equal(np.asarray(cands.references["mlp"]), np.asarray(ctx.prior))
+    np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
 
 
 def test_linkx_method_and_registry(monkeypatch):
-    assert {"clp_prior", "linkx"} <= set(M.METHODS) and "clp_prior" in M.NEEDS_PRIOR
+    assert M.METHODS["clp"] is M.method_clp_prior and M.METHODS["clp_mlp"] is M.method_clp
+    assert "clp_prior" not in M.METHODS and {"clp", "clp_mlp"} <= M.NEEDS_PRIOR and "linkx" in M.METHODS
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
     g, x, y, tm, vm = _tiny()
     ctx = _context(g, x, y, tm, vm)
@@ -267,11 +272,18 @@ def test_runner_records_base_prior(tmp_path, monkeypatch):
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
     cheap = functools.partial(M.method_clp_prior, priors=("mlp", "link"), variants=(("sym", False, "mlp"),),
                               authors=False, spectral=False)
-    monkeypatch.setitem(M.METHODS, "clp_prior", cheap)
+    monkeypatch.setitem(M.METHODS, "clp", cheap)
     ds = jaxclp.datasets.synthetic(h=0.2, avg_degree=5, num_classes=3, nodes_per_class=20, seed=0)
-    recs = runner.run(ds, "medium", ["clp_prior", "linkx"], runs=1, out=tmp_path, epochs=3, progress=False)
+    recs = runner.run(ds, "medium", ["clp", "linkx", "mlp", "link"], runs=1, out=tmp_path, epochs=3,
+                      progress=False)
     rec = {r["method"]: r for r in recs}
-    params = rec["clp_prior"]["params"]
+    params = rec["clp"]["params"]
     assert params["base_prior"] in ("mlp", "link") and params["normalization"] == "sym" and "alpha" in params
-    assert rec["clp_prior"]["num_candidates"] == 2 * len(M.ALPHAS)
+    assert rec["clp"]["num_candidates"] == 2 * len(M.ALPHAS)
+    # the references are the priors alone, scored on the same split: equal to the mlp / link methods' records
+    refs = rec["clp"]["references"]
+    assert set(refs) == {"mlp", "link"} and "references" not in rec["mlp"]
+    for name in ("mlp", "link"):
+        assert refs[name]["test"] == pytest.approx(rec[name]["test"]) and refs[name]["val"] == pytest.approx(
+            rec[name]["val"])
     assert rec["linkx"]["num_candidates"] == 1 and 0.0 <= rec["linkx"]["test"] <= 1.0

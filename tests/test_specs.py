@@ -27,7 +27,10 @@ def test_every_method_has_a_json_spec_and_a_stable_hash():
     assert specs.method_spec("clp")["grid"]["spectral_alphas"] == list(methods.SPECTRAL_ALPHAS)
     assert specs.method_spec("clp")["grid"]["authors"]["echo"] == [False]
     assert specs.method_spec("clp_authors")["grid"]["echo"] == [False, True]
-    assert specs.method_spec("clp_prior")["grid"]["mlp_depths"] == list(runner.MLP_DEPTHS)
+    assert specs.method_spec("clp")["grid"]["mlp_depths"] == list(runner.MLP_DEPTHS)
+    # clp = clp_mlp's grid + the base priors: same candidates per prior
+    assert specs.method_spec("clp")["grid"] == specs.method_spec("clp_mlp")["grid"] | {
+        "priors": list(methods.CLP_PRIOR_CANDIDATES)}
     assert "mlp_depths" not in specs.method_spec("link")["grid"]
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         specs.method_spec("nope")

@@ -72,13 +72,54 @@ def test_table_homophily_target_runs_the_papers_grid(tmp_path, monkeypatch):
     assert "table_homophily" in reproduce.TARGETS
 
 
-def test_base_prior_counts_of_clp_prior():
-    recs = _records("chameleon", "medium", "clp_prior", [0.5, 0.6, 0.55])
+def test_base_prior_counts_of_clp():
+    recs = _records("chameleon", "medium", "clp", [0.5, 0.6, 0.55])
     for r, p in zip(recs, ("gcn", "link", "gcn")):
         r["params"] = {"base_prior": p}
     text = summary.markdown(recs, "t")
-    assert "### clp_prior: base prior chosen on validation" in text
+    assert "### clp: base prior chosen on validation" in text
     assert "| chameleon | gcn ×2, link ×1 |" in text
-    assert "CLP variant chosen" not in text  # no `clp` records: no variant table
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
-    assert header.index("clp_prior") > 0
+    assert header.index("clp") > 0
+
+
+def _paired_row(text, dataset):
+    block = text[text.index("### `clp` paired per split"):]
+    return _cells(next(ln for ln in block.splitlines() if ln.startswith(f"| {dataset} |")))
+
+
+def test_paired_table_hand_computed():
+    """clp vs mlp, vs the prior it chose (reference, or the same-named record of older files) and vs the best
+    baseline, paired per run; numbers computed by hand."""
+    clp = _records("texas", "medium", "clp", [0.60, 0.70, 0.65])
+    for r, p in zip(clp, ("link", "link", "mlp")):
+        r["params"] = {"base_prior": p}
+    clp[0]["references"] = {"link": {"val": 0.5, "test": 0.55}}  # run 0: the reference (0.60 - 0.55 = +5)
+    recs = (clp + _records("texas", "medium", "mlp", [0.50, 0.60, 0.70])     # Δ vs mlp: +10, +10, -5
+            + _records("texas", "medium", "link", [0.58, 0.71, 0.40])        # run 1: no reference -> link record
+            + _records("texas", "medium", "lp", [0.62, 0.66, 0.64])          # best baseline by mean (64.0)
+            + _records("texas", "medium", "clp_paper", [0.9, 0.9, 0.9]))     # a CLP variant, not a baseline
+    row = _paired_row(summary.markdown(recs, "t"), "texas")
+    # columns: dataset split clp Δmlp >1std Δprior best Δbest within
+    assert row[2] == "65.0"
+    assert row[3] == "+5.0 ± 8.7 (2/1/0)"           # diffs 10, 10, -5: mean 5, std 8.66
+    assert row[4] == "no"                            # gap 65 - 60 = 5 is not above mlp's std 10
+    # vs chosen prior: run 0 +5 (reference), run 1 70 - 71 = -1 (link record), run 2 65 - 70 = -5 (mlp record)
+    assert row[5] == "-0.3 ± 5.0 (1/2/0)"
+    assert row[6] == "lp 64.0" and row[7] == "+1.0 ± 3.0 (2/1/0)"   # diffs -2, +4, +1
+    assert row[8] == "yes"                           # 64 - 65 < std of lp
+
+
+def test_paired_table_within_one_std_fails_when_far_below():
+    recs = (_records("chameleon", "medium", "clp", [0.40, 0.42])
+            + _records("chameleon", "medium", "link", [0.56, 0.57]))
+    row = _paired_row(summary.markdown(recs, "t"), "chameleon")
+    assert row[6] == "link 56.5" and row[7] == "-15.5 ± 0.7 (0/2/0)" and row[8] == "no"
+    assert row[3] == "–" and row[5] == "–"           # no mlp record, no base prior known
+
+
+def test_only_shows_exactly_the_given_columns():
+    recs = _records("texas", "medium", "mlp", [0.6, 0.7]) + _records("texas", "medium", "lp", [0.5, 0.5])
+    text = summary.markdown(recs, "t", methods=("mlp", "clp"), only=True)
+    header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    assert header[3:] == ["mlp", "clp"]

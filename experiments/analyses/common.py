@@ -211,7 +211,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
                            if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
     for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
-        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors})
+        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
         depth = ctx.mlp_depth
         chosen = {}
         for m in methods:
@@ -230,6 +230,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                 "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric, "val": val,
                 "test": test, "params": runner._params(cfg_m, m, depth), "seconds": seconds,
                 "num_candidates": len(cands), "features": feat_kind}
+                | runner.reference_scores(ds.metric, cands, y_vis[j], y, va[i], te[i])
                 | ({"single_class": degenerate[i]} if i in degenerate else {}))
         if extra is not None:
             rec = extra(i, ctx, chosen, te[i])
