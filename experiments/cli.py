@@ -18,7 +18,10 @@ from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
 XLA_CACHE_ENV = "JAXCLP_XLA_CACHE"
-XLA_CACHE_MIN_COMPILE_SECONDS = 0.2
+XLA_CACHE_MIN_COMPILE_SECONDS = 0.0
+"""Cache every executable: most of a run's ~130 compilations are small (20-150 ms) and were recompiled by every
+process under JAX's default 1 s / our former 0.2 s threshold (warm ``jaxclp run`` on Texas 11.5 -> 7.9 s,
+``benchmarks/results/compile_time.md``)."""
 
 
 def xla_cache_dir(environ=None) -> Path | None:

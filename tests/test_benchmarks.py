@@ -143,3 +143,48 @@ def test_sharded_quick_fields_and_no_halo_on_one_device(tmp_path):
     assert abs(one["solve"]["accuracy"] - two["solve"]["accuracy"]) < 2e-3
     text = (tmp_path / "sharded_quick.md").read_text()
     assert text.startswith("# ") and "halo MiB per step" in text
+
+
+def test_compile_time_recorder_attributes_compiles_to_stages():
+    """The recorder of benchmarks/compile_time.py counts one backend compilation for the first call of a new
+    jitted function inside a stage, none for the cached second call, and keeps stage times exclusive."""
+    import jax
+    import jax.numpy as jnp
+    from jax import monitoring
+
+    from jaxclp.benchmarks import compile_time as CT
+
+    rec = CT._Recorder()
+    monitoring.register_event_duration_secs_listener(rec.on_duration)
+    try:
+        f = jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)
+        inner = rec.wrap("compatibility", lambda x: f(x))
+        outer = rec.wrap("mlp prior", lambda x: inner(x) + 0.0)
+        x = jnp.arange(7.0)
+        np.testing.assert_allclose(np.asarray(outer(x)), np.sin(np.arange(7.0)) * 3.0 + 1.0, rtol=1e-6)
+        n1 = rec.count["compatibility"]
+        inner(x)
+    finally:
+        monitoring.unregister_event_duration_listener(rec.on_duration)
+    assert n1 == 1 and rec.count["compatibility"] == 1  # compiled once, the second call hit the in-memory cache
+    assert rec.compile["compatibility"] > 0
+    assert rec.wall["compatibility"] >= rec.compile["compatibility"]
+    assert rec.wall["mlp prior"] >= 0 and not rec.stack
+
+
+def test_compile_time_quick_cache_cold_then_warm(tmp_path):
+    """benchmarks/compile_time.py --quick: CLP.fit + predict on a tiny graph in two fresh processes sharing a new
+    persistent XLA cache: the first compiles (and writes the cache), the second reads the executables back."""
+    from jaxclp.benchmarks import compile_time as CT
+
+    payload = CT.main(["--quick", "--out", str(tmp_path)])
+    assert not payload["errors"], payload["rows"]
+    modes = payload["rows"][0]["modes"]
+    cold, warm = modes["cache cold"]["best"], modes["cache warm"]["best"]
+    assert cold["facts"]["n"] == 150 and warm["facts"] == cold["facts"]  # same fit, same alpha, same score
+    assert cold["stages"]["mlp prior"]["compilations"] >= 1 and cold["cache_hits"] == 0
+    assert warm["cache_hits"] >= 1 and warm["stages"]["mlp prior"]["cache_hits"] >= 1
+    assert warm["stages"]["mlp prior"]["compile_s"] < cold["stages"]["mlp prior"]["compile_s"]
+    for st in cold["stages"].values():
+        assert st["run_s"] >= 0 and st["compile_s"] >= 0
+    assert (tmp_path / "compile_time.md").read_text().startswith("# Compile vs run time")
