@@ -46,6 +46,13 @@ class Context:
         mlp_depth: the MLP depth selected on validation (its prior is the base predictor).
         train_cfg: the run's :class:`jaxclp.TrainConfig` (``--epochs`` etc.), used by the base predictors
             :func:`fit_base_priors` fits; None: the paper's settings with ``metric``.
+        cache: per-split memo shared by the methods run on this context (a fresh dict per ``Context``): a
+            model fitted by two methods with the same inputs and settings (LINK, GCN, H2GCN: the baseline
+            rows and :func:`method_clp_prior`'s base predictors) is fitted once, and :func:`method_clp`'s
+            grid on the runner's MLP prior (``clp_mlp``) is computed once for ``clp_mlp`` and ``clp``. Keys:
+            ``("fit", name, TrainConfig)`` (prior-independent; kept by :func:`with_prior`) and
+            ``("clp_grid", ...)`` (this context's prior; dropped by :func:`with_prior`). Change the prior
+            only through :func:`with_prior`. :data:`CACHE` = False turns it off (records are the same).
     """
 
     graph: jaxclp.Graph
@@ -59,6 +66,7 @@ class Context:
     priors: dict
     mlp_depth: int
     train_cfg: jaxclp.TrainConfig | None = None
+    cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def prior(self) -> jax.Array:
@@ -105,6 +113,28 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
     return best, best_score
 
 
+CACHE = True
+"""Whether methods share fits and :func:`method_clp`'s grid through :attr:`Context.cache` (False: every method
+computes everything itself; the records are identical either way, only the time differs)."""
+
+
+def _cached(ctx: Context, key: tuple, compute: Callable[[], object]):
+    """``ctx.cache[key]``, computed by ``compute()`` on the first request (every time with :data:`CACHE` off)."""
+    if not CACHE:
+        return compute()
+    if key not in ctx.cache:
+        ctx.cache[key] = compute()
+    return ctx.cache[key]
+
+
+def _fit_key(name: str, cfg) -> tuple:
+    """Cache key of a fitted model: its name and TrainConfig. The key, the graph, features, training and
+    validation masks of the split are the same for every method; the labels outside ``train | val`` differ
+    (-1 in ``ctx.labels``, 0 in :func:`_labels0`) but are never read (``jaxclp.train`` zeroes them before the
+    loop), so the same name and config give bit-identical outputs (tests/test_experiments.py checks it)."""
+    return ("fit", name, cfg)
+
+
 def _labels0(ctx: Context) -> jax.Array:
     return jnp.where(ctx.labels >= 0, ctx.labels, 0)
 
@@ -114,7 +144,8 @@ def method_mlp(ctx: Context) -> dict:
 
 
 def method_link(ctx: Context) -> dict:
-    scores = jaxclp.fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes)
+    scores = _cached(ctx, _fit_key("link", jaxclp.TrainConfig()),
+                     lambda: jaxclp.fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes))
     return {("link",): scores}
 
 
@@ -162,6 +193,11 @@ def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectr
     ``spectral=True`` the spectrally scaled closed form (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and,
     with ``authors=True``, the authors' propagation (:func:`method_clp_authors`) without the echo term (never
     chosen on chameleon's validation, 5 splits; it doubles the SpMMs)."""
+    key = ("clp_grid", tuple(variants), bool(authors), bool(spectral))
+    return dict(_cached(ctx, key, lambda: _clp_grid(ctx, variants, authors, spectral)))
+
+
+def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool) -> dict:
     y = _labels0(ctx)
     cands = method_clp_authors(ctx, echo=(False,)) if authors else {}  # echo off: half the cost (chameleon)
     for norm, l1, src in variants:
@@ -231,9 +267,11 @@ def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
 def method_gcn(ctx: Context) -> dict:
     """Kipf & Welling's 2-layer GCN, the paper's setup (hidden 64, lr 0.01, wd 5e-5, dropout 0.5), early-stopped
     on ``ctx.metric``. One candidate: this is the paper's GCN row."""
-    r = jaxclp.fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                       num_classes=ctx.num_classes, cfg=jaxclp.TrainConfig(metric=ctx.metric))
-    return {("gcn",): r.prior}
+    cfg = jaxclp.TrainConfig(metric=ctx.metric)
+    prior = _cached(ctx, _fit_key("gcn", cfg),
+                    lambda: jaxclp.fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                                           num_classes=ctx.num_classes, cfg=cfg).prior)
+    return {("gcn",): prior}
 
 
 def method_gcn_tuned(ctx: Context) -> dict:
@@ -244,9 +282,11 @@ def method_gcn_tuned(ctx: Context) -> dict:
 
 
 def method_h2gcn(ctx: Context) -> dict:
-    r = jaxclp.fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                         num_classes=ctx.num_classes, cfg=jaxclp.TrainConfig(metric=ctx.metric))
-    return {("h2gcn",): r.prior}
+    cfg = jaxclp.TrainConfig(metric=ctx.metric)
+    prior = _cached(ctx, _fit_key("h2gcn", cfg),
+                    lambda: jaxclp.fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                                             num_classes=ctx.num_classes, cfg=cfg).prior)
+    return {("h2gcn",): prior}
 
 
 def method_sage(ctx: Context) -> dict:
@@ -294,20 +334,24 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
     from jaxclp.priors import GNN_PRIORS, fit_prior
 
     out = {}
+    cfg = prior_train_config(ctx)
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
         elif name in GNN_PRIORS and isinstance(ctx.features, SparseFeatures):
             continue
         else:
-            out[name] = fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
-                                  ctx.num_classes, prior_train_config(ctx)).prior
+            out[name] = _cached(ctx, _fit_key(name, cfg),
+                                lambda name=name: fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels,
+                                                            ctx.train, ctx.val, ctx.num_classes, cfg).prior)
     return out
 
 
 def with_prior(ctx: Context, prior) -> Context:
-    """``ctx`` whose :attr:`Context.prior` is ``prior`` (n, K) (everything else unchanged)."""
-    return dataclasses.replace(ctx, priors={ctx.mlp_depth: prior})
+    """``ctx`` whose :attr:`Context.prior` is ``prior`` (n, K) (everything else unchanged; its cache keeps only the
+    prior-independent fits, never ``ctx``'s CLP grid)."""
+    return dataclasses.replace(ctx, priors={ctx.mlp_depth: prior},
+                               cache={k: v for k, v in ctx.cache.items() if k[0] == "fit"})
 
 
 def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -> Candidates:
@@ -323,7 +367,8 @@ def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -
     bases = fit_base_priors(ctx, priors)
     cands = Candidates(references=bases)
     for name, prior in bases.items():
-        for key, beliefs in method_clp(with_prior(ctx, prior), **clp_options).items():
+        base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
+        for key, beliefs in method_clp(base_ctx, **clp_options).items():
             cands[("base_prior", name) + key] = beliefs
     return cands
 

@@ -245,3 +245,69 @@ def test_gnn_methods_are_left_out_on_sparse_features(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="features: the GNNs take dense"):
         jaxclp.fit_gcn(jax.random.PRNGKey(0), g, scipy.sparse.csr_matrix(np.asarray(ds.features)), y, tm, ~tm,
                        num_classes=int(ds.num_classes))
+
+
+def test_link_gcn_h2gcn_routes_are_bit_identical():
+    """The baseline rows (labels 0 outside train|val) and clp's base predictors (fit_prior, labels -1 there) fit
+    the same model: the per-split cache shares them, so their outputs must agree bit for bit."""
+    from jaxclp.priors import fit_prior
+
+    ds = _dataset()
+    sp = runner.get_splits(ds, "medium", 1, 0)
+    tr, va = np.asarray(sp.train[0]), np.asarray(sp.val[0])
+    y_vis = jax.numpy.asarray(visible_labels(np.asarray(ds.labels), tr, va))
+    y0 = jax.numpy.where(y_vis >= 0, y_vis, 0)
+    x = jax.numpy.asarray(ds.features, jax.numpy.float32)
+    key = jax.random.key(3)
+    cfg = jaxclp.TrainConfig(epochs=20, metric=ds.metric)
+    a = jaxclp.fit_link(key, ds.graph, y0, tr, va, ds.num_classes, cfg)
+    b = fit_prior("link", key, ds.graph, x, y_vis, tr, va, ds.num_classes, cfg).prior
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for name, fit in (("gcn", jaxclp.fit_gcn), ("h2gcn", jaxclp.fit_h2gcn)):
+        a = fit(key, ds.graph, x, y0, tr, va, num_classes=ds.num_classes, cfg=cfg).prior
+        b = fit_prior(name, key, ds.graph, x, y_vis, tr, va, ds.num_classes, cfg).prior
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+
+
+@pytest.mark.slow
+def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatch):
+    """clp_mlp, clp, link, gcn, h2gcn in one run: with the per-split cache LINK, GCN and H2GCN are fitted once
+    (not twice) and clp_mlp's grid is computed once per split; the records equal those without the cache
+    (in both orders of the methods)."""
+    import jaxclp.baselines
+    import jaxclp.gnn
+    from jaxclp.experiments import methods as M
+
+    counts = {}
+
+    def counting(owner, name, tag):
+        orig = getattr(owner, name)
+
+        def wrapped(*a, **k):
+            counts[tag] = counts.get(tag, 0) + 1
+            return orig(*a, **k)
+        monkeypatch.setattr(owner, name, wrapped)
+
+    for owner in (jaxclp, jaxclp.gnn, jaxclp.baselines):
+        for name in ("fit_link", "fit_gcn", "fit_h2gcn"):
+            if hasattr(owner, name):
+                counting(owner, name, name)
+    counting(M, "authors_grid", "clp_grid")  # one call per CLP grid (authors=True)
+    # the run's config equals the baselines' default one (paper epochs) so the fits can be shared
+    ds = _dataset()
+    order = ["clp_mlp", "clp", "link", "gcn", "h2gcn"]
+
+    def strip(recs):
+        return sorted((json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs))
+
+    out = {}
+    for cache, methods in ((True, order), (False, order), (True, order[::-1])):
+        monkeypatch.setattr(M, "CACHE", cache)
+        counts.clear()
+        recs = runner.run(ds, "medium", methods, runs=1, out=tmp_path / f"{cache}{methods[0]}", progress=False)
+        out[cache, methods[0]] = (strip(recs), dict(counts))
+    (on, c_on), (off, c_off), (rev, c_rev) = out[True, "clp_mlp"], out[False, "clp_mlp"], out[True, "h2gcn"]
+    assert on == off == rev and len(on) == 5
+    # off: link/gcn/h2gcn twice (baseline + base predictor); grid: clp_mlp + 5 priors of clp
+    assert c_off == {"fit_link": 2, "fit_gcn": 2, "fit_h2gcn": 2, "clp_grid": 6}, c_off
+    assert c_on == c_rev == {"fit_link": 1, "fit_gcn": 1, "fit_h2gcn": 1, "clp_grid": 5}, (c_on, c_rev)
