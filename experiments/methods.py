@@ -144,8 +144,12 @@ def method_mlp(ctx: Context) -> dict:
 
 
 def method_link(ctx: Context) -> dict:
-    scores = _cached(ctx, _fit_key("link", jaxclp.TrainConfig()),
-                     lambda: jaxclp.fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes))
+    """LINK, early-stopped on ``ctx.metric`` like every trained model (until revision 1 it stopped on accuracy
+    everywhere, also on the ROC-AUC datasets)."""
+    cfg = jaxclp.TrainConfig(metric=ctx.metric)
+    scores = _cached(ctx, _fit_key("link", cfg),
+                     lambda: jaxclp.fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes,
+                                             cfg))
     return {("link",): scores}
 
 

@@ -19,7 +19,7 @@ import hashlib
 import inspect
 import json
 
-REVISIONS: dict[str, int] = {}
+REVISIONS: dict[str, int] = {"link": 1}  # link 1: early stopping on the task's metric (was accuracy)
 """Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
 constants do not show."""
 

@@ -172,9 +172,11 @@ def test_compile_time_recorder_attributes_compiles_to_stages():
     assert rec.wall["mlp prior"] >= 0 and not rec.stack
 
 
+@pytest.mark.slow
 def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     """benchmarks/compile_time.py --quick: CLP.fit + predict on a tiny graph in two fresh processes sharing a new
-    persistent XLA cache: the first compiles (and writes the cache), the second reads the executables back."""
+    persistent XLA cache: the first compiles (and writes the cache), the second reads the executables back.
+    (Slow: two fresh processes, ~60 s at load in CI.)"""
     from jaxclp.benchmarks import compile_time as CT
 
     payload = CT.main(["--quick", "--out", str(tmp_path)])
@@ -182,7 +184,8 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     modes = payload["rows"][0]["modes"]
     cold, warm = modes["cache cold"]["best"], modes["cache warm"]["best"]
     assert cold["facts"]["n"] == 150 and warm["facts"] == cold["facts"]  # same fit, same alpha, same score
-    assert cold["stages"]["mlp prior"]["compilations"] >= 1 and cold["cache_hits"] == 0
+    # the cold process may hit an entry it wrote itself (the same executable compiled twice: seen in CI)
+    assert cold["stages"]["mlp prior"]["compilations"] >= 1 and cold["cache_hits"] < warm["cache_hits"]
     assert warm["cache_hits"] >= 1 and warm["stages"]["mlp prior"]["cache_hits"] >= 1
     assert warm["stages"]["mlp prior"]["compile_s"] < cold["stages"]["mlp prior"]["compile_s"]
     for st in cold["stages"].values():

@@ -311,3 +311,19 @@ def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatc
     # off: link/gcn/h2gcn twice (baseline + base predictor); grid: clp_mlp + 5 priors of clp
     assert c_off == {"fit_link": 2, "fit_gcn": 2, "fit_h2gcn": 2, "clp_grid": 6}, c_off
     assert c_on == c_rev == {"fit_link": 1, "fit_gcn": 1, "fit_h2gcn": 1, "clp_grid": 5}, (c_on, c_rev)
+
+
+def test_link_early_stops_on_the_task_metric(monkeypatch):
+    """method_link passes the task's metric to fit_link (it stopped on accuracy on ROC-AUC datasets before
+    revision 1), and its revision is part of its definition."""
+    import jax.numpy as jnp
+
+    from jaxclp.experiments import methods, specs
+
+    seen = []
+    monkeypatch.setattr(jaxclp, "fit_link", lambda *a, **k: seen.append(a[6]) or jnp.zeros((3, 2)))
+    ctx = methods.Context(graph=None, features=None, labels=jnp.zeros(3, jnp.int32), train=None, val=None,
+                          num_classes=2, metric="roc_auc", key=None, priors={}, mlp_depth=1)
+    methods.method_link(ctx)
+    assert seen and seen[0].metric == "roc_auc"
+    assert specs.method_spec("link")["revision"] == 1
