@@ -21,6 +21,12 @@ BASELINES = ("mlp", "link", "linkx", "lp", "cs", "clp_star", "gcn", "gcn_tuned",
 """The methods ``clp`` is compared with (every method that is not a CLP variant)."""
 
 
+def _std(v) -> float:
+    """Sample std (ddof 1) of ``v``; 0 for a single value."""
+    v = np.asarray(v, dtype=float)
+    return float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
 def aggregate(records):
     """(dataset, split, method) -> array of test scores (percent), taking the last record per run."""
     last = {}
@@ -65,7 +71,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             if v is None:
                 cells.append("–" + paper_cell(d, s, m, None))
                 continue
-            txt = f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f} ({len(v)})"
+            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             txt += paper_cell(d, s, m, v)
@@ -88,7 +94,7 @@ def paper_cell(dataset: str, split: str, method: str, values) -> str:
     if values is None:
         return f"<br>paper {p[0]:.1f} ± {p[1]:.1f}"
     v = np.asarray(values, dtype=float)
-    std = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    std = _std(v)
     delta = float(v.mean()) - p[0]
     flag = " ⚠" if abs(delta) > float(np.hypot(std, p[1])) else ""
     return f"<br>paper {p[0]:.1f} ± {p[1]:.1f}, Δ {delta:+.1f}{flag}"
@@ -126,7 +132,7 @@ def variant_table(last) -> str:
 
 def _pm(d) -> str:
     d = np.asarray(d, dtype=float)
-    return f"{d.mean():+.1f} ± {d.std(ddof=1) if d.size > 1 else 0.0:.1f}"
+    return f"{d.mean():+.1f} ± {_std(d):.1f}"
 
 
 def _wlt(d) -> str:
@@ -146,7 +152,7 @@ def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np
 
     The prior's own score is the record's reference (:func:`jaxclp.experiments.runner.reference_scores`); for
     records made before references existed, the same split's record of the method named like the prior (the
-    ``mlp``, ``link``, ``linkx`` or ``gcn`` column: the same predictor, key and split). Runs with neither are left
+    ``mlp``, ``link``, ``linkx``, ``gcn`` or ``h2gcn`` column: the same predictor, key and split). Runs with neither are left
     out.
     """
     out = []
@@ -181,7 +187,7 @@ def paired_table(agg, last, method: str = "clp") -> str:
         cells = [f"{ours.mean():.1f}"]
         if (d, s, "mlp") in agg:
             dm, mlp = paired(last, d, s, method, "mlp"), agg[(d, s, "mlp")]
-            gap_ok = ours.mean() - mlp.mean() > (mlp.std(ddof=1) if mlp.size > 1 else 0.0)
+            gap_ok = ours.mean() - mlp.mean() > _std(mlp)
             cells += [f"{_pm(dm)} ({_wlt(dm)})" if dm.size else "–", "yes" if gap_ok else "no"]
         else:
             cells += ["–", "–"]
@@ -192,7 +198,7 @@ def paired_table(agg, last, method: str = "clp") -> str:
             _, b = max(base)
             v = agg[(d, s, b)]
             db = paired(last, d, s, method, b)
-            within = v.mean() - ours.mean() <= (v.std(ddof=1) if v.size > 1 else 0.0)
+            within = v.mean() - ours.mean() <= _std(v)
             cells += [f"{b} {v.mean():.1f}", f"{_pm(db)} ({_wlt(db)})" if db.size else "–",
                       "yes" if within else "no"]
         else:
