@@ -41,22 +41,29 @@ MODELS = {"gcn": ("gcn", False), "gcn_sep": ("gcn", True), "sage": ("sage", Fals
           "gat_sep": ("gat", True), "resnet": ("gcn", False)}
 
 
-def _specs(model: str, depths, hidden: int, dropout: float, variants) -> list[GNNSpec]:
+def _specs(model: str, depths, hidden: int, dropout: float, variants, ffn: bool = False) -> list[GNNSpec]:
     conv, sep = MODELS[model]
     if model == "resnet":  # Platonov's ResNet baseline: no message passing = our num_layers=0 (an MLP)
         return [GNNSpec(conv, hidden, 0, False, True, True, dropout)]
     flags = [(v == "res_ln", v == "res_ln") for v in variants]
-    return [GNNSpec(conv, hidden, d, sep, r, ln, dropout, heads=4) for d in depths for r, ln in flags]
+    return [GNNSpec(conv, hidden, d, sep, r, ln, dropout, heads=4, ffn=ffn) for d in depths for r, ln in flags]
+
+
+def _key(r: dict) -> tuple:
+    """Identity of a record. Fields GNNSpec gained later take the value the older code used: ``ffn`` False,
+    ``input_dropout`` True (the model dropped the input features before the field existed)."""
+    spec = {**GNNSpec(dropout=0.0)._asdict(), "input_dropout": True, **r["spec"]}
+    return (r["dataset"], r["model"], json.dumps(spec), r["epochs"], r["lr"], r["splits"])
 
 
 def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout: float, lr: float,
-        variants, out: Path, root: str, chunk: int | None) -> dict:
+        variants, out: Path, root: str, chunk: int | None, ffn: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     res = json.loads(path.read_text()) if path.exists() else {"runs": []}
     cmd = "python -m jaxclp.experiments.anchors " + " ".join(sys.argv[1:])
     res["commands"] = [c for c in res.get("commands", []) if c != cmd] + [cmd]
-    done = {(r["dataset"], r["model"], json.dumps(r["spec"]), r["epochs"], r["lr"], r["splits"]) for r in res["runs"]}
+    done = {_key(r) for r in res["runs"]}
     for name in datasets:
         ds = load(name, root=root, download=False)
         if ds.splits is None:
@@ -69,8 +76,9 @@ def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout
         cfg = TrainConfig(lr=lr, weight_decay=0.0, epochs=epochs, patience=max(50, epochs // 5), metric=ds.metric)
         keys = jax.random.split(jax.random.key(0), s)
         for model in models:
-            for spec in _specs(model, depths, hidden, dropout, variants):
-                tag = (name, model, json.dumps(spec._asdict()), epochs, lr, s)
+            for spec in _specs(model, depths, hidden, dropout, variants, ffn):
+                tag = _key({"dataset": name, "model": model, "spec": spec._asdict(), "epochs": epochs, "lr": lr,
+                            "splits": s})
                 if tag in done:
                     continue
                 t0 = time.perf_counter()
@@ -85,7 +93,8 @@ def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout
                        "epochs_run": np.asarray(r.info.epochs_run).tolist()}
                 res["runs"].append(rec)
                 _write(path, res)
-                print(f"{name} {model} L={spec.num_layers} res_ln={spec.residual} val={np.mean(val):.4f} "
+                print(f"{name} {model} L={spec.num_layers} res_ln={spec.residual} p={spec.hidden} ffn={spec.ffn} "
+                      f"epochs={epochs} lr={lr} val={np.mean(val):.4f} "
                       f"test={np.mean(test):.4f}+-{np.std(test):.4f} {sec:.0f}s", flush=True)
     (out / "anchors.md").write_text(table(res))
     return res
@@ -95,9 +104,8 @@ def _write(path: Path, res: dict) -> None:
     """Writes ``res`` merged with what another process wrote to ``path`` meanwhile (union of runs)."""
     if path.exists():
         other = json.loads(path.read_text())
-        key = lambda r: (r["dataset"], r["model"], json.dumps(r["spec"]), r["epochs"], r["lr"], r["splits"])  # noqa
-        have = {key(r) for r in res["runs"]}
-        res["runs"] += [r for r in other.get("runs", []) if key(r) not in have]
+        have = {_key(r) for r in res["runs"]}
+        res["runs"] += [r for r in other.get("runs", []) if _key(r) not in have]
         mine = res.get("commands", [])
         res["commands"] = [c for c in other.get("commands", []) if c not in mine] + mine
     tmp = path.with_suffix(".tmp")
@@ -123,7 +131,8 @@ def table(res: dict) -> str:
         t = 100 * np.asarray(r["test"])
         pub = PUBLISHED.get(d, {}).get(m)
         sp = r["spec"]
-        conf = f"L={sp['num_layers']}, res+LN={sp['residual']}, p={sp['hidden']}, drop={sp['dropout']}, lr={r['lr']}"
+        conf = (f"L={sp['num_layers']}, res+LN={sp['residual']}, p={sp['hidden']}, drop={sp['dropout']}, lr={r['lr']}"
+                + (", FFN blocks" if sp.get("ffn") else "") + f", {r['epochs']} epochs")
         if pub:
             diff = t.mean() - pub[0]
             ok = "yes" if abs(diff) <= pub[1] + t.std() else "no"
@@ -134,12 +143,13 @@ def table(res: dict) -> str:
                          f"{r['seconds']:.0f} |")
     lines += ["", f"Published numbers: {SOURCE}.", "",
               "All configs tried (mean val / mean test, %):", "",
-              "| graph | model | L | res+LN | input dropout | val | test | seconds |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| graph | model | L | res+LN | FFN | p | lr | epochs (max) | input dropout | splits | val | test | "
+              "seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
         # records without the field predate GNNSpec.input_dropout: the model then dropped the input features
         lines.append(f"| {r['dataset']} | {r['model']} | {r['spec']['num_layers']} | {r['spec']['residual']} | "
-                     f"{r['spec'].get('input_dropout', True)} | {100 * np.mean(r['val']):.2f} | "
+                     f"{r['spec'].get('ffn', False)} | {r['spec']['hidden']} | {r['lr']} | {r['epochs']} | "
+                     f"{r['spec'].get('input_dropout', True)} | {r['splits']} | {100 * np.mean(r['val']):.2f} | "
                      f"{100 * np.mean(r['test']):.2f} | {r['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -156,12 +166,14 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--variants", nargs="+", default=["res_ln"], choices=["res_ln", "plain"],
                    help="res_ln: residual + LayerNorm blocks; plain: neither")
+    p.add_argument("--ffn", action="store_true",
+                   help="Platonov et al.'s blocks: a second dense layer with GELU in every block (GNNSpec.ffn)")
     p.add_argument("--chunk", type=int, default=None, help="splits per vmapped program (memory bound)")
     p.add_argument("--root", default="/work/shared/datasets")
     p.add_argument("--out", default="results/anchors")
     a = p.parse_args(argv)
     run(a.datasets, a.models, a.depths, a.splits, a.epochs, a.hidden, a.dropout, a.lr, a.variants, Path(a.out),
-        a.root, a.chunk)
+        a.root, a.chunk, a.ffn)
 
 
 if __name__ == "__main__":

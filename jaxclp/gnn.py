@@ -409,6 +409,8 @@ class TunedGNN(nn.Module):
     features first, which costs an (n, d) mask per split: 1.2 GB per split on Coauthor-Physics); per block
     ``z = LN(h)`` (if ``norm``) ``-> conv -> ReLU ->
     Dropout``, ``h = h + z`` if ``residual`` else ``z``; ``logits = Dense_out(LN(h))`` (LN if ``norm``).
+    With ``ffn`` every block is Platonov et al.'s two-layer feed-forward module instead: ``z = LN(h) -> conv ->
+    Dropout -> GELU -> Dense(p) -> Dropout`` (the conv's own projection is the module's first linear layer).
     With ``num_layers = 0`` this is an MLP with one hidden layer.
 
     Attributes:
@@ -422,6 +424,7 @@ class TunedGNN(nn.Module):
         dropout: dropout rate (training only).
         heads: GAT heads (``hidden`` must be divisible by it).
         input_dropout: also apply dropout to the input features.
+        ffn: a second dense layer with GELU in every block (Platonov et al.'s feed-forward module).
         receivers_sorted: see :func:`aggregate`.
         symmetric: the graph is undirected (see :func:`aggregate`): GCN and GCN-sep, whose coefficient
             matrices are then symmetric, aggregate with the CSR kernel. SAGE's ``D^-1 A`` and GAT's attention are
@@ -440,6 +443,7 @@ class TunedGNN(nn.Module):
     input_dropout: bool = False
     receivers_sorted: bool = False
     symmetric: bool = False
+    ffn: bool = False
 
     @nn.compact
     def __call__(self, graph: jraph.GraphsTuple, *, train: bool) -> jax.Array:
@@ -458,7 +462,10 @@ class TunedGNN(nn.Module):
                 z = GATConv(self.hidden, self.heads, self.sep, self.receivers_sorted, name=f"conv{i}")(graph, z)
             else:
                 raise ValueError(f"conv must be one of {CONVS}; got {self.conv!r}")
-            z = drop(nn.relu(z))
+            if self.ffn:
+                z = drop(nn.Dense(self.hidden, name=f"ffn{i}")(nn.gelu(drop(z), approximate=False)))
+            else:
+                z = drop(nn.relu(z))
             h = h + z if self.residual else z
         if self.norm:
             h = nn.LayerNorm(name="norm_out")(h)
@@ -495,6 +502,7 @@ class GNNSpec(NamedTuple):
     dropout: float = 0.5
     heads: int = 4
     input_dropout: bool = False
+    ffn: bool = False
 
 
 def _check_spec(spec: GNNSpec) -> GNNSpec:
@@ -509,13 +517,15 @@ def _check_spec(spec: GNNSpec) -> GNNSpec:
     if not 0.0 <= float(spec.dropout) < 1.0:
         raise ValueError(f"spec.dropout must lie in [0, 1); got {spec.dropout}")
     return GNNSpec(str(spec.conv), int(spec.hidden), int(spec.num_layers), bool(spec.sep), bool(spec.residual),
-                   bool(spec.norm), float(spec.dropout), int(spec.heads), bool(spec.input_dropout))
+                   bool(spec.norm), float(spec.dropout), int(spec.heads), bool(spec.input_dropout),
+                   bool(spec.ffn))
 
 
 def _model(spec: GNNSpec, num_classes: int, symmetric: bool = False) -> TunedGNN:
     return TunedGNN(conv=spec.conv, num_classes=num_classes, hidden=spec.hidden, num_layers=spec.num_layers,
                     sep=spec.sep, residual=spec.residual, norm=spec.norm, dropout=spec.dropout, heads=spec.heads,
-                    input_dropout=spec.input_dropout, receivers_sorted=True, symmetric=symmetric)
+                    input_dropout=spec.input_dropout, receivers_sorted=True, symmetric=symmetric,
+                    ffn=spec.ffn)
 
 
 def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -> "GNNResult":
@@ -601,7 +611,7 @@ def tuned_gnn_param_count(spec: GNNSpec, num_features: int, num_classes: int) ->
     """Trainable parameters of :class:`TunedGNN`.
 
     ``(d p + p)`` input + per block [GCN: ``p^2 + p``; GCN-sep / SAGE: ``2 p^2 + p``; GAT: ``p^2 + 2 p + p``
-    (kernel, 2 attention vectors of H x p/H, bias), GAT-sep ``+ p^2``; LayerNorm ``2 p``] + output
+    (kernel, 2 attention vectors of H x p/H, bias), GAT-sep ``+ p^2``; LayerNorm ``2 p``; ``ffn`` ``p^2 + p``] + output
     ``(p K + K)`` (+ ``2 p`` final LayerNorm).
     """
     spec = _check_spec(spec)

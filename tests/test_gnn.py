@@ -514,9 +514,38 @@ def test_gat_sep_with_input_self_loops_ignores_them():
     (GNNSpec("gat", hidden=8, num_layers=1, heads=2), 5, 3, 48 + (64 + 2 * 8 + 8) + 27),
     (GNNSpec("gat", hidden=8, num_layers=1, heads=2, sep=True), 5, 3, 48 + (2 * 64 + 2 * 8 + 8) + 27),
     (GNNSpec("gcn", hidden=8, num_layers=0), 5, 3, 48 + 27),
+    # Platonov et al.'s feed-forward block adds a (p, p) dense layer with bias per block
+    (GNNSpec("sage", hidden=8, num_layers=3, norm=True, ffn=True), 5, 3,
+     48 + 3 * (2 * 64 + 8 + 16 + 64 + 8) + 16 + 27),
 ])
 def test_tuned_param_counts(spec, d, k, want):
     assert tuned_gnn_param_count(spec, d, k) == want
+
+
+def test_tuned_gnn_ffn_block_by_hand():
+    """SAGE block with ``ffn`` on the triangle + pendant graph, float64, no dropout: input ReLU(x W0 + b0), then
+    h + Dense(GELU(h Ws + (D^-1 A h) Wn + b)) (residual, no LayerNorm), then the output layer — by numpy."""
+    from scipy.special import erf
+    g = triangle_pendant()
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 3))
+    model = TunedGNN(conv="sage", num_classes=2, hidden=4, num_layers=1, residual=True, dropout=0.0, ffn=True)
+    gt = tuned_gnn_graph(g, "sage", False, nodes=jnp.asarray(x))
+    gt = gt._replace(edges=gt.edges.astype(jnp.float64))
+    params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64),
+                                    model.init(jax.random.PRNGKey(3), gt, train=False))["params"]
+    got = np.asarray(model.apply({"params": params}, gt, train=False))
+    mean = np.zeros((4, 4))  # the aggregation matrix of the propagation graph (D^-1 A for SAGE)
+    np.add.at(mean, (np.asarray(gt.receivers), np.asarray(gt.senders)), np.asarray(gt.edges))
+    np.testing.assert_allclose(mean.sum(1), 1.0)
+    dense = lambda p, v: v @ p["kernel"] + p.get("bias", 0.0)  # noqa: E731
+    h = np.maximum(dense(params["input"], x), 0.0)
+    conv = params["conv0"]
+    z = h @ conv["self"]["kernel"] + (mean @ h) @ conv["neigh"]["kernel"] + conv["bias"]
+    gelu = 0.5 * z * (1.0 + erf(z / np.sqrt(2.0)))
+    h = h + dense(params["ffn0"], gelu)
+    want = dense(params["output"], h)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_tuned_gnn_gradient_matches_finite_differences():
@@ -526,9 +555,10 @@ def test_tuned_gnn_gradient_matches_finite_differences():
     y = jnp.array([0, 1, 1, 0])
     for spec in (GNNSpec("gat", hidden=4, num_layers=2, heads=2, sep=True, residual=True, norm=True, dropout=0.0),
                  GNNSpec("gat", hidden=4, num_layers=1, heads=2, dropout=0.0),
-                 GNNSpec("sage", hidden=4, num_layers=2, residual=True, dropout=0.0)):
+                 GNNSpec("sage", hidden=4, num_layers=2, residual=True, dropout=0.0),
+                 GNNSpec("sage", hidden=4, num_layers=2, residual=True, norm=True, dropout=0.0, ffn=True)):
         model = TunedGNN(conv=spec.conv, num_classes=2, hidden=4, num_layers=spec.num_layers, sep=spec.sep,
-                         residual=spec.residual, norm=spec.norm, dropout=0.0, heads=spec.heads)
+                         residual=spec.residual, norm=spec.norm, dropout=0.0, heads=spec.heads, ffn=spec.ffn)
         gt = tuned_gnn_graph(g, spec.conv, spec.sep, nodes=x)
         gt = gt._replace(edges=gt.edges.astype(jnp.float64))
         params = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64),
