@@ -431,9 +431,18 @@ def main(argv=None, out=None) -> Path:
     if machine:
         lines += [C.machine_header_md(machine), ""]
     quick = any(p.get("quick") for p in (tp, sv, ee, sc) if p)
-    lines += ["Reproduce: `python -m jaxclp.benchmarks.run` (everything, ~1 h on this machine; `--quick` for the CI "
+    total = sum(p.get("elapsed_s") or 0.0 for p in (tp, sv, ee, sc) if p)
+    lines += ["Reproduce: `python -m jaxclp.benchmarks.run` (the four benchmarks below took "
+              f"{total / 60:.0f} min on this machine; `--quick` for the CI "
               "smoke run). Each benchmark writes `<name>.json`, `<name>.md` and PNG plots here." +
               (" **These are --quick results (tiny sizes): not meaningful as measurements.**" if quick else ""), ""]
+    backends = sorted({p["machine"].get("backend", "?") for p in (tp, sv, ee, sc) if p and "machine" in p})
+    if backends and all(b == "cpu" for b in backends):
+        lines += ["**Device: CPU only.** Every number here was measured on the CPU backend; no GPU or TPU was "
+                  "available to the sessions that ran these benchmarks, so no accelerator numbers exist (the code is "
+                  "device-agnostic: `pip install -e \".[cuda]\"` and the same command runs them on a GPU).", ""]
+    elif backends:
+        lines += [f"Devices: backend(s) {', '.join(backends)} (see each benchmark's machine header).", ""]
     el = {n: p.get("elapsed_s") for n, p in (("throughput", tp), ("solvers", sv), ("end_to_end", ee),
                                               ("scaling", sc)) if p}
     lines += ["Elapsed: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in el.items()) + ".", ""]
