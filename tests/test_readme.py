@@ -32,3 +32,47 @@ def test_library_example_runs(tmp_path):
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "test acc" in done.stdout and "alpha" in done.stdout
+
+
+def test_readme_tables_match_the_records():
+    """The generated result tables of the README (between ``<!-- jaxclp:NAME -->`` markers) equal their rendering
+    from the committed records: numbers cannot be pasted by hand or drift (``python -m jaxclp.experiments.readme``
+    regenerates them)."""
+    from jaxclp.experiments import readme
+
+    text = (REPO / "README.md").read_text()
+    assert "<!-- jaxclp:table2 -->" in text and "<!-- jaxclp:ablation -->" in text
+    assert readme.render(text, REPO) == text, "README tables differ from results/: run python -m jaxclp.experiments.readme"
+
+
+def test_readme_table_cells_by_hand(tmp_path):
+    """Cells, (n), ‡ for a stale method definition, bold only among complete current cells, base-prior counts."""
+    import json
+
+    from jaxclp.experiments import readme
+    from jaxclp.experiments.specs import method_hash
+
+    def rec(method, run, test, stale=False, base=None):
+        return {"type": "result", "dataset": "texas", "split": "medium", "method": method, "run": run,
+                "test": test, "val": test, "params": {"base_prior": base} if base else {},
+                "method_hash": "old" if stale else method_hash(method)}
+
+    recs = [rec("mlp", 0, 0.50), rec("mlp", 1, 0.60), rec("clp", 0, 0.70, base="gcn"),  # clp: 1 of 2 runs
+            rec("lp", 0, 0.90, stale=True), rec("lp", 1, 0.90, stale=True)]
+    (tmp_path / "results" / "t").mkdir(parents=True)
+    (tmp_path / "results" / "t" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    table = readme.Table("results/t", "medium", (("mlp", "MLP"), ("lp", "LP"), ("clp", "CLP")), paper="paper",
+                         base_counts=True)
+    readme.TABLES["_test"] = table
+    try:
+        text = "x\n<!-- jaxclp:_test -->\nold\n<!-- /jaxclp:_test -->\ny\n"
+        out = readme.render(text, tmp_path)
+    finally:
+        del readme.TABLES["_test"]
+    row = next(line for line in out.splitlines() if line.startswith("| texas"))
+    # mlp 55.0 ± 7.1 is the only complete current cell: bold; lp is stale (‡, never bold); clp has 1 of 2 runs
+    assert row == "| texas | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 ± 0.0 (1) (GCN 1) | 69.6 ± 3.8 |"
+    assert out.startswith("x\n<!-- jaxclp:_test -->\n| dataset | MLP | LP | CLP | paper |") and out.endswith(
+        "<!-- /jaxclp:_test -->\ny\n")
+    with pytest.raises(ValueError, match="names no table"):
+        readme.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)

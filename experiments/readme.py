@@ -1,0 +1,161 @@
+"""The README's result tables, generated from the committed records (no hand-pasted numbers).
+
+Each generated table sits in the README between ``<!-- jaxclp:NAME -->`` and ``<!-- /jaxclp:NAME -->``;
+:func:`render` recomputes every such block from ``results/`` and :func:`update` writes it back. The test suite
+checks that the README equals its rendering, so a table cannot drift from the records it cites.
+
+    python -m jaxclp.experiments.readme            # rewrite the blocks of ./README.md from ./results
+    python -m jaxclp.experiments.readme --check    # exit 1 if they differ (what tests/test_readme.py checks)
+
+Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
+row's most complete method have, ``‡`` where a record was made under an earlier definition of its method (its
+``method_hash`` differs from today's: stale, recomputed by the next ``--replace-stale`` run); **bold** = the best
+mean among the row's complete, current cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxclp.experiments.runner import RESULTS_FILE, read_records
+from jaxclp.experiments.specs import method_hash
+from jaxclp.experiments.summary import _std, aggregate
+from jaxclp.paper import paper_number
+
+DATASETS = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports", "brazil-airports",
+            "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
+PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN"}
+
+
+class Table(NamedTuple):
+    """One generated README table.
+
+    Attributes:
+        results: folder of the records, relative to the repository root.
+        split: the split of the rows.
+        columns: (method, header) pairs, in order.
+        paper: header of the paper's CLP column, or "" for none.
+        base_counts: append to the ``clp`` cell how often validation chose each base predictor.
+    """
+
+    results: str
+    split: str
+    columns: tuple
+    paper: str = ""
+    base_counts: bool = False
+
+
+TABLES = {
+    "table2": Table("results/table2", "medium",
+                    tuple((m, m) for m in ("mlp", "link", "lp", "cs", "clp_star", "gcn", "h2gcn", "clp_paper",
+                                           "clp_mlp", "clp")), paper="paper CLP"),
+    "ablation": Table("results/table2", "medium",
+                      (("mlp", "MLP"), ("clp_paper", "paper's update (`clp_paper`)"),
+                       ("clp_authors", "+ authors' step (`clp_authors`)"),
+                       ("clp_mlp", "+ all variants incl. ρ-scaling (`clp_mlp`)"),
+                       ("clp", "+ prior chosen on val. (`clp`)"),
+                       ("clp_e2e", "MLP trained through the solve (`clp_e2e`)")), base_counts=True),
+}
+
+
+def _base_counts(last, dataset: str, split: str, method: str) -> str:
+    c = collections.Counter(r["params"].get("base_prior") for (d, s, m, _), r in last.items()
+                            if (d, s, m) == (dataset, split, method) and "base_prior" in r.get("params", {}))
+    return ", ".join(f"{PRIOR_NAMES.get(k, k)} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def table_markdown(records, table: Table, datasets=DATASETS) -> str:
+    """The markdown table (header, separator, one row per dataset that has any record) of ``table``."""
+    agg, last = aggregate(records)
+    current = {m: method_hash(m) for m, _ in table.columns}
+    stale = {(d, s, m) for (d, s, m, _), r in last.items() if m in current and r.get("method_hash") != current[m]}
+    heads = [h for _, h in table.columns] + ([table.paper] if table.paper else [])
+    lines = ["| dataset | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    for d in datasets:
+        keys = [(d, table.split, m) for m, _ in table.columns]
+        if not any(k in agg for k in keys):
+            continue
+        full = max(len(agg[k]) for k in keys if k in agg)
+        complete = [k for k in keys if k in agg and len(agg[k]) == full and k not in stale]
+        best = max((agg[k].mean() for k in complete), default=None)
+        cells = []
+        for k in keys:
+            v = agg.get(k)
+            if v is None:
+                cells.append("–")
+                continue
+            txt = f"{v.mean():.1f} ± {_std(v):.1f}"
+            if k in complete and best is not None and np.isclose(v.mean(), best):
+                txt = f"**{txt}**"
+            if len(v) < full:
+                txt += f" ({len(v)})"
+            if table.base_counts and k[2] == "clp":
+                counts = _base_counts(last, *k)
+                txt += f" ({counts})" if counts else ""
+            if k in stale:
+                txt += " ‡"
+            cells.append(txt)
+        if table.paper:
+            p = paper_number(d, table.split, "clp")
+            cells.append(f"{p[0]:.1f} ± {p[1]:.1f}" if p else "–")
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+_BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /jaxclp:(?P=name) -->)", re.S)
+
+
+def render(text: str, root: Path = Path(".")) -> str:
+    """``text`` (a README) with every generated block recomputed from the records under ``root``.
+
+    Raises:
+        ValueError: a block names a table that :data:`TABLES` does not define.
+    """
+    cache: dict[str, list] = {}
+
+    def block(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise ValueError(f"README block jaxclp:{name} names no table; known: {sorted(TABLES)}")
+        t = TABLES[name]
+        if t.results not in cache:
+            cache[t.results] = read_records(Path(root) / t.results / RESULTS_FILE)
+        return m.group(1) + table_markdown(cache[t.results], t) + "\n" + m.group(4)
+
+    return _BLOCK.sub(block, text)
+
+
+def update(readme: Path = Path("README.md"), root: Path | None = None) -> bool:
+    """Rewrites the generated blocks of ``readme`` in place; returns whether anything changed."""
+    readme = Path(readme)
+    text = readme.read_text()
+    new = render(text, readme.parent if root is None else root)
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.readme", description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the README's tables differ from the records")
+    a = ap.parse_args(argv)
+    path = Path(a.readme)
+    if a.check:
+        same = render(path.read_text(), path.parent) == path.read_text()
+        print("README tables match the records" if same else "README tables differ from the records: run "
+              "python -m jaxclp.experiments.readme", file=sys.stderr)
+        return 0 if same else 1
+    print("README updated" if update(path) else "README already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
