@@ -334,7 +334,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
     here with the split's key, on the training labels, early-stopped on validation (``ctx.labels`` holds no
     test label). The GNN priors need dense features: on a graph with sparse features they are left out.
     """
-    from jaxclp.features import SparseFeatures
+    from jaxclp.features import is_sparse
     from jaxclp.priors import GNN_PRIORS, fit_prior
 
     out = {}
@@ -342,7 +342,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
-        elif name in GNN_PRIORS and isinstance(ctx.features, SparseFeatures):
+        elif name in GNN_PRIORS and is_sparse(ctx.features):
             continue
         else:
             out[name] = _cached(ctx, _fit_key(name, cfg),

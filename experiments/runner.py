@@ -54,7 +54,7 @@ import jaxclp
 from jaxclp.datasets import Dataset, load, random_splits
 from jaxclp.datasets.fetch import data_root as _data_root, sha256sum
 from jaxclp.datasets.registry import REGISTRY, canonical_name
-from jaxclp.features import as_features
+from jaxclp.features import as_features, is_sparse
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
@@ -251,7 +251,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     sp = get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
     feats, feat_kind = node_features(ds)
-    if hasattr(feats, "tocsr"):  # sparse features: the GNNs need dense ones (several GiB here); leave them out
+    if is_sparse(feats):  # sparse features: the GNNs need dense ones (several GiB here); leave them out
         dense_only = [m for m in methods if m in NEEDS_DENSE_FEATURES]
         if dense_only:
             warnings.warn(f"{ds.name}: {', '.join(dense_only)} need dense features and this graph's are sparse "

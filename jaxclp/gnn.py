@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, edge_values
-from jaxclp.features import SparseFeatures
+from jaxclp.features import is_sparse
 from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul_symmetric, row_pointers
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
 
@@ -644,7 +644,7 @@ def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden
     if not isinstance(graph, Graph):
         raise ValueError(f"graph must be a jaxclp Graph; got {type(graph).__name__}")
     n = graph.num_nodes
-    if isinstance(features, SparseFeatures) or hasattr(features, "tocsr"):
+    if is_sparse(features):
         raise ValueError("features: the GNNs take dense (n, d) features; got sparse features (densify them, or "
                          "reduce them, e.g. with a truncated SVD)")
     _checks.shape("features", features, (n, None))
