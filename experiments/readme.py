@@ -52,10 +52,12 @@ class Table(NamedTuple):
     base_counts: bool = False
 
 
+_TABLE_COLUMNS = tuple((m, m) for m in ("mlp", "link", "lp", "cs", "clp_star", "gcn", "h2gcn", "clp_paper", "clp_mlp",
+                                         "clp"))
 TABLES = {
-    "table2": Table("results/table2", "medium",
-                    tuple((m, m) for m in ("mlp", "link", "lp", "cs", "clp_star", "gcn", "h2gcn", "clp_paper",
-                                           "clp_mlp", "clp")), paper="paper CLP"),
+    "table2": Table("results/table2", "medium", _TABLE_COLUMNS, paper="paper CLP"),
+    "table4-sparse": Table("results/table4", "sparse", _TABLE_COLUMNS, paper="paper CLP"),
+    "table4-dense": Table("results/table4", "dense", _TABLE_COLUMNS, paper="paper CLP"),
     "ablation": Table("results/table2", "medium",
                       (("mlp", "MLP"), ("clp_paper", "paper's update (`clp_paper`)"),
                        ("clp_authors", "+ authors' step (`clp_authors`)"),

@@ -41,7 +41,8 @@ def test_readme_tables_match_the_records():
     from jaxclp.experiments import readme
 
     text = (REPO / "README.md").read_text()
-    assert "<!-- jaxclp:table2 -->" in text and "<!-- jaxclp:ablation -->" in text
+    for name in ("table2", "ablation", "table4-sparse", "table4-dense"):
+        assert f"<!-- jaxclp:{name} -->" in text, name
     assert readme.render(text, REPO) == text, "README tables differ from results/: run python -m jaxclp.experiments.readme"
 
 
