@@ -297,21 +297,14 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         bar = _progress(todo, progress, f"{ds.name}/{split}")
         for j, i in enumerate(bar):
             ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
-            depth = ctx.mlp_depth
             for m in methods:
                 if (ds.name, split, i, m) in done:
                     continue
-                t0 = time.perf_counter()
-                cands = METHODS[m](ctx)
-                cfg_m, val = select(cands, y_vis[j], va[i], ds.metric)
-                test = score_test(ds.metric, cands[cfg_m], y, te[i])
-                seconds = time.perf_counter() - t0 + (mlp_seconds if m in NEEDS_PRIOR else 0.0)
-                rec = {"type": "result", "dataset": ds.name, "split": split, "run": i,
-                       "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric,
-                       "val": val, "test": test, "params": _params(cfg_m, m, depth), "seconds": seconds,
-                       "num_candidates": len(cands), "features": feat_kind, "config": config,
-                       "config_hash": chash, "method_spec": method_spec(m), "method_hash": mhash[m]}
-                rec |= reference_scores(ds.metric, cands, y_vis[j], y, va[i], te[i])
+                fields, _ = score_method(ctx, m, y, te[i], mlp_seconds)
+                rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
+                        "seed": None if sp.seeds is None else sp.seeds[i]} | fields
+                       | {"features": feat_kind, "config": config, "config_hash": chash,
+                          "method_spec": method_spec(m), "method_hash": mhash[m]})
                 if writer:
                     append_record(path, rec)
                 records.append(rec)
@@ -347,6 +340,34 @@ def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: Tra
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg)
+
+
+def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,
+                 mlp_seconds: float = 0.0) -> tuple[dict, tuple]:
+    """One method on one split, the protocol every record follows: its candidates, the choice on validation,
+    the test score of the choice (and of its references).
+
+    Args:
+        ctx: the split's :class:`Context` (from :func:`split_context`; its labels have the test labels removed).
+        method: a name from :data:`jaxclp.experiments.methods.METHODS`.
+        labels: (n,) all labels (used for the test score only, after selection).
+        test_mask: (n,) bool.
+        mlp_seconds: the split's MLP-prior time, added to the methods built on the prior.
+
+    Returns:
+        ``(fields, (config, val, scores))``: the record's method fields (method, metric, val, test, params, seconds,
+        num_candidates and references, if any) and the chosen candidate with its (n, K) scores.
+    """
+    t0 = time.perf_counter()
+    cands = METHODS[method](ctx)
+    y_vis, val_mask = np.asarray(ctx.labels), np.asarray(ctx.val)
+    cfg_m, val = select(cands, y_vis, val_mask, ctx.metric)
+    test = score_test(ctx.metric, cands[cfg_m], labels, test_mask)
+    seconds = time.perf_counter() - t0 + (mlp_seconds if method in NEEDS_PRIOR else 0.0)
+    fields = {"method": method, "metric": ctx.metric, "val": val, "test": test,
+              "params": _params(cfg_m, method, ctx.mlp_depth), "seconds": seconds, "num_candidates": len(cands)}
+    fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
+    return fields, (cfg_m, val, cands[cfg_m])
 
 
 def _params(cfg, method, depth) -> dict:

@@ -58,6 +58,8 @@ def test_mirror_matches_runner(tmp_path):
         assert a[k]["params"] == b[k]["params"], k
         assert a[k]["val"] == pytest.approx(b[k]["val"], abs=1e-12), k
         assert a[k]["test"] == pytest.approx(b[k]["test"], abs=1e-12), k
+        assert a[k].get("references") == b[k].get("references"), k
+        assert a[k]["num_candidates"] == b[k]["num_candidates"], k
     assert seen == [(0, sorted(methods)), (1, sorted(methods))]
     # resumable: a second call does nothing
     before = (tmp_path / "b" / runner.RESULTS_FILE).read_text()

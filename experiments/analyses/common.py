@@ -13,17 +13,15 @@ import collections
 import json
 import math
 import os
-import time
 import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, select, visible_labels
+from jaxclp.experiments.methods import NEEDS_PRIOR, visible_labels
 from jaxclp.datasets import Dataset, Splits
 from jaxclp.features import as_features
 from jaxclp.train import TrainConfig
@@ -212,25 +210,16 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                            if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
     for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
         ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
-        depth = ctx.mlp_depth
         chosen = {}
         for m in methods:
             if (ds.name, split, i, m) in done and extra is None:
                 continue
-            t0 = time.perf_counter()
-            cands = METHODS[m](ctx)
-            cfg_m, val = select(cands, y_vis[j], va[i], ds.metric)
-            chosen[m] = (cfg_m, val, cands[cfg_m])
+            fields, chosen[m] = runner.score_method(ctx, m, y, te[i], mlp_seconds)
             if (ds.name, split, i, m) in done:
                 continue
-            test = runner.score_test(ds.metric, cands[cfg_m], y, te[i])
-            seconds = time.perf_counter() - t0 + (mlp_seconds if m in NEEDS_PRIOR else 0.0)
             runner.append_record(path, {
                 "type": "result", "dataset": ds.name, "split": split, "run": i,
-                "seed": None if sp.seeds is None else sp.seeds[i], "method": m, "metric": ds.metric, "val": val,
-                "test": test, "params": runner._params(cfg_m, m, depth), "seconds": seconds,
-                "num_candidates": len(cands), "features": feat_kind}
-                | runner.reference_scores(ds.metric, cands, y_vis[j], y, va[i], te[i])
+                "seed": None if sp.seeds is None else sp.seeds[i]} | fields | {"features": feat_kind}
                 | ({"single_class": degenerate[i]} if i in degenerate else {}))
         if extra is not None:
             rec = extra(i, ctx, chosen, te[i])
