@@ -16,6 +16,7 @@ Writes ``OUT/results.json`` (every config: val/test per split, seconds) and ``OU
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -25,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.datasets import load
+from jaxclp.datasets import Dataset, load, load_file, node_features
+from jaxclp.features import is_sparse
 from jaxclp.gnn import GNNSpec, fit_gnn_splits
 from jaxclp.metrics import evaluate
 from jaxclp.train import TrainConfig
@@ -56,21 +58,53 @@ def _key(r: dict) -> tuple:
     return (r["dataset"], r["model"], json.dumps(spec), r["epochs"], r["lr"], r["splits"])
 
 
+def load_anchor_dataset(source: str, root=None, metric: str | None = None) -> Dataset:
+    """A graph with published splits: a registry name (or alias, e.g. ``roman_empire``) or the path of an ``.npz``
+    in Platonov et al.'s layout (``node_features``, ``node_labels``, ``edges``, ``train_masks``/``val_masks``/
+    ``test_masks``; :func:`jaxclp.datasets.load_file`).
+
+    Args:
+        source: registry name or ``.npz`` path.
+        root: data root for a registry name (default: the library's, downloading missing files).
+        metric: ``"accuracy"`` or ``"roc_auc"``; default: the registry's metric, and for a file Platonov et al.'s
+            protocol (ROC-AUC for two classes, else accuracy).
+
+    Raises:
+        ValueError: the graph has no published splits, or an unknown metric.
+    """
+    if metric not in (None, "accuracy", "roc_auc"):
+        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    path = Path(source)
+    if path.suffix == ".npz" and path.is_file():
+        ds = load_file(path)
+        ds = dataclasses.replace(ds, metric=metric or ("roc_auc" if int(ds.num_classes) == 2 else "accuracy"))
+    else:
+        ds = load(source, root=root)
+        if metric:
+            ds = dataclasses.replace(ds, metric=metric)
+    if ds.splits is None:
+        raise ValueError(f"{source}: no published splits (the anchors compare on the published splits)")
+    return ds
+
+
 def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout: float, lr: float,
-        variants, out: Path, root: str, chunk: int | None, ffn: bool = False) -> dict:
+        variants, out: Path, root: str | None = None, chunk: int | None = None, ffn: bool = False,
+        metric: str | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     res = json.loads(path.read_text()) if path.exists() else {"runs": []}
     cmd = "python -m jaxclp.experiments.anchors " + " ".join(sys.argv[1:])
     res["commands"] = [c for c in res.get("commands", []) if c != cmd] + [cmd]
     done = {_key(r) for r in res["runs"]}
-    for name in datasets:
-        ds = load(name, root=root, download=False)
-        if ds.splits is None:
-            raise ValueError(f"{name} has no published splits")
+    for source in datasets:
+        ds = load_anchor_dataset(source, root, metric)
+        name = ds.name
         s = min(splits, ds.splits.train.shape[0])
         tr, va, te = (jnp.asarray(np.asarray(a)[:s]) for a in (ds.splits.train, ds.splits.val, ds.splits.test))
-        x = jnp.asarray(np.asarray(ds.features, np.float32))
+        feats, _ = node_features(ds)
+        if is_sparse(feats):
+            raise ValueError(f"{name}: its features are sparse ({feats.shape[1]} columns); the GNNs need dense ones")
+        x = jnp.asarray(np.asarray(feats, np.float32))
         y = np.asarray(ds.labels)
         y_vis = jnp.asarray(np.where(np.any(np.asarray(tr) | np.asarray(va), 0), y, 0))  # no test labels in fits
         cfg = TrainConfig(lr=lr, weight_decay=0.0, epochs=epochs, patience=max(50, epochs // 5), metric=ds.metric)
@@ -156,7 +190,8 @@ def table(res: dict) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--datasets", nargs="+", default=["minesweeper"])
+    p.add_argument("--datasets", nargs="+", default=["minesweeper"],
+                   help="registry names (e.g. roman-empire, tolokers) or .npz files in Platonov et al.'s layout")
     p.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gat_sep"], choices=sorted(MODELS))
     p.add_argument("--depths", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--splits", type=int, default=10)
@@ -169,11 +204,14 @@ def main(argv=None):
     p.add_argument("--ffn", action="store_true",
                    help="Platonov et al.'s blocks: a second dense layer with GELU in every block (GNNSpec.ffn)")
     p.add_argument("--chunk", type=int, default=None, help="splits per vmapped program (memory bound)")
-    p.add_argument("--root", default="/work/shared/datasets")
+    p.add_argument("--root", default=None, help="data root (default: the library's; missing files are downloaded, "
+                   "from $JAXCLP_DATA_URL if set)")
+    p.add_argument("--metric", default=None, choices=["accuracy", "roc_auc"],
+                   help="default: the registry's; for an .npz file ROC-AUC with two classes, else accuracy")
     p.add_argument("--out", default="results/anchors")
     a = p.parse_args(argv)
     run(a.datasets, a.models, a.depths, a.splits, a.epochs, a.hidden, a.dropout, a.lr, a.variants, Path(a.out),
-        a.root, a.chunk, a.ffn)
+        a.root, a.chunk, a.ffn, a.metric)
 
 
 if __name__ == "__main__":
