@@ -8,7 +8,7 @@ use the task metric (ROC-AUC on minesweeper). Results are appended config by con
 what it finished.
 
     nice python -m jaxclp.experiments.anchors --datasets minesweeper --models gcn sage gat gat_sep \\
-        --depths 1 2 3 --splits 10 --out results/anchors
+        --depths 1 2 3 4 5 --splits 10 --out results/anchors
 
 Writes ``OUT/results.json`` (every config: val/test per split, seconds) and ``OUT/anchors.md`` (the table).
 """
@@ -202,7 +202,8 @@ def main(argv=None):
     p.add_argument("--datasets", nargs="+", default=["minesweeper"],
                    help="registry names (e.g. roman-empire, tolokers) or .npz files in Platonov et al.'s layout")
     p.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gat_sep"], choices=sorted(MODELS))
-    p.add_argument("--depths", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--depths", nargs="+", type=int, default=[1, 2, 3, 4, 5],
+                   help="Platonov et al.'s grid (default 1-5; depth is chosen on mean validation)")
     p.add_argument("--splits", type=int, default=10)
     p.add_argument("--epochs", type=int, default=500)
     p.add_argument("--hidden", type=int, default=64)

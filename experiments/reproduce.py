@@ -58,7 +58,7 @@ GNN_METHODS = ("mlp", "gcn", "gcn_tuned", "sage", "gat", "gat_sep", "gcn_sep", "
 def table_gnn(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
     """The tuned GNN baselines (Platonov et al. 2023's grid: depth x residual + LayerNorm, chosen on validation)
     beside the MLP and the paper's GCN/H2GCN, medium split, every heterophily dataset. Separate from table2:
-    7 fits per split and architecture make it several times table2's cost on two cores."""
+    8-9 fits per split and architecture make it several times table2's cost on two cores."""
     return _table(out, "table_gnn", datasets or HETEROPHILY, ("medium",), runs, data_root, argv,
                   "Tuned GNN baselines, medium split (10/10/80)", methods=GNN_METHODS)
 

@@ -190,12 +190,15 @@ def test_run_validates_runs_and_epochs(tmp_path):
 
 @pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path):
-    from jaxclp.experiments import reproduce
+    from jaxclp.experiments import methods, reproduce
 
     ds = _dataset()
     recs = runner.run(ds, "medium", ["gcn", "gcn_tuned"], runs=1, out=tmp_path, epochs=15, progress=False)
     by = {r["method"]: r for r in recs}
-    assert by["gcn"]["num_candidates"] == 1 and by["gcn_tuned"]["num_candidates"] == 7  # Kipf + 3 depths x 2
+    # Kipf + residual/LayerNorm at depths 1-5 + plain at depths 1-3
+    assert by["gcn"]["num_candidates"] == 1 and by["gcn_tuned"]["num_candidates"] == 9
+    grid = [(s.num_layers, s.residual, s.norm) for s in methods.gnn_grid("sage")]
+    assert sorted(grid) == sorted([(d, True, True) for d in range(1, 6)] + [(d, False, False) for d in (1, 2, 3)])
     # gcn_tuned's candidates include the very same Kipf fit (same key), so validation can only improve on it
     assert by["gcn_tuned"]["val"] >= by["gcn"]["val"]
     assert "gcn" in reproduce.METHODS and "gcn_tuned" not in reproduce.METHODS  # tables: the paper's GCN
