@@ -77,8 +77,46 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             txt += paper_cell(d, s, m, v)
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
-    lines += ["", variant_table(last), "", paired_table(agg, last)]
+    lines += ["", variant_table(last), "", paired_table(agg, last), "", compute_table(last, methods)]
     return "\n".join(lines).rstrip("\n")
+
+
+def compute_seconds(last, methods) -> dict:
+    """method -> seconds its records took, the MLP priors' fit counted once per split.
+
+    Every record of a method built on the MLP prior (:data:`jaxclp.experiments.methods.NEEDS_PRIOR`) includes the
+    split's prior fit in its ``seconds``; that share (the split's ``mlp`` record) is subtracted from all but the
+    ``mlp`` record itself (clamped at 0: records of one split may come from runs whose prior fits took different
+    times). Splits without an ``mlp`` record keep the full seconds.
+    """
+    from jaxclp.experiments.methods import NEEDS_PRIOR
+
+    mlp = {(d, s, run): r.get("seconds", 0.0) for (d, s, m, run), r in last.items() if m == "mlp"}
+    out = collections.Counter()
+    for (d, s, m, run), r in last.items():
+        if m not in methods:
+            continue
+        sec = float(r.get("seconds", 0.0))
+        if m != "mlp" and m in NEEDS_PRIOR:
+            sec = max(sec - mlp.get((d, s, run), 0.0), 0.0)
+        out[m] += sec
+    return dict(out)
+
+
+def compute_table(last, methods) -> str:
+    """Markdown section: the compute time of the shown methods' records (:func:`compute_seconds`)."""
+    sec = compute_seconds(last, methods)
+    if not sec:
+        return ""
+    n = collections.Counter(m for (_, _, m, _) in last if m in sec)
+    lines = ["### Compute time", "",
+             "Sum of the records' `seconds` (fit, selection and scoring per split; measured on whatever machine and "
+             f"load made each record), the MLP priors counted once per split: **{sum(sec.values()) / 3600:.2f} h** "
+             "for the methods shown. A fit shared through the runner's per-split cache counts where it was made "
+             "(e.g. GCN and H2GCN inside `clp`, which fits them as base predictors before their own rows).", "",
+             "| method | records | minutes |", "|---|---|---|"]
+    lines += [f"| {m} | {n[m]} | {sec[m] / 60:.1f} |" for m in methods if m in sec]
+    return "\n".join(lines)
 
 
 def paper_cell(dataset: str, split: str, method: str, values) -> str:

@@ -123,3 +123,20 @@ def test_only_shows_exactly_the_given_columns():
     text = summary.markdown(recs, "t", methods=("mlp", "clp"), only=True)
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
     assert header[3:] == ["mlp", "clp"]
+
+
+def test_compute_time_counts_the_mlp_prior_once_per_split():
+    def rec(m, run, sec):
+        return {"type": "result", "dataset": "texas", "split": "medium", "method": m, "run": run, "metric": "accuracy",
+                "val": 0.5, "test": 0.5, "seconds": sec, "params": {}}
+
+    # per split: the MLP prior took 10 s and 12 s; clp and cs include it, lp (no prior) does not
+    records = [rec("mlp", 0, 10.0), rec("clp", 0, 25.0), rec("cs", 0, 11.0), rec("lp", 0, 3.0),
+               rec("mlp", 1, 12.0), rec("clp", 1, 30.0), rec("cs", 1, 11.0), rec("lp", 1, 4.0),
+               rec("clp", 2, 40.0)]  # a split without an mlp record keeps its full seconds
+    _, last = summary.aggregate(records)
+    sec = summary.compute_seconds(last, ["mlp", "clp", "cs", "lp"])
+    assert sec == {"mlp": 22.0, "clp": 15.0 + 18.0 + 40.0, "cs": 1.0 + 0.0, "lp": 7.0}  # cs 11 - 12 clamps at 0
+    md = summary.markdown(records, "t", ["mlp", "clp", "cs", "lp"], only=True)
+    total = (22.0 + 73.0 + 1.0 + 7.0) / 3600
+    assert f"**{total:.2f} h**" in md and "| clp | 3 | 1.2 |" in md
