@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp.datasets import Dataset, load, load_file, node_features
+from jaxclp.datasets.registry import canonical_name
 from jaxclp.features import is_sparse
 from jaxclp.gnn import GNNSpec, fit_gnn_splits
 from jaxclp.metrics import evaluate
@@ -172,7 +173,7 @@ def table(res: dict) -> str:
              "fit seconds (all splits) |", "|---|---|---|---|---|---|---|---|---|"]
     for (d, m), r in sorted(best.items()):
         t = 100 * np.asarray(r["test"])
-        pub = PUBLISHED.get(d, {}).get(m)
+        pub = PUBLISHED.get(canonical_name(d), {}).get(m)  # a user's roman_empire.npz is roman-empire
         sp = r["spec"]
         conf = (f"L={sp['num_layers']}, res+LN={sp['residual']}, p={sp['hidden']}, drop={sp['dropout']}, lr={r['lr']}"
                 + (", FFN blocks" if sp.get("ffn") else "") + f", {r['epochs']} epochs")

@@ -76,3 +76,10 @@ def test_run_on_a_users_file_writes_records_and_table(tmp_path):
     again = anchors.run([str(f)], ["gcn"], [1], splits=2, epochs=3, hidden=8, dropout=0.0, lr=1e-2,
                         variants=["res_ln"], out=tmp_path / "out")
     assert len(again["runs"]) == 1
+
+
+def test_table_finds_the_published_number_of_a_file_named_like_platonovs_graph():
+    spec = GNNSpec("sage", 64, 4, False, True, True, 0.2, heads=4)._asdict()
+    rec = {**_rec(spec, [0.8], [0.85]), "dataset": "roman_empire", "metric": "accuracy"}
+    row = next(line for line in anchors.table({"runs": [rec]}).splitlines() if line.startswith("| roman_empire | sage"))
+    assert f"| {anchors.PUBLISHED['roman-empire']['sage'][0]:.2f} +- " in row
