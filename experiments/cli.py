@@ -67,6 +67,10 @@ def _nonnegative_int(text: str) -> int:
     return v
 
 
+PASS_THROUGH = ("anchors", "bench")
+"""Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``, ``jaxclp.benchmarks.run``)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     import jaxclp
 
@@ -120,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("dir")
     d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached")
     d.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
+    n = sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
+                                       "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)", add_help=False)
+    n.add_argument("rest", nargs=argparse.REMAINDER)
     b = sub.add_parser("bench", help="benchmarks (see benchmarks/)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     return p
@@ -175,7 +182,12 @@ def main(argv=None) -> int:
     configuration) print one line ``jaxclp: error: ...`` to stderr and return 2, argparse's convention;
     set ``JAXCLP_TRACEBACK=1`` to get the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    a = _parser().parse_args(argv)
+    if argv[:1] and argv[0] in PASS_THROUGH:
+        # argparse's REMAINDER does not take a leading option (`jaxclp bench --quick`): these subcommands hand
+        # everything after their name to their own parser
+        a = argparse.Namespace(cmd=argv[0], rest=argv[1:])
+    else:
+        a = _parser().parse_args(argv)
     try:
         return _main(a, argv)
     except (ValueError, FileNotFoundError, NotADirectoryError, DownloadError) as err:
@@ -224,7 +236,7 @@ def _main(a, argv) -> int:
         opts = distributed_options(a)
         if opts is not None:
             _init_distributed(opts)
-    if a.cmd in ("run", "reproduce"):
+    if a.cmd in ("run", "reproduce", "anchors"):
         _enable_xla_cache()
     if a.cmd == "run":
         if a.graph is None:
@@ -262,6 +274,10 @@ def _main(a, argv) -> int:
         print(write_summary(d))
     elif a.cmd == "datasets":
         print(datasets_table(a.data_root))
+    elif a.cmd == "anchors":
+        from jaxclp.experiments.anchors import main as anchors_main
+
+        anchors_main(a.rest, prog="jaxclp anchors")
     elif a.cmd == "bench":
         from jaxclp.benchmarks.run import main as bench_main
 

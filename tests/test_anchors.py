@@ -83,3 +83,21 @@ def test_table_finds_the_published_number_of_a_file_named_like_platonovs_graph()
     rec = {**_rec(spec, [0.8], [0.85]), "dataset": "roman_empire", "metric": "accuracy"}
     row = next(line for line in anchors.table({"runs": [rec]}).splitlines() if line.startswith("| roman_empire | sage"))
     assert f"| {anchors.PUBLISHED['roman-empire']['sage'][0]:.2f} +- " in row
+
+
+def test_heads_are_part_of_a_gat_config_and_shown():
+    """--heads changes GAT's spec (a new config, not a resumed one) and the table names the heads of GAT rows."""
+    (s4,) = anchors._specs("gat_sep", [5], 64, 0.2, ["res_ln"])
+    (s8,) = anchors._specs("gat_sep", [5], 64, 0.2, ["res_ln"], heads=8)
+    assert (s4.heads, s8.heads, s8.sep, s8.num_layers) == (4, 8, True, 5)
+    r4, r8 = (_rec(s._asdict(), [0.9], [0.93], model="gat_sep") for s in (s4, s8))
+    assert anchors._key(r4) != anchors._key(r8)
+    r8["val"] = [0.95]  # higher validation: selected
+    md = anchors.table({"runs": [r4, r8]})
+    row = next(line for line in md.splitlines() if line.startswith("| minesweeper | gat_sep | 93.00"))
+    assert "p=64, 8 heads" in row
+    assert "| 64 | 8 | 0.003 |" in md and "| 64 | 4 | 0.003 |" in md
+    sage = anchors.table({"runs": [_rec(anchors._specs("sage", [2], 64, 0.2, ["res_ln"])[0]._asdict(), [0.9], [0.9])]})
+    assert "heads" not in sage.splitlines()[[i for i, l in enumerate(sage.splitlines()) if "| sage |" in l][0]]
+    with __import__("pytest").raises(SystemExit):
+        anchors.main(["--heads", "x"])

@@ -240,3 +240,27 @@ def test_cli_run_two_processes(tmp_path):
         want = one[(r["run"], r["method"])]
         assert r["params"] == want["params"]
         assert r["val"] == pytest.approx(want["val"], abs=1e-6) and r["test"] == pytest.approx(want["test"], abs=1e-6)
+
+
+def test_cli_pass_through_subcommands_take_their_own_options(tmp_path, capsys, monkeypatch):
+    """`jaxclp bench --quick ...` and `jaxclp anchors --datasets ...` reach their own parsers (argparse's REMAINDER
+    alone refused a leading option), and `jaxclp anchors` runs end to end on a user's file."""
+    from jaxclp.benchmarks import run as bench_run
+    from test_anchors import _platonov_npz
+
+    seen = {}
+    monkeypatch.setattr(bench_run, "main", lambda rest: seen.setdefault("bench", rest) and 0)
+    assert cli.main(["bench", "--quick", "summary"]) == 0 and seen["bench"] == ["--quick", "summary"]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["anchors", "-h"])
+    assert e.value.code == 0 and "usage: jaxclp anchors" in capsys.readouterr().out
+    monkeypatch.setenv("JAXCLP_XLA_CACHE", "off")
+    f = _platonov_npz(tmp_path / "g.npz", classes=3)
+    out = tmp_path / "anch"
+    assert cli.main(["anchors", "--datasets", str(f), "--models", "gat_sep", "--depths", "1", "--splits", "2",
+                     "--epochs", "2", "--hidden", "8", "--heads", "2", "--out", str(out)]) == 0
+    (r,) = json.loads((out / "results.json").read_text())["runs"]
+    assert (r["dataset"], r["model"], r["spec"]["heads"], r["spec"]["sep"], r["splits"]) == ("g", "gat_sep", 2, True, 2)
+    assert "| g | gat_sep |" in (out / "anchors.md").read_text()
+    assert cli.main(["anchors", "--datasets", str(tmp_path / "missing.npz"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("jaxclp: error:")
