@@ -182,7 +182,9 @@ def table(res: dict) -> str:
              "Commands (run in this order, results accumulate):", "",
              *[f"    nice {c}" for c in res.get("commands", [])], "",
              "Selection: one config per (graph, model) by mean validation metric over the splits; test mean +- std "
-             "(population std) of that config, in %. Within noise: |ours - published| <= published std + our std.",
+             "(population std) of that config, in %. Within noise: |ours - published| <= published std + our std. "
+             "`resnet` is our MLP with one hidden layer (no message passing, no residual blocks), not Platonov et "
+             "al.'s ResNet (1-5 residual feed-forward blocks): its row is a feature-only reference.",
              "", "| graph | model | ours (test) | published | diff | within noise | selected config | splits | "
              "fit seconds (all splits) |", "|---|---|---|---|---|---|---|---|---|"]
     for (d, m), r in sorted(best.items()):

@@ -42,7 +42,7 @@ def _grids() -> dict[str, dict]:
     clp = {"alphas": m.ALPHAS, "variants": m.CLP_VARIANTS, "spectral_variants": m.CLP_SPECTRAL_VARIANTS,
            "spectral_alphas": m.SPECTRAL_ALPHAS, "authors": _authors_defaults(echo=(False,))}
     tuned = {"depths": m.GNN_DEPTHS, "plain_depths": m.GNN_PLAIN_DEPTHS, "hidden": m.GNN_HIDDEN,
-             "dropout": m.GNN_DROPOUT, "lr": m.GNN_LR}
+             "dropout": m.GNN_DROPOUT, "lr": m.GNN_LR, "ffn": m.GNN_FFN}
     grids = {
         "mlp": {},
         "link": {},

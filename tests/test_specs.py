@@ -83,3 +83,19 @@ def test_records_without_a_method_hash_count_as_another_definition(tmp_path):
     with pytest.raises(runner.StaleResultsError, match="no method definition recorded"):
         runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
     np.testing.assert_equal(len(runner.read_records(path)), 1)
+
+
+def test_tuned_gnn_grid_uses_platonovs_blocks_and_its_hash_sees_them(monkeypatch):
+    """Residual + LayerNorm candidates carry the feed-forward layer (GNN_FFN), plain ones do not; turning it off is
+    another definition of every tuned GNN (their old records become stale), of no other method."""
+    grid = methods.gnn_grid("gat", sep=True)
+    assert sorted((s.num_layers, s.residual, s.ffn) for s in grid) == sorted(
+        [(d, True, True) for d in range(1, 6)] + [(d, False, False) for d in (1, 2, 3)])
+    assert all(s.sep and s.heads == 4 and s.hidden == methods.GNN_HIDDEN for s in grid)
+    assert specs.method_spec("sage")["grid"]["ffn"] is True
+    tuned = ("gcn_tuned", "sage", "gat", "gat_sep", "gcn_sep")
+    before = {m: specs.method_hash(m) for m in methods.METHODS}
+    monkeypatch.setattr(methods, "GNN_FFN", False)
+    assert not any(s.ffn for s in methods.gnn_grid("sage"))
+    after = {m: specs.method_hash(m) for m in methods.METHODS}
+    assert {m for m in before if before[m] != after[m]} == set(tuned)
