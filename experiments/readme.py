@@ -64,6 +64,9 @@ TABLES = {
                        ("clp_mlp", "+ all variants incl. ρ-scaling (`clp_mlp`)"),
                        ("clp", "+ prior chosen on val. (`clp`)"),
                        ("clp_e2e", "MLP trained through the solve (`clp_e2e`)")), base_counts=True),
+    "table_gnn": Table("results/table_gnn", "medium",
+                       (("mlp", "mlp"), ("gcn", "gcn (paper's)"), ("gcn_tuned", "gcn_tuned"), ("sage", "sage"),
+                        ("gat", "gat"), ("gat_sep", "gat_sep"), ("gcn_sep", "gcn_sep"), ("h2gcn", "h2gcn"))),
 }
 
 

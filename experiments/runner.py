@@ -34,6 +34,7 @@ work (process 0's finished keys are broadcast to all, so they agree on it) and o
 from __future__ import annotations
 
 import contextlib
+import gc
 import contextvars
 import hashlib
 import json
@@ -308,7 +309,44 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                 if writer:
                     append_record(path, rec)
                 records.append(rec)
+                release_compiled()
     return records
+
+
+MAP_FRACTION = 0.5
+""":func:`release_compiled` drops the compiled executables once the process holds this fraction of the kernel's
+``vm.max_map_count`` memory mappings."""
+
+
+def memory_maps() -> tuple[int, int] | None:
+    """``(mappings this process holds, vm.max_map_count)`` on Linux; None where /proc does not say."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            held = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return held, limit
+
+
+def release_compiled(fraction: float | None = None) -> bool:
+    """Drops JAX's in-memory compiled executables (``jax.clear_caches``) when the process holds more than
+    ``fraction`` (default :data:`MAP_FRACTION`) of the kernel's memory-mapping limit; returns whether it did.
+
+    Every XLA:CPU executable keeps its machine code in LLVM memory mappings. A process that compiles thousands of
+    them (``table_gnn``: ~45 GNN configurations per graph, ~10k mappings for each small graph) reaches
+    ``vm.max_map_count`` (65530 by default) after a few graphs and dies inside LLVM ("Cannot allocate memory",
+    then SIGSEGV: measured on table_gnn's third graph). Checked after every method of every split; below the
+    threshold nothing is dropped (tests and short runs keep their executables), above it the next computations
+    recompile (the CLI's persistent compilation cache serves them from disk).
+    """
+    maps = memory_maps()
+    if maps is None or maps[0] <= (MAP_FRACTION if fraction is None else fraction) * maps[1]:
+        return False
+    jax.clear_caches()
+    gc.collect()
+    return True
 
 
 def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig) -> tuple[dict, float]:

@@ -330,3 +330,24 @@ def test_link_early_stops_on_the_task_metric(monkeypatch):
     methods.method_link(ctx)
     assert seen and seen[0].metric == "roc_auc"
     assert specs.method_spec("link")["revision"] == 1
+
+
+def test_run_releases_compiled_executables_near_the_mapping_limit(tmp_path, monkeypatch):
+    """runner.run drops JAX's compiled executables once the process holds more than MAP_FRACTION of the kernel's
+    vm.max_map_count mappings: every XLA:CPU executable keeps LLVM mappings, and table_gnn died with SIGSEGV on its
+    third graph before this. Below the threshold nothing is dropped."""
+    import jax.numpy as jnp
+
+    maps = runner.memory_maps()
+    if maps is None:
+        pytest.skip("no /proc/self/maps or vm.max_map_count here")
+    held, limit = maps
+    assert 0 < held < limit
+    f = jax.jit(lambda v: v * 2.0)
+    f(jnp.ones(3))
+    assert runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "a", progress=False)
+    assert f._cache_size() == 1  # far below the limit: kept
+    assert runner.release_compiled(fraction=1.0) is False and f._cache_size() == 1
+    monkeypatch.setattr(runner, "MAP_FRACTION", held / limit / 2)  # as if the process were past the threshold
+    assert len(runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "b", progress=False)) == 1
+    assert f._cache_size() == 0

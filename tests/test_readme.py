@@ -41,8 +41,11 @@ def test_readme_tables_match_the_records():
     from jaxclp.experiments import readme
 
     text = (REPO / "README.md").read_text()
-    for name in ("table2", "ablation", "table4-sparse", "table4-dense"):
+    for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn"):
         assert f"<!-- jaxclp:{name} -->" in text, name
+    from jaxclp.experiments.reproduce import GNN_METHODS
+
+    assert tuple(m for m, _ in readme.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
     assert readme.render(text, REPO) == text, "README tables differ from results/: run python -m jaxclp.experiments.readme"
 
 
