@@ -33,6 +33,8 @@ from jaxclp.gnn import GNNSpec, fit_gnn_splits
 from jaxclp.metrics import evaluate
 from jaxclp.train import TrainConfig
 
+from jaxclp.experiments.runner import release_compiled
+
 SOURCE = ("Platonov et al. (ICLR 2023), yandex-research/heterophilous-graphs @ a431395, "
           "notebooks/results.ipynb (test mean +- std over their 10 splits, %)")
 # model -> (mean, std) in percent (accuracy on roman-empire / amazon-ratings, ROC-AUC on the binary graphs), each the
@@ -151,6 +153,7 @@ def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout
                        "epochs_run": np.asarray(r.info.epochs_run).tolist()}
                 res["runs"].append(rec)
                 _write(path, res)
+                release_compiled()  # a long grid would otherwise run into vm.max_map_count (runner.release_compiled)
                 print(f"{name} {model} L={spec.num_layers} res_ln={spec.residual} p={spec.hidden} ffn={spec.ffn} "
                       f"epochs={epochs} lr={lr} val={np.mean(val):.4f} "
                       f"test={np.mean(test):.4f}+-{np.std(test):.4f} {sec:.0f}s", flush=True)
