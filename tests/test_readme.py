@@ -78,5 +78,13 @@ def test_readme_table_cells_by_hand(tmp_path):
     assert row == "| texas | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 ± 0.0 (1) (GCN 1) | 69.6 ± 3.8 |"
     assert out.startswith("x\n<!-- jaxclp:_test -->\n| dataset | MLP | LP | CLP | paper |") and out.endswith(
         "<!-- /jaxclp:_test -->\ny\n")
+    # a table stopped part-way: with the protocol's run count every cell below it says (n), and none is bold
+    readme.TABLES["_test"] = table._replace(runs=3, paper="", base_counts=False)
+    try:
+        out = readme.render(text, tmp_path)
+    finally:
+        del readme.TABLES["_test"]
+    row = next(line for line in out.splitlines() if line.startswith("| texas"))
+    assert row == "| texas | 55.0 ± 7.1 (2) | 90.0 ± 0.0 (2) ‡ | 70.0 ± 0.0 (1) |"
     with pytest.raises(ValueError, match="names no table"):
         readme.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)
