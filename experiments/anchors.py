@@ -206,10 +206,11 @@ def table(res: dict) -> str:
         else:
             lines.append(f"| {d} | {m} | {t.mean():.2f} +- {t.std():.2f} | n/a | | | {conf} | {r['splits']} | "
                          f"{r['seconds']:.0f} |")
-    graphs = {canonical_name(d) for d, _ in best if canonical_name(d) in PUBLISHED}
-    cited = sorted({SOURCES.get(g, SOURCE) for g in graphs} or {SOURCE})
-    lines += ["", *[f"Published numbers ({', '.join(sorted(g for g in graphs if SOURCES.get(g, SOURCE) == c)) or '-'}): "
-                    f"{c}." for c in cited], "",
+    cited: dict[str, list] = {}  # source -> the graphs of the table whose published numbers it gave
+    for g in sorted({canonical_name(d) for d, _ in best} & PUBLISHED.keys()):
+        cited.setdefault(SOURCES.get(g, SOURCE), []).append(g)
+    lines += ["", *([f"Published numbers ({', '.join(gs)}): {c}." for c, gs in sorted(cited.items())]
+                    or [f"Published numbers: {SOURCE}."]), "",
               "All configs tried (mean val / mean test, %):", "",
               "| graph | model | L | res+LN | FFN | p | heads | lr | epochs (max) | input dropout | splits | val | test | "
               "seconds |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

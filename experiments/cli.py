@@ -124,11 +124,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("dir")
     d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached")
     d.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
-    n = sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
-                                       "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)", add_help=False)
-    n.add_argument("rest", nargs=argparse.REMAINDER)
-    b = sub.add_parser("bench", help="benchmarks (see benchmarks/)")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    # PASS_THROUGH subcommands: listed here for `jaxclp -h`; main() hands their arguments to their own parsers
+    sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
+                                   "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)")
+    sub.add_parser("bench", help="benchmarks (`jaxclp bench -h`; see benchmarks/)")
     return p
 
 
