@@ -1,7 +1,6 @@
 """Entry point: ``python -m jaxclp.benchmarks.run [--quick] [--out DIR] [which ...]`` (or ``jaxclp bench ...``).
 
-``which`` is any of ``throughput``, ``solvers``, ``end_to_end``, ``scaling``, ``fixes`` (default: all, in that
-order);
+``which`` is any of :data:`ORDER` (default: all, in that order);
 ``summary`` alone only rebuilds ``SUMMARY.md`` from the JSON files already in the results directory.
 ``--quick`` runs tiny sizes (about a minute, CI smoke test). Results: JSON + markdown + PNG per benchmark in
 ``benchmarks/results/`` and ``SUMMARY.md`` there.
@@ -15,7 +14,7 @@ import traceback
 
 from jaxclp.benchmarks import _common as C
 
-ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "fixes")
+ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "gnn", "fixes")
 
 
 def main(argv=None) -> int:

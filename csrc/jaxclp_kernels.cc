@@ -2,6 +2,8 @@
 //
 //   csr_mm:        out[r, k] = sum_{e in row r} values[e] * y[indices[e], k]
 //   csr_mm_scaled: out[r, k] = left[r, k] * sum_{e in row r} values[e] * right[s, k] * y[s, k],  s = indices[e]
+//   csr_sddmm:     out[e] = sum_k g[r, k] * y[indices[e], k]  for every e in row r (the gradient of csr_mm with
+//                  respect to its values: a sampled dense-dense product over the nonzeros)
 //
 // values (m,), indices (m,) int32, indptr (rows + 1,) int32, y (cols, K), left (rows, K), right (cols, K),
 // out (rows, K); float32 or float64 (all floats of one call share the dtype), any K.
@@ -285,7 +287,96 @@ ffi::Error CsrMmScaledImpl(ffi::ThreadPool pool, ffi::AnyBuffer values, ffi::Any
   return ffi::Error::InvalidArgument("jaxclp csr_mm_scaled: only float32 and float64 are supported");
 }
 
+// out[e] = g[r] . y[idx[e]] for the nonzeros e of rows [r0, r1); g's row stays in registers for its row.
+template <typename T, int KB>
+void sddmm_rows(int64_t r0, int64_t r1, const int32_t* __restrict indptr, const int32_t* __restrict idx,
+                const T* __restrict g, const T* __restrict y, T* __restrict out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    T gr[KB];
+    for (int k = 0; k < KB; ++k) gr[k] = g[r * KB + k];
+    for (int32_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const T* __restrict ys = y + static_cast<int64_t>(idx[e]) * KB;
+      T acc = T(0);
+      for (int k = 0; k < KB; ++k) acc += gr[k] * ys[k];
+      out[e] = acc;
+    }
+  }
+}
+
+template <typename T>
+void sddmm_rows_any(int64_t r0, int64_t r1, const int32_t* indptr, const int32_t* idx, const T* g, const T* y,
+                    T* out, int64_t K) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* gr = g + r * K;
+    for (int32_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const T* ys = y + static_cast<int64_t>(idx[e]) * K;
+      T acc = T(0);
+      for (int64_t k = 0; k < K; ++k) acc += gr[k] * ys[k];
+      out[e] = acc;
+    }
+  }
+}
+
+template <typename T>
+ffi::Error run_sddmm(ffi::ThreadPool& pool, const ffi::AnyBuffer& indices, const ffi::AnyBuffer& indptr_b,
+                     const ffi::AnyBuffer& g, const ffi::AnyBuffer& y, ffi::Result<ffi::AnyBuffer>& out) {
+  const auto gd = g.dimensions();
+  const auto yd = y.dimensions();
+  if (gd.size() != 2 || yd.size() != 2 || gd[1] != yd[1])
+    return ffi::Error::InvalidArgument("jaxclp csr_sddmm: g and y must be 2-D with the same columns");
+  const int64_t rows = static_cast<int64_t>(indptr_b.element_count()) - 1;
+  if (rows != gd[0]) return ffi::Error::InvalidArgument("jaxclp csr_sddmm: indptr has rows(g) + 1 entries");
+  if (out->element_count() != indices.element_count())
+    return ffi::Error::InvalidArgument("jaxclp csr_sddmm: out and indices differ in length");
+  const int32_t* indptr = static_cast<const int32_t*>(indptr_b.untyped_data());
+  const int32_t* idx = static_cast<const int32_t*>(indices.untyped_data());
+  const T* gp = static_cast<const T*>(g.untyped_data());
+  const T* yp = static_cast<const T*>(y.untyped_data());
+  T* op = static_cast<T*>(out->untyped_data());
+  const int64_t K = gd[1];
+  if (rows <= 0) return ffi::Error::Success();
+  if (K <= 0) {
+    std::fill(op, op + out->element_count(), T(0));
+    return ffi::Error::Success();
+  }
+  const int64_t work = (static_cast<int64_t>(indptr[rows]) + rows) * K;
+  int64_t threads = pool.num_threads();
+  if (threads < 1 || work < kSerialWork) threads = 1;
+  const int64_t chunks = threads == 1 ? 1 : std::min<int64_t>(rows, 4 * (threads + 1));
+  parallel_for(pool, threads, balanced_bounds(indptr, rows, chunks), [=](int64_t r0, int64_t r1) {
+#define JAXCLP_SD(KK) \
+  case KK:            \
+    return sddmm_rows<T, KK>(r0, r1, indptr, idx, gp, yp, op);
+    switch (K) {
+      JAXCLP_SD(1) JAXCLP_SD(2) JAXCLP_SD(3) JAXCLP_SD(4) JAXCLP_SD(8) JAXCLP_SD(16) JAXCLP_SD(17)
+      JAXCLP_SD(32) JAXCLP_SD(64)
+      default: return sddmm_rows_any<T>(r0, r1, indptr, idx, gp, yp, op, K);
+    }
+#undef JAXCLP_SD
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error CsrSddmmImpl(ffi::ThreadPool pool, ffi::AnyBuffer indices, ffi::AnyBuffer indptr, ffi::AnyBuffer g,
+                        ffi::AnyBuffer y, ffi::Result<ffi::AnyBuffer> out) {
+  const auto t = g.element_type();
+  if (!same_float(t, y) || !same_float(t, *out))
+    return ffi::Error::InvalidArgument("jaxclp csr_sddmm: g, y and out must share one float dtype");
+  if (t == ffi::DataType::F32) return run_sddmm<float>(pool, indices, indptr, g, y, out);
+  if (t == ffi::DataType::F64) return run_sddmm<double>(pool, indices, indptr, g, y, out);
+  return ffi::Error::InvalidArgument("jaxclp csr_sddmm: only float32 and float64 are supported");
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxclpCsrSddmm, CsrSddmmImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()  // indices
+                                  .Arg<ffi::AnyBuffer>()  // indptr
+                                  .Arg<ffi::AnyBuffer>()  // g
+                                  .Arg<ffi::AnyBuffer>()  // y
+                                  .Ret<ffi::AnyBuffer>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxclpCsrMm, CsrMmImpl,
                               ffi::Ffi::Bind()
@@ -314,7 +405,8 @@ static PyObject* registrations(PyObject*, PyObject*) {
   if (d == nullptr) return nullptr;
   struct Entry { const char* name; void* fn; };
   const Entry entries[] = {{"jaxclp_csr_mm", reinterpret_cast<void*>(JaxclpCsrMm)},
-                           {"jaxclp_csr_mm_scaled", reinterpret_cast<void*>(JaxclpCsrMmScaled)}};
+                           {"jaxclp_csr_mm_scaled", reinterpret_cast<void*>(JaxclpCsrMmScaled)},
+                           {"jaxclp_csr_sddmm", reinterpret_cast<void*>(JaxclpCsrSddmm)}};
   for (const Entry& e : entries) {
     PyObject* cap = PyCapsule_New(e.fn, nullptr, nullptr);
     if (cap == nullptr || PyDict_SetItemString(d, e.name, cap) != 0) {

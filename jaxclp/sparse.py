@@ -1,9 +1,10 @@
 """Fast CSR sparse-dense products for receiver-sorted edge lists.
 
-Two products, both pure and jittable, differentiable (``custom_vjp``) and fast under ``vmap``
+Products, all pure and jittable, differentiable (``custom_vjp``) and fast under ``vmap``
 (``custom_vmap``):
 
-* :func:`csr_matmul`: ``out[r] = sum_{e: s->r} values[e] * y[s]`` for an (n, K) block ``y``;
+* :func:`csr_matmul`: ``out[r] = sum_{e: s->r} values[e] * y[s]`` for an (n, K) block ``y`` (also
+  :func:`csr_matmul_symmetric` and :func:`csr_matmul_planned`, whose gradients need no per-call sort);
 * :func:`factored_matmul`: the CLP step ``out = left * (Ahat @ (right * x))`` in one operation.
 
 **Paths.** On CPU both run a fused C++ kernel called through the XLA FFI (``csrc/jaxclp_kernels.cc``, the
@@ -23,7 +24,9 @@ Custom rules:
 * ``custom_vmap``: a batch of right-hand sides (e.g. ``solve`` vmapped over alphas, GMRES vmapped over
   classes) is folded into the columns: one wide product instead of the generic batched lowering (~10x slower).
 * ``custom_vjp``: the cotangent of ``y`` is the transposed product (a CSR sorted by sender, built in the
-  backward pass), and the cotangent of ``values`` is ``sum_k g[r_e, k] * y[s_e, k]``; for
+  backward pass, or once per fit in a :class:`TransposePlan` for :func:`csr_matmul_planned`), and the
+  cotangent of ``values`` is ``sum_k g[r_e, k] * y[s_e, k]`` (a third kernel, ``jaxclp_csr_sddmm``, one pass
+  over the rows with ``g[r]`` in registers; a gather of two (m, K) arrays on the XLA path); for
   :func:`factored_matmul` also the cotangents of ``left`` and ``right``.
 """
 
@@ -33,6 +36,7 @@ import contextlib
 import os
 import threading
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +50,8 @@ _PAD = 8
 # ----------------------------------------------------------------------------------------------- kernel loading
 
 _lock = threading.Lock()
-_state: dict = {"checked": False, "available": False, "reason": None, "warned": False, "disabled_env": False}
+_state: dict = {"checked": False, "available": False, "reason": None, "warned": False, "disabled_env": False,
+                "targets": frozenset()}
 _force = threading.local()
 
 
@@ -65,8 +70,10 @@ def _load() -> None:
             return
         try:
             from jaxclp import _kernels  # the optional C++ extension
-            for name, capsule in _kernels.registrations().items():
+            regs = _kernels.registrations()
+            for name, capsule in regs.items():
                 jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+            _state["targets"] = frozenset(regs)
         except Exception as e:  # ImportError (not built), or a registration failure
             _state["reason"] = f"{type(e).__name__}: {e}"
             return
@@ -151,6 +158,26 @@ def _ffi_scaled(data, indices, rows_of, indptr, left, right, x):
 
 def _xla_scaled(data, indices, rows_of, indptr, left, right, x):
     return left * _xla_mm(data, indices, rows_of, indptr, right * x)
+
+
+def _ffi_sddmm(indices, rows_of, indptr, g, y):
+    out = jax.ShapeDtypeStruct(indices.shape, g.dtype)
+    return jax.ffi.ffi_call("jaxclp_csr_sddmm", out, vmap_method="sequential")(
+        indices.astype(jnp.int32), indptr.astype(jnp.int32), g, y)
+
+
+def _xla_sddmm(indices, rows_of, indptr, g, y):
+    return jnp.sum(g[rows_of] * y[indices], axis=-1)
+
+
+def _sddmm(indices, rows_of, indptr, g, y):
+    """``out[e] = g[rows_of[e]] . y[indices[e]]`` (m,): the cotangent of a CSR product's values. The kernel
+    when it is built and has this target (an extension built before it was added falls back to XLA)."""
+    if "jaxclp_csr_sddmm" not in _state["targets"]:
+        _load()
+        if "jaxclp_csr_sddmm" not in _state["targets"]:
+            return _xla_sddmm(indices, rows_of, indptr, g, y)
+    return _on_platform(_ffi_sddmm, _xla_sddmm, indices, rows_of, indptr, g, y)
 
 
 def _on_platform(ffi_fn, xla_fn, *args):
@@ -257,7 +284,7 @@ def _fwd(values, senders, receivers, indptr, y):
 def _bwd(res, g):
     values, senders, receivers, indptr, y = res
     g_y = _transpose_mm(values, senders, receivers, y.shape[0], g)
-    g_values = jnp.sum(g[receivers] * y[senders], axis=-1).astype(values.dtype)
+    g_values = _sddmm(senders, receivers, indptr, g.astype(y.dtype), y).astype(values.dtype)
     return g_values, _zero(senders), _zero(receivers), _zero(indptr), g_y
 
 
@@ -280,11 +307,70 @@ def csr_matmul_symmetric(values, senders, receivers, indptr, y):
 def _sym_bwd(res, g):
     values, senders, receivers, indptr, y = res
     g_y = _csr_mm(values, senders, receivers, indptr, g)  # A.T g = A g
-    g_values = jnp.sum(g[receivers] * y[senders], axis=-1).astype(values.dtype)
+    g_values = _sddmm(senders, receivers, indptr, g.astype(y.dtype), y).astype(values.dtype)
     return g_values, _zero(senders), _zero(receivers), _zero(indptr), g_y
 
 
 csr_matmul_symmetric.defvjp(_fwd, _sym_bwd)
+
+
+class TransposePlan(NamedTuple):
+    """The CSR of ``A`` and of its transpose for a receiver-sorted edge list (:func:`transpose_plan`).
+
+    Attributes:
+        indptr: (n + 1,) int32 row pointers of the receivers (the CSR of ``A``).
+        order: (m,) int32 edge permutation that sorts the edges by sender (stable: receivers ascending within
+            each sender), i.e. the CSR of ``A.T``.
+        t_indptr: (n + 1,) int32 row pointers of ``senders[order]``.
+    """
+
+    indptr: jax.Array
+    order: jax.Array
+    t_indptr: jax.Array
+
+
+def transpose_plan(senders: jax.Array, receivers: jax.Array, num_nodes: int) -> TransposePlan:
+    """Builds the :class:`TransposePlan` of a receiver-sorted edge list once (one sort of the senders), so that
+    the gradient of :func:`csr_matmul_planned` needs no sort per call. Jittable."""
+    order = jnp.argsort(senders, stable=True).astype(jnp.int32)
+    return TransposePlan(row_pointers(receivers, num_nodes), order, row_pointers(senders[order], num_nodes))
+
+
+@jax.custom_vjp
+def csr_matmul_planned(values, senders, receivers, plan, y):
+    """:func:`csr_matmul` for any (non-symmetric) matrix with its transpose precomputed in ``plan``.
+
+    The forward product and the gradient's transposed product both run the CSR kernel; the cotangent of
+    ``values`` is ``sum_k g[r_e, k] * y[s_e, k]`` (so edge values computed by a model, e.g. attention
+    weights, are trained through it). Built for message passing inside a training loop: the plan is made once
+    per fit (:func:`transpose_plan`) instead of one sort per backward pass.
+
+    Args:
+        values: (m,) float edge values (same dtype as ``y``).
+        senders: (m,) int32 column indices.
+        receivers: (m,) int32 row indices, sorted ascending.
+        plan: :func:`transpose_plan` of ``senders``/``receivers``.
+        y: (n, K) dense block.
+
+    Returns:
+        (n, K).
+    """
+    return _csr_mm(values, senders, receivers, plan.indptr, y)
+
+
+def _pfwd(values, senders, receivers, plan, y):
+    return _csr_mm(values, senders, receivers, plan.indptr, y), (values, senders, receivers, plan, y)
+
+
+def _pbwd(res, g):
+    values, senders, receivers, plan, y = res
+    o = plan.order
+    g_y = _csr_mm(values[o], receivers[o], senders[o], plan.t_indptr, g)
+    g_values = _sddmm(senders, receivers, plan.indptr, g.astype(y.dtype), y).astype(values.dtype)
+    return (g_values, _zero(senders), _zero(receivers), TransposePlan(*(_zero(a) for a in plan)), g_y)
+
+
+csr_matmul_planned.defvjp(_pfwd, _pbwd)
 
 
 def factored_matmul(values, senders, receivers, indptr, left, right, x):
@@ -338,7 +424,7 @@ def _fbwd(res, g):
     z = right * x
     g_left = g * _csr_mm(values, senders, receivers, indptr, z)  # recomputed: the forward keeps no intermediate
     t = _transpose_mm(values, senders, receivers, x.shape[0], h)
-    g_values = jnp.sum(h[receivers] * z[senders], axis=-1).astype(values.dtype)
+    g_values = _sddmm(senders, receivers, indptr, h, z).astype(values.dtype)
     return g_values, _zero(senders), _zero(receivers), _zero(indptr), g_left, x * t, right * t
 
 

@@ -191,3 +191,17 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     for st in cold["stages"].values():
         assert st["run_s"] >= 0 and st["compile_s"] >= 0
     assert (tmp_path / "compile_time.md").read_text().startswith("# Compile vs run time")
+
+
+def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
+    """benchmarks/gnn.py --quick (Texas, one block): both message-passing paths time a step and give the same
+    logits (float32 rounding); the markdown names every row."""
+    from jaxclp.benchmarks import gnn
+
+    monkeypatch.setenv("JAXCLP_DATA", str(DATA))
+    payload = gnn.main(["--quick", "--out", str(tmp_path)])
+    assert {r["conv"] for r in payload["step"]} == {"sage", "gat"}
+    for r in payload["step"]:
+        assert r["gather_s"] > 0 and r["csr_s"] > 0
+        assert r["max_abs_logit_diff"] < 1e-4
+    assert "| texas | gat |" in (tmp_path / "gnn.md").read_text()
