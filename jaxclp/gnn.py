@@ -35,7 +35,9 @@ from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, c
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
 
 MODELS = ("gcn", "h2gcn")
-CONVS = ("gcn", "sage", "gat")
+CONVS = ("gcn", "sage", "gat", "none")
+"""Block types of :class:`TunedGNN`; ``"none"`` (a dense layer, no message passing) makes it Platonov et al.'s
+ResNet baseline."""
 
 
 # ----------------------------------------------------------------------------------- message passing
@@ -444,7 +446,8 @@ class TunedGNN(nn.Module):
     With ``num_layers = 0`` this is an MLP with one hidden layer.
 
     Attributes:
-        conv: "gcn", "sage" or "gat".
+        conv: "gcn", "sage", "gat", or "none" (a dense layer in place of the conv: no message passing; with
+            ``residual``, ``norm`` and ``ffn`` this is Platonov et al.'s ResNet baseline).
         num_classes: K.
         hidden: width p of every block.
         num_layers: number of message-passing blocks (>= 0).
@@ -490,6 +493,8 @@ class TunedGNN(nn.Module):
                 z = conv(self.hidden, self.receivers_sorted, self.symmetric, name=f"conv{i}")(graph, z, plan)
             elif self.conv == "sage":
                 z = SAGEConv(self.hidden, self.receivers_sorted, name=f"conv{i}")(graph, z, plan)
+            elif self.conv == "none":
+                z = nn.Dense(self.hidden, name=f"conv{i}")(z)
             elif self.conv == "gat":
                 z = GATConv(self.hidden, self.heads, self.sep, self.receivers_sorted, name=f"conv{i}")(graph, z,
                                                                                                       plan)
@@ -520,6 +525,8 @@ def tuned_gnn_graph(graph: Graph, conv: str, sep: bool, nodes=None) -> jraph.Gra
         return mean_graph(graph, nodes=nodes)
     if conv == "gat":
         return attention_graph(graph, self_loops=not sep, nodes=nodes)
+    if conv == "none":  # no message passing: the edges are carried but never read
+        return graph.to_jraph(nodes=nodes)._replace(edges=jnp.zeros(graph.senders.shape, jnp.float32))
     raise ValueError(f"conv must be one of {CONVS}; got {conv!r}")
 
 
@@ -578,7 +585,7 @@ def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -
 def _tuned_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
     gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
     symmetric = bool(graph.symmetric) and spec.conv == "gcn"  # GCN / GCN-sep: the symmetric CSR path, no plan
-    plan = None if symmetric else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
+    plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
     return _train_model(_model(spec, num_classes, bool(graph.symmetric)), (gt, plan), key, labels, train_mask,
                         val_mask, cfg)
 
@@ -646,7 +653,7 @@ def tuned_gnn_param_count(spec: GNNSpec, num_features: int, num_classes: int) ->
     """Trainable parameters of :class:`TunedGNN`.
 
     ``(d p + p)`` input + per block [GCN: ``p^2 + p``; GCN-sep / SAGE: ``2 p^2 + p``; GAT: ``p^2 + 2 p + p``
-    (kernel, 2 attention vectors of H x p/H, bias), GAT-sep ``+ p^2``; LayerNorm ``2 p``; ``ffn`` ``p^2 + p``] + output
+    (kernel, 2 attention vectors of H x p/H, bias), GAT-sep ``+ p^2``; none ``p^2 + p``; LayerNorm ``2 p``; ``ffn`` ``p^2 + p``] + output
     ``(p K + K)`` (+ ``2 p`` final LayerNorm).
     """
     spec = _check_spec(spec)

@@ -100,3 +100,18 @@ def test_heads_are_part_of_a_gat_config_and_shown():
     assert "heads" not in next(line for line in sage.splitlines() if line.startswith("| minesweeper | sage |"))
     with pytest.raises(SystemExit):
         anchors.main(["--heads", "x"])
+
+
+def test_resnet_is_blocks_without_message_passing_and_old_records_read_as_mlp():
+    from jaxclp.experiments import anchors as A
+
+    specs = A._specs("resnet", [1, 3], 64, 0.2, ["res_ln"], ffn=True)
+    assert [(s.conv, s.num_layers, s.residual, s.norm, s.ffn) for s in specs] == [("none", 1, True, True, True),
+                                                                                  ("none", 3, True, True, True)]
+    assert [(s.conv, s.num_layers) for s in A._specs("mlp", [1, 3], 64, 0.2, ["res_ln"])] == [("gcn", 0)]
+    old = {"dataset": "x", "model": "resnet", "spec": specs[0]._replace(conv="gcn", num_layers=0)._asdict(),
+           "epochs": 500, "lr": 3e-3, "splits": 2, "val": [0.5, 0.5], "test": [0.4, 0.6], "seconds": 1.0}
+    new = {**old, "spec": specs[0]._asdict(), "val": [0.4, 0.4], "test": [0.3, 0.3]}
+    assert A._model_of(old) == "mlp" and A._model_of(new) == "resnet"
+    text = A.table({"runs": [old, new]})
+    assert "| x | mlp | 50.00 +- 10.00 |" in text and "| x | resnet | 30.00 +- 0.00 |" in text

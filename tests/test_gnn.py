@@ -786,3 +786,27 @@ def test_tuned_gnn_csr_plan_equals_gather_path(directed):
         np.testing.assert_allclose(np.asarray(z1), np.asarray(z0), rtol=1e-10, atol=1e-12, err_msg=str(spec))
         np.testing.assert_allclose(np.asarray(ravel_pytree(g1)[0]), np.asarray(ravel_pytree(g0)[0]), rtol=1e-9,
                                    atol=1e-12, err_msg=str(spec))
+
+
+def test_resnet_blocks_by_hand_and_graph_free():
+    """conv="none" (Platonov et al.'s ResNet): input ReLU(x W0 + b0), per block h + Dense_ffn(GELU(Dense(h))),
+    output layer — by numpy, float64; the logits do not depend on the graph; parameter count by formula."""
+    from scipy.special import erf
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4, 3))
+    model = TunedGNN(conv="none", num_classes=2, hidden=4, num_layers=2, residual=True, dropout=0.0, ffn=True)
+    gt = tuned_gnn_graph(triangle_pendant(), "none", False, nodes=jnp.asarray(x))
+    params = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64),
+                                    model.init(jax.random.PRNGKey(5), gt, train=False))["params"]
+    got = np.asarray(model.apply({"params": params}, gt, train=False))
+    other = tuned_gnn_graph(path4(), "none", False, nodes=jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(model.apply({"params": params}, other, train=False)), got)
+    dense = lambda p, v: v @ p["kernel"] + p.get("bias", 0.0)  # noqa: E731
+    h = np.maximum(dense(params["input"], x), 0.0)
+    for i in range(2):
+        z = dense(params[f"conv{i}"], h)
+        h = h + dense(params[f"ffn{i}"], 0.5 * z * (1.0 + erf(z / np.sqrt(2.0))))
+    np.testing.assert_allclose(got, dense(params["output"], h), rtol=1e-12, atol=1e-12)
+    d, p, k, layers = 7, 8, 3, 3
+    spec = GNNSpec("none", hidden=p, num_layers=layers, residual=True, norm=True, ffn=True)
+    assert tuned_gnn_param_count(spec, d, k) == d * p + p + layers * (2 * (p * p + p) + 2 * p) + p * k + k + 2 * p
