@@ -341,7 +341,9 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
 
     ``"mlp"`` is the runner's MLP prior (``ctx.prior``, its depth chosen on validation); the others are fitted
     here with the split's key, on the training labels, early-stopped on validation (``ctx.labels`` holds no
-    test label). The GNN priors need dense features: on a graph with sparse features they are left out.
+    test label). On a graph with sparse features (deezer-europe, Coauthor-Physics) the GNN priors are left out:
+    the GNNs took dense features only when the `clp` records were made; they take sparse ones now, and the next
+    revision of `clp` (which stales its records) should drop this exclusion.
     """
     from jaxclp.features import is_sparse
     from jaxclp.priors import GNN_PRIORS, fit_prior
@@ -426,7 +428,4 @@ METHODS: dict[str, Callable[[Context], dict]] = {
     "linkx": method_linkx,
     "clp_e2e": method_clp_e2e,
 }
-NEEDS_DENSE_FEATURES = {"gcn", "gcn_tuned", "h2gcn", "sage", "gat", "gat_sep", "gcn_sep"}
-"""Methods whose models take dense features only: the runner leaves them out (with a warning) on a graph whose
-features are sparse (deezer-europe, Coauthor-Physics: several GiB dense)."""
 NEEDS_PRIOR = {"mlp", "cs", "clp_star", "clp", "clp_paper", "clp_authors", "clp_mlp", "clp_refined", "clp_e2e"}

@@ -43,7 +43,6 @@ import platform
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -55,12 +54,12 @@ import jaxclp
 from jaxclp.datasets import Dataset, load, random_splits
 from jaxclp.datasets.fetch import data_root as _data_root, sha256sum
 from jaxclp.datasets.registry import REGISTRY, canonical_name
-from jaxclp.features import as_features, is_sparse
+from jaxclp.features import as_features
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
-from jaxclp.experiments.methods import METHODS, NEEDS_DENSE_FEATURES, NEEDS_PRIOR, Context, select, visible_labels
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
 from jaxclp.experiments.specs import method_hash, method_spec
 
 RESULTS_FILE = "results.jsonl"
@@ -252,14 +251,6 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     sp = get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
     feats, feat_kind = node_features(ds)
-    if is_sparse(feats):  # sparse features: the GNNs need dense ones (several GiB here); leave them out
-        dense_only = [m for m in methods if m in NEEDS_DENSE_FEATURES]
-        if dense_only:
-            warnings.warn(f"{ds.name}: {', '.join(dense_only)} need dense features and this graph's are sparse "
-                          f"({feat_kind}); left out of this run", stacklevel=2)
-            methods = [m for m in methods if m not in NEEDS_DENSE_FEATURES]
-            if not methods:
-                return []
     cfg = (TrainConfig(epochs=epochs, metric=ds.metric) if "metric" in TrainConfig._fields
            else TrainConfig(epochs=epochs))
     config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root))

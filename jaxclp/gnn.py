@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, edge_values
-from jaxclp.features import is_sparse
+from jaxclp.features import SparseFeatures, as_features, is_sparse, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
@@ -38,6 +38,26 @@ MODELS = ("gcn", "h2gcn")
 CONVS = ("gcn", "sage", "gat", "none")
 """Block types of :class:`TunedGNN`; ``"none"`` (a dense layer, no message passing) makes it Platonov et al.'s
 ResNet baseline."""
+
+
+# ------------------------------------------------------------------------------------ sparse node features
+def _input_dense(width: int, name: str, x, use_bias: bool = True):
+    """The first dense layer of a model: ``nn.Dense`` for a dense (n, d) input, the same parameters over a
+    :class:`jaxclp.features.SparseFeatures` input (O(nnz * width), never densified)."""
+    from jaxclp.mlp import SparseDense
+
+    if isinstance(x, SparseFeatures):
+        return SparseDense(width, use_bias=use_bias, name=name)(x)
+    return nn.Dense(width, use_bias=use_bias, name=name)(x)
+
+
+def _dropout(rate: float, train: bool, x):
+    """Dropout that also takes :class:`jaxclp.features.SparseFeatures` (on the stored values: the zeros stay
+    zero, as dense dropout would leave them)."""
+    drop = nn.Dropout(rate, deterministic=not train)
+    if isinstance(x, SparseFeatures):
+        return SparseFeatures(x.rows, x.cols, drop(x.values), x.shape)
+    return drop(x)
 
 
 # ----------------------------------------------------------------------------------- message passing
@@ -193,7 +213,7 @@ class GCNConv(nn.Module):
         :func:`aggregate`."""
         kernel = self.param("kernel", nn.initializers.glorot_uniform(), (h.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
-        return aggregate(graph, h @ kernel, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric,
+        return aggregate(graph, matmul(h, kernel), receivers_sorted=self.receivers_sorted, symmetric=self.symmetric,
                          plan=plan) + bias
 
 
@@ -223,7 +243,7 @@ class GCN(nn.Module):
         h = graph.nodes
         widths = tuple(self.hidden) + (self.num_classes,)
         for i, width in enumerate(widths):
-            h = nn.Dropout(self.dropout, deterministic=not train)(h)
+            h = _dropout(self.dropout, train, h)
             h = GCNConv(width, receivers_sorted=self.receivers_sorted, symmetric=self.symmetric,
                         name=f"conv{i}")(graph, h)
             if i < len(widths) - 1:
@@ -259,7 +279,7 @@ class H2GCN(nn.Module):
     def __call__(self, hop1: jraph.GraphsTuple, hop2: jraph.GraphsTuple, *, train: bool) -> jax.Array:
         """Args: ``hop1`` with ``nodes`` (n, d) features and ``edges`` the A1 coefficients, ``hop2`` with the
         A2 coefficients (:func:`h2gcn_normalized_graphs`). Returns: (n, K) logits."""
-        r = nn.relu(nn.Dense(self.hidden, use_bias=False, name="embed")(hop1.nodes))
+        r = nn.relu(_input_dense(self.hidden, "embed", hop1.nodes, use_bias=False))
         self.sow("intermediates", "r0", r)
         reps = [r]
         for k in range(1, self.num_rounds + 1):
@@ -484,8 +504,8 @@ class TunedGNN(nn.Module):
         :func:`jaxclp.sparse.transpose_plan` (optional: message passing then runs the CSR kernel for every conv,
         see :func:`aggregate`; the result is the same up to float rounding). Returns (n, K) logits."""
         drop = lambda v: nn.Dropout(self.dropout, deterministic=not train)(v)  # noqa: E731
-        x = drop(graph.nodes) if self.input_dropout else graph.nodes
-        h = nn.relu(drop(nn.Dense(self.hidden, name="input")(x)))
+        x = _dropout(self.dropout, train, graph.nodes) if self.input_dropout else graph.nodes
+        h = nn.relu(drop(_input_dense(self.hidden, "input", x)))
         for i in range(self.num_layers):
             z = nn.LayerNorm(name=f"norm{i}")(h) if self.norm else h
             if self.conv == "gcn":
@@ -609,7 +629,8 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
     Args:
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes).
-        features: (n, d) float features (cast to float32).
+        features: (n, d) float features (cast to float32): dense, scipy.sparse or
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read.
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -625,7 +646,7 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
     spec = _check_spec(spec)
     num_classes, _ = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
                                spec.dropout, scalar_hidden=False)
-    return _fit_tuned_jit(key, graph, jnp.asarray(features, jnp.float32), jnp.asarray(labels), train_mask,
+    return _fit_tuned_jit(key, graph, as_features(features, jnp.float32), jnp.asarray(labels), train_mask,
                           val_mask, num_classes=num_classes, spec=spec, cfg=cfg)
 
 
@@ -641,7 +662,7 @@ def fit_gnn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
     spec = _check_spec(spec)
     num_classes, _ = _validate(graph, features, labels, train_masks, val_masks, num_classes, (spec.hidden,),
                                spec.dropout, scalar_hidden=False, splits=True, keys=keys)
-    x, y = jnp.asarray(features, jnp.float32), jnp.asarray(labels)
+    x, y = as_features(features, jnp.float32), jnp.asarray(labels)
     s = np.shape(train_masks)[0]
     step = s if chunk is None else max(1, int(chunk))
     parts = [_fit_tuned_splits_jit(keys[i:i + step], graph, x, y, train_masks[i:i + step], val_masks[i:i + step],
@@ -686,11 +707,14 @@ def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden
     if not isinstance(graph, Graph):
         raise ValueError(f"graph must be a jaxclp Graph; got {type(graph).__name__}")
     n = graph.num_nodes
-    if is_sparse(features):
-        raise ValueError("features: the GNNs take dense (n, d) features; got sparse features (densify them, or "
-                         "reduce them, e.g. with a truncated SVD)")
-    _checks.shape("features", features, (n, None))
-    _checks.finite("features", features)
+    if is_sparse(features):  # scipy.sparse or SparseFeatures: the first layer is a sparse product
+        sf = as_features(features, jnp.float32)
+        if sf.shape[0] != n:
+            raise ValueError(f"features must have {n} rows (one per node); got shape {sf.shape}")
+        _checks.finite("features", sf.values)
+    else:
+        _checks.shape("features", features, (n, None))
+        _checks.finite("features", features)
     _checks.shape("labels", labels, (n,))
     if _checks.is_concrete(labels) and not np.issubdtype(np.asarray(labels).dtype, np.integer):
         raise ValueError(f"labels must be integers; got dtype {np.asarray(labels).dtype}")
@@ -788,7 +812,8 @@ def fit_gcn(
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes); self-loops are added inside the normalization
             (:func:`gcn_normalized_graph`).
-        features: (n, d) float features (cast to float32).
+        features: (n, d) float features (cast to float32): dense, scipy.sparse or
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -805,7 +830,7 @@ def fit_gcn(
     """
     num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                     scalar_hidden=False)
-    return _fit_gcn_jit(key, graph, jnp.asarray(features, jnp.float32), jnp.asarray(labels), train_mask,
+    return _fit_gcn_jit(key, graph, as_features(features, jnp.float32), jnp.asarray(labels), train_mask,
                         val_mask, num_classes=num_classes, hidden=hidden,
                         dropout=float(dropout), cfg=cfg)
 
@@ -820,7 +845,7 @@ def fit_gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
     """
     num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
                                     dropout, scalar_hidden=False, splits=True, keys=keys)
-    return _fit_gcn_splits_jit(keys, graph, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+    return _fit_gcn_splits_jit(keys, graph, as_features(features, jnp.float32), jnp.asarray(labels),
                                train_masks, val_masks, num_classes=num_classes, hidden=hidden,
                                dropout=float(dropout), cfg=cfg)
 
@@ -845,7 +870,8 @@ def fit_h2gcn(
     Args:
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes); its self-loops are ignored.
-        features: (n, d) float features (cast to float32).
+        features: (n, d) float features (cast to float32): dense, scipy.sparse or
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -864,7 +890,7 @@ def fit_h2gcn(
     num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                     scalar_hidden=True)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_jit(key, graph, two_hop, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_jit(key, graph, two_hop, as_features(features, jnp.float32), jnp.asarray(labels),
                           train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
                           dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 
@@ -876,7 +902,7 @@ def fit_h2gcn_splits(keys, graph: Graph, features, labels, train_masks, val_mask
     num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
                                     dropout, scalar_hidden=True, splits=True, keys=keys)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_splits_jit(keys, graph, two_hop, jnp.asarray(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_splits_jit(keys, graph, two_hop, as_features(features, jnp.float32), jnp.asarray(labels),
                                  train_masks, val_masks, num_classes=num_classes, hidden=int(hidden),
                                  dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 

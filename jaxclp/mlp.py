@@ -25,10 +25,14 @@ class SparseDense(nn.Module):
 
     features: int
     param_dtype: jnp.dtype = jnp.float32
+    use_bias: bool = True
 
     @nn.compact
     def __call__(self, x: SparseFeatures) -> jax.Array:
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[1], self.features), self.param_dtype)
+        if not self.use_bias:
+            dtype = jnp.result_type(x.values.dtype, kernel.dtype)
+            return matmul(x.astype(dtype), kernel.astype(dtype))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), self.param_dtype)
         dtype = jnp.result_type(x.values.dtype, kernel.dtype, bias.dtype)
         return matmul(x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.features import SparseFeatures, as_features, is_sparse
+from jaxclp.features import SparseFeatures, as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import SparseDense, fit_mlp
@@ -89,13 +89,17 @@ def _check_common(graph, labels, train_mask, val_mask, num_classes) -> int:
     return n
 
 
-def _dense_features(features, n: int, who: str) -> jax.Array:
+def _gnn_features(features, n: int, who: str):
+    """Float32 features for a GNN prior: a dense array, or :class:`SparseFeatures` for sparse input (the GNNs'
+    first layer is a sparse product; never densified)."""
     if features is None:
         raise ValueError(f"features is None: the {who} prior needs node features")
-    if is_sparse(features):
-        raise ValueError(f"features: the {who} prior needs dense (n, d) features; got a sparse matrix (use the "
-                         "'mlp' or 'linkx' prior, which take sparse features without densifying)")
     x = as_features(features, jnp.float32)
+    if isinstance(x, SparseFeatures):
+        if x.shape[0] != n:
+            raise ValueError(f"features must have {n} rows (one per node); got shape {x.shape}")
+        _checks.finite("features", x.values)
+        return x
     _checks.features(x, n)
     return x
 
@@ -348,7 +352,7 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
     (``hidden``, ``dropout``, ... ; for sage / gat the :class:`jaxclp.GNNSpec` fields).
 
     Args:
-        features: (n, d) dense features (GNN inputs are dense; a sparse matrix is refused).
+        features: (n, d) features: dense, scipy.sparse or :class:`jaxclp.SparseFeatures` (never densified).
         Others: as :func:`mlp_prior`.
 
     Returns:
@@ -359,7 +363,7 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
     if kind not in GNN_PRIORS:
         raise ValueError(f"kind must be one of {GNN_PRIORS}; got {kind!r}")
     n = _check_common(graph, labels, train_mask, val_mask, num_classes)
-    x = _dense_features(features, n, kind)
+    x = _gnn_features(features, n, kind)
     args = (key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask))
     if kind == "gcn":
         res = gnn.fit_gcn(*args, num_classes=int(num_classes), cfg=cfg, **options)

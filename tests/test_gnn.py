@@ -810,3 +810,39 @@ def test_resnet_blocks_by_hand_and_graph_free():
     d, p, k, layers = 7, 8, 3, 3
     spec = GNNSpec("none", hidden=p, num_layers=layers, residual=True, norm=True, ffn=True)
     assert tuned_gnn_param_count(spec, d, k) == d * p + p + layers * (2 * (p * p + p) + 2 * p) + p * k + k + 2 * p
+
+
+def test_sparse_features_fit_like_dense():
+    """Every GNN takes scipy.sparse / SparseFeatures input (first layer a sparse product, never densified) and
+    fits the same model as on the dense matrix: same parameters' shapes, priors equal to float32 rounding where
+    dropout does not touch the input (Kipf's GCN drops its input features, so its run is at dropout 0)."""
+    import scipy.sparse as sp
+
+    from jaxclp.features import as_features
+    from jaxclp.gnn import fit_gcn, fit_h2gcn
+    rng = np.random.default_rng(11)
+    n, d = 60, 30
+    g = Graph.from_edge_index(rng.integers(0, n, (2, 200)), n)
+    x = (rng.random((n, d)) < 0.1) * rng.random((n, d))
+    xs = sp.csr_matrix(x)
+    y = jnp.asarray(rng.integers(0, 3, n))
+    tr = jnp.asarray(np.arange(n) % 3 == 0)
+    va = jnp.asarray(np.arange(n) % 3 == 1)
+    cfg = TrainConfig(epochs=30, lr=0.01)
+    fits = [lambda f: fit_gcn(jax.random.PRNGKey(0), g, f, y, tr, va, num_classes=3, dropout=0.0, cfg=cfg),
+            lambda f: fit_h2gcn(jax.random.PRNGKey(0), g, f, y, tr, va, num_classes=3, cfg=cfg)]
+    for spec in (GNNSpec("sage", hidden=8, num_layers=2, residual=True, norm=True, ffn=True, dropout=0.2),
+                 GNNSpec("gat", hidden=8, num_layers=1, heads=2, dropout=0.2),
+                 GNNSpec("none", hidden=8, num_layers=1, residual=True, dropout=0.2)):
+        fits.append(lambda f, spec=spec: fit_gnn(jax.random.PRNGKey(0), g, f, y, tr, va, num_classes=3, spec=spec,
+                                                 cfg=cfg))
+    for fit in fits:
+        dense, sparse, coo = fit(jnp.asarray(x, jnp.float32)), fit(xs), fit(as_features(xs))
+        assert (jax.tree_util.tree_structure(dense.params) == jax.tree_util.tree_structure(sparse.params))
+        np.testing.assert_allclose(np.asarray(sparse.prior), np.asarray(dense.prior), atol=2e-5)
+        np.testing.assert_array_equal(np.asarray(coo.prior), np.asarray(sparse.prior))
+    drop_in = fit_gnn(jax.random.PRNGKey(0), g, xs, y, tr, va, num_classes=3, cfg=cfg,
+                      spec=GNNSpec("sage", hidden=8, num_layers=1, input_dropout=True, dropout=0.5))
+    assert np.all(np.isfinite(np.asarray(drop_in.prior)))
+    with pytest.raises(ValueError, match="60 rows"):
+        fit_gnn(jax.random.PRNGKey(0), g, sp.csr_matrix(x[:50]), y, tr, va, num_classes=3)
