@@ -118,6 +118,29 @@ def as_features(x, dtype=None, *, name: str = "features"):
     return jnp.asarray(x, dtype)
 
 
+SPARSE_INPUT_DENSITY = 0.05
+"""Dense features with at most this fraction of nonzeros enter the GNNs as :class:`SparseFeatures`
+(:func:`as_input_features`): Chameleon's 2325 bag-of-words columns are 0.55 % nonzero, Squirrel's 0.86 %."""
+SPARSE_INPUT_MIN_SIZE = 1 << 16
+"""... and at least this many entries (n * d); smaller inputs stay dense."""
+
+
+def as_input_features(x, dtype=None, *, name: str = "features"):
+    """:func:`as_features`, but a concrete dense (n, d) input with at most :data:`SPARSE_INPUT_DENSITY` nonzeros
+    (and at least :data:`SPARSE_INPUT_MIN_SIZE` entries) becomes :class:`SparseFeatures`: the first layer of a
+    model is then O(nnz * h) instead of O(n * d * h) — the same product up to float rounding (one training step of
+    a 2-block GNN on Chameleon 1.2x, its evaluation forward 2-3x faster, measured ad hoc on the shared machine).
+    Traced inputs are left as they are."""
+    if is_sparse(x) or isinstance(x, jax.core.Tracer):
+        return as_features(x, dtype, name=name)
+    arr = np.asarray(x)
+    if (arr.ndim == 2 and arr.size >= SPARSE_INPUT_MIN_SIZE and np.issubdtype(arr.dtype, np.number)
+            and np.count_nonzero(arr) <= SPARSE_INPUT_DENSITY * arr.size):
+        import scipy.sparse as sp
+        return as_features(sp.csr_matrix(arr), dtype, name=name)
+    return as_features(x, dtype, name=name)
+
+
 def matmul(x, w: jax.Array) -> jax.Array:
     """``x @ w`` for dense ``x`` (n, d) or :class:`SparseFeatures`; ``w`` is (d, h); returns (n, h).
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, edge_values
-from jaxclp.features import SparseFeatures, as_features, is_sparse, matmul
+from jaxclp.features import SparseFeatures, as_features, as_input_features, is_sparse, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
@@ -630,7 +630,9 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes).
         features: (n, d) float features (cast to float32): dense, scipy.sparse or
-            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified; dense
+            features with <= 5 % nonzeros are passed the same way unless ``spec.input_dropout``,
+            :func:`jaxclp.features.as_input_features`).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read.
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -646,7 +648,8 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
     spec = _check_spec(spec)
     num_classes, _ = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
                                spec.dropout, scalar_hidden=False)
-    return _fit_tuned_jit(key, graph, as_features(features, jnp.float32), jnp.asarray(labels), train_mask,
+    x = (as_features if spec.input_dropout else as_input_features)(features, jnp.float32)
+    return _fit_tuned_jit(key, graph, x, jnp.asarray(labels), train_mask,
                           val_mask, num_classes=num_classes, spec=spec, cfg=cfg)
 
 
@@ -662,7 +665,8 @@ def fit_gnn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
     spec = _check_spec(spec)
     num_classes, _ = _validate(graph, features, labels, train_masks, val_masks, num_classes, (spec.hidden,),
                                spec.dropout, scalar_hidden=False, splits=True, keys=keys)
-    x, y = as_features(features, jnp.float32), jnp.asarray(labels)
+    x = (as_features if spec.input_dropout else as_input_features)(features, jnp.float32)
+    y = jnp.asarray(labels)
     s = np.shape(train_masks)[0]
     step = s if chunk is None else max(1, int(chunk))
     parts = [_fit_tuned_splits_jit(keys[i:i + step], graph, x, y, train_masks[i:i + step], val_masks[i:i + step],
@@ -813,7 +817,8 @@ def fit_gcn(
         graph: the graph (n nodes); self-loops are added inside the normalization
             (:func:`gcn_normalized_graph`).
         features: (n, d) float features (cast to float32): dense, scipy.sparse or
-            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified;
+            dense input stays dense: this GCN drops its input features, and a sparse input draws other masks).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -871,7 +876,8 @@ def fit_h2gcn(
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes); its self-loops are ignored.
         features: (n, d) float features (cast to float32): dense, scipy.sparse or
-            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified).
+            :class:`jaxclp.features.SparseFeatures` (the first layer is then a sparse product, never densified; dense
+            features with <= 5 % nonzeros are passed the same way, :func:`jaxclp.features.as_input_features`).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -890,7 +896,7 @@ def fit_h2gcn(
     num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                     scalar_hidden=True)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_jit(key, graph, two_hop, as_features(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_jit(key, graph, two_hop, as_input_features(features, jnp.float32), jnp.asarray(labels),
                           train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
                           dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 
@@ -902,7 +908,7 @@ def fit_h2gcn_splits(keys, graph: Graph, features, labels, train_masks, val_mask
     num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
                                     dropout, scalar_hidden=True, splits=True, keys=keys)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_splits_jit(keys, graph, two_hop, as_features(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_splits_jit(keys, graph, two_hop, as_input_features(features, jnp.float32), jnp.asarray(labels),
                                  train_masks, val_masks, num_classes=num_classes, hidden=int(hidden),
                                  dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 

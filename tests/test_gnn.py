@@ -846,3 +846,35 @@ def test_sparse_features_fit_like_dense():
     assert np.all(np.isfinite(np.asarray(drop_in.prior)))
     with pytest.raises(ValueError, match="60 rows"):
         fit_gnn(jax.random.PRNGKey(0), g, sp.csr_matrix(x[:50]), y, tr, va, num_classes=3)
+
+
+def test_sparse_enough_dense_features_enter_as_sparse(monkeypatch):
+    """as_input_features: a dense input with <= 5 % nonzeros (and >= 2^16 entries) becomes SparseFeatures, a denser
+    or smaller one stays dense; fit_gnn / fit_h2gcn on such a dense matrix equal the fit on its CSR bit for bit
+    (the same program), and stay within float32 rounding of the dense product."""
+    import scipy.sparse as sp
+
+    from jaxclp.features import SPARSE_INPUT_DENSITY, SparseFeatures, as_input_features
+    from jaxclp.gnn import fit_h2gcn
+    rng = np.random.default_rng(12)
+    n, d = 60, 1200
+    x = (rng.random((n, d)) < 0.02) * rng.random((n, d))
+    assert np.count_nonzero(x) <= SPARSE_INPUT_DENSITY * x.size and x.size >= 1 << 16
+    assert isinstance(as_input_features(x, jnp.float32), SparseFeatures)
+    assert isinstance(as_input_features(jnp.asarray(x)), SparseFeatures)
+    assert not isinstance(as_input_features(x[:, :100]), SparseFeatures)  # too small
+    assert not isinstance(as_input_features(np.where(x > 0, x, 0.5)), SparseFeatures)  # dense
+    g = Graph.from_edge_index(rng.integers(0, n, (2, 200)), n)
+    y = jnp.asarray(rng.integers(0, 3, n))
+    tr, va = jnp.asarray(np.arange(n) % 3 == 0), jnp.asarray(np.arange(n) % 3 == 1)
+    cfg = TrainConfig(epochs=20, lr=0.01)
+    spec = GNNSpec("sage", hidden=8, num_layers=1, residual=True, dropout=0.2)
+    a = fit_gnn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, spec=spec, cfg=cfg)
+    b = fit_gnn(jax.random.PRNGKey(0), g, sp.csr_matrix(x), y, tr, va, num_classes=3, spec=spec, cfg=cfg)
+    np.testing.assert_array_equal(np.asarray(a.prior), np.asarray(b.prior))
+    h = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, cfg=cfg)
+    hs = fit_h2gcn(jax.random.PRNGKey(0), g, sp.csr_matrix(x), y, tr, va, num_classes=3, cfg=cfg)
+    np.testing.assert_array_equal(np.asarray(h.prior), np.asarray(hs.prior))
+    monkeypatch.setattr(jaxclp.features, "SPARSE_INPUT_DENSITY", 0.0)  # the dense product
+    ad = fit_gnn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, spec=spec, cfg=cfg)
+    np.testing.assert_allclose(np.asarray(ad.prior), np.asarray(a.prior), atol=2e-5)
