@@ -11,7 +11,7 @@ from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.end_to_end import EndToEndResult, fit_end_to_end
 from jaxclp.estimator import CLP
-from jaxclp.features import SparseFeatures, as_features
+from jaxclp.features import SparseFeatures, as_features, as_input_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
                         gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph)
 from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_splits, tuned_gnn_param_count
@@ -34,7 +34,8 @@ __all__ = [
     "CLP", "CLPResult", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
     "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
     "two_hop_graph", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
-    "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "clp_beliefs",
+    "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "as_input_features",
+    "clp_beliefs",
     "clp_operator", "clp_star",
     "compatibility_distance", "correct_and_smooth", "datasets", "edge_homophily", "edge_values",
     "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",
