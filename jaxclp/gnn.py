@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, edge_values
-from jaxclp.features import SparseFeatures, as_features, as_input_features, is_sparse, matmul
+from jaxclp.features import SparseFeatures, as_features, as_input_features, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
@@ -503,8 +503,8 @@ class TunedGNN(nn.Module):
         """``graph`` from :func:`tuned_gnn_graph` (features in ``nodes``); ``plan`` its
         :func:`jaxclp.sparse.transpose_plan` (optional: message passing then runs the CSR kernel for every conv,
         see :func:`aggregate`; the result is the same up to float rounding). Returns (n, K) logits."""
-        drop = lambda v: nn.Dropout(self.dropout, deterministic=not train)(v)  # noqa: E731
-        x = _dropout(self.dropout, train, graph.nodes) if self.input_dropout else graph.nodes
+        drop = functools.partial(_dropout, self.dropout, train)
+        x = drop(graph.nodes) if self.input_dropout else graph.nodes
         h = nn.relu(drop(_input_dense(self.hidden, "input", x)))
         for i in range(self.num_layers):
             z = nn.LayerNorm(name=f"norm{i}")(h) if self.norm else h
@@ -621,6 +621,12 @@ def _fit_tuned_splits_jit(keys, graph, features, labels, train_masks, val_masks,
                                                             val_masks)
 
 
+def _tuned_input(spec: GNNSpec):
+    """Sparse-enough dense features enter as SparseFeatures unless the input itself is dropped out (whose masks
+    a sparse input would draw differently)."""
+    return as_features if spec.input_dropout else as_input_features
+
+
 def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, *, num_classes: int,
             spec: GNNSpec = GNNSpec(), cfg: TrainConfig = TrainConfig()) -> "GNNResult":
     """Trains a :class:`TunedGNN` (GCN / SAGE / GAT, options in ``spec``) full-batch with early stopping on
@@ -646,9 +652,8 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
         ValueError: as :func:`fit_gcn`, plus a bad ``spec``.
     """
     spec = _check_spec(spec)
-    num_classes, _ = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
-                               spec.dropout, scalar_hidden=False)
-    x = (as_features if spec.input_dropout else as_input_features)(features, jnp.float32)
+    num_classes, _, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
+                                  spec.dropout, scalar_hidden=False, to_features=_tuned_input(spec))
     return _fit_tuned_jit(key, graph, x, jnp.asarray(labels), train_mask,
                           val_mask, num_classes=num_classes, spec=spec, cfg=cfg)
 
@@ -663,9 +668,9 @@ def fit_gnn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
             number of splits in one program); ``None`` fits all S at once.
     """
     spec = _check_spec(spec)
-    num_classes, _ = _validate(graph, features, labels, train_masks, val_masks, num_classes, (spec.hidden,),
-                               spec.dropout, scalar_hidden=False, splits=True, keys=keys)
-    x = (as_features if spec.input_dropout else as_input_features)(features, jnp.float32)
+    num_classes, _, x = _validate(graph, features, labels, train_masks, val_masks, num_classes, (spec.hidden,),
+                                  spec.dropout, scalar_hidden=False, splits=True, keys=keys,
+                                  to_features=_tuned_input(spec))
     y = jnp.asarray(labels)
     s = np.shape(train_masks)[0]
     step = s if chunk is None else max(1, int(chunk))
@@ -706,19 +711,15 @@ class GNNResult(NamedTuple):
 
 
 def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout, *, scalar_hidden,
-              splits=False, keys=None):
-    """Eager checks of the fit_* inputs; returns ``(num_classes, hidden)`` normalized to int / tuple."""
+              splits=False, keys=None, to_features=as_features):
+    """Eager checks of the fit_* inputs; returns ``(num_classes, hidden, features)``: int / tuple, and the
+    float32 features as ``to_features`` converts them (:func:`jaxclp.features.as_features` or
+    :func:`jaxclp.features.as_input_features`)."""
     if not isinstance(graph, Graph):
         raise ValueError(f"graph must be a jaxclp Graph; got {type(graph).__name__}")
     n = graph.num_nodes
-    if is_sparse(features):  # scipy.sparse or SparseFeatures: the first layer is a sparse product
-        sf = as_features(features, jnp.float32)
-        if sf.shape[0] != n:
-            raise ValueError(f"features must have {n} rows (one per node); got shape {sf.shape}")
-        _checks.finite("features", sf.values)
-    else:
-        _checks.shape("features", features, (n, None))
-        _checks.finite("features", features)
+    features = to_features(features, jnp.float32)  # converted once; SparseFeatures for sparse input
+    _checks.features(features, n)
     _checks.shape("labels", labels, (n,))
     if _checks.is_concrete(labels) and not np.issubdtype(np.asarray(labels).dtype, np.integer):
         raise ValueError(f"labels must be integers; got dtype {np.asarray(labels).dtype}")
@@ -753,7 +754,7 @@ def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden
         raise ValueError(f"hidden widths must be positive; got {hidden!r}")
     if not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"dropout must lie in [0, 1); got {dropout}")
-    return num_classes, (hidden_t[0] if scalar_hidden else hidden_t)
+    return num_classes, (hidden_t[0] if scalar_hidden else hidden_t), features
 
 
 def _gcn_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
@@ -833,9 +834,9 @@ def fit_gcn(
         ValueError: shape mismatch, NaN/inf features, non-boolean or empty train mask, train/val labels out
             of [0, K), bad ``hidden`` / ``dropout``.
     """
-    num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
-                                    scalar_hidden=False)
-    return _fit_gcn_jit(key, graph, as_features(features, jnp.float32), jnp.asarray(labels), train_mask,
+    num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
+                                       scalar_hidden=False)
+    return _fit_gcn_jit(key, graph, x, jnp.asarray(labels), train_mask,
                         val_mask, num_classes=num_classes, hidden=hidden,
                         dropout=float(dropout), cfg=cfg)
 
@@ -848,9 +849,9 @@ def fit_gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
     Split ``i`` gives the same result as ``fit_gcn(keys[i], ..., train_masks[i], val_masks[i])`` (up to
     floating-point reassociation under vmap).
     """
-    num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
-                                    dropout, scalar_hidden=False, splits=True, keys=keys)
-    return _fit_gcn_splits_jit(keys, graph, as_features(features, jnp.float32), jnp.asarray(labels),
+    num_classes, hidden, x = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
+                                       dropout, scalar_hidden=False, splits=True, keys=keys)
+    return _fit_gcn_splits_jit(keys, graph, x, jnp.asarray(labels),
                                train_masks, val_masks, num_classes=num_classes, hidden=hidden,
                                dropout=float(dropout), cfg=cfg)
 
@@ -893,10 +894,10 @@ def fit_h2gcn(
     Raises:
         ValueError: as :func:`fit_gcn`, plus a ``two_hop`` graph of the wrong size.
     """
-    num_classes, hidden = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
-                                    scalar_hidden=True)
+    num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
+                                       scalar_hidden=True, to_features=as_input_features)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_jit(key, graph, two_hop, as_input_features(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_jit(key, graph, two_hop, x, jnp.asarray(labels),
                           train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
                           dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 
@@ -905,10 +906,11 @@ def fit_h2gcn_splits(keys, graph: Graph, features, labels, train_masks, val_mask
                      hidden: int = 64, dropout: float = 0.5, num_rounds: int = 2, two_hop: Graph | None = None,
                      cfg: TrainConfig = TrainConfig()) -> GNNResult:
     """:func:`fit_h2gcn` vmapped over S splits: keys (S, ...), masks (S, n) -> prior (S, n, K)."""
-    num_classes, hidden = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
-                                    dropout, scalar_hidden=True, splits=True, keys=keys)
+    num_classes, hidden, x = _validate(graph, features, labels, train_masks, val_masks, num_classes, hidden,
+                                       dropout, scalar_hidden=True, splits=True, keys=keys,
+                                       to_features=as_input_features)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    return _fit_h2gcn_splits_jit(keys, graph, two_hop, as_input_features(features, jnp.float32), jnp.asarray(labels),
+    return _fit_h2gcn_splits_jit(keys, graph, two_hop, x, jnp.asarray(labels),
                                  train_masks, val_masks, num_classes=num_classes, hidden=int(hidden),
                                  dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
 

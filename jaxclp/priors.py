@@ -95,11 +95,6 @@ def _gnn_features(features, n: int, who: str):
     if features is None:
         raise ValueError(f"features is None: the {who} prior needs node features")
     x = as_features(features, jnp.float32)
-    if isinstance(x, SparseFeatures):
-        if x.shape[0] != n:
-            raise ValueError(f"features must have {n} rows (one per node); got shape {x.shape}")
-        _checks.finite("features", x.values)
-        return x
     _checks.features(x, n)
     return x
 

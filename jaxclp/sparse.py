@@ -173,10 +173,9 @@ def _xla_sddmm(indices, rows_of, indptr, g, y):
 def _sddmm(indices, rows_of, indptr, g, y):
     """``out[e] = g[rows_of[e]] . y[indices[e]]`` (m,): the cotangent of a CSR product's values. The kernel
     when it is built and has this target (an extension built before it was added falls back to XLA)."""
+    _load()  # idempotent
     if "jaxclp_csr_sddmm" not in _state["targets"]:
-        _load()
-        if "jaxclp_csr_sddmm" not in _state["targets"]:
-            return _xla_sddmm(indices, rows_of, indptr, g, y)
+        return _xla_sddmm(indices, rows_of, indptr, g, y)
     return _on_platform(_ffi_sddmm, _xla_sddmm, indices, rows_of, indptr, g, y)
 
 
