@@ -18,6 +18,12 @@ import numpy as np
 import jaxclp
 from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS
+from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
+from jaxclp.gnn import TUNED_DROPOUT as GNN_DROPOUT
+from jaxclp.gnn import TUNED_FFN as GNN_FFN
+from jaxclp.gnn import TUNED_HIDDEN as GNN_HIDDEN
+from jaxclp.gnn import TUNED_LR as GNN_LR
+from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
 from jaxclp.metrics import evaluate
 
 ALPHAS = DEFAULT_ALPHAS
@@ -234,21 +240,15 @@ def method_clp_refined(ctx: Context) -> dict:
             for i, a in enumerate(ALPHAS) if res.valid[i]}
 
 
-# Search space of the tuned GNNs (Platonov et al. 2023; Luo et al. 2024), chosen per split on validation:
-# residual + LayerNorm blocks at depths 1-5 (Platonov et al.'s protocol: their depth grid, every block residual and
-# normalized) and plain blocks at depths 1-3 (deeper plain GNNs oversmooth); hidden 64, dropout 0.2, Adam lr 1e-3,
-# no weight decay, <= 500 epochs with early stopping (patience 50) on the task metric. 8 fits per split and
-# architecture. Depth is what closed our gap to Platonov et al.'s SAGE on minesweeper (results/anchors/width:
-# L=3 92.30, L=4 93.88 vs their 93.51 +- 0.57); their feed-forward blocks (GNN_FFN) closed it for GAT-sep on
-# minesweeper (L=5: 92.98 -> 93.85 vs 93.91 +- 0.35) and for GCN on squirrel-filtered (L=4: 35.74 -> 37.83 vs
-# 39.47 +- 1.47) (results/anchors), and never cost more than 0.1 point where measured.
-GNN_DEPTHS = (1, 2, 3, 4, 5)
-GNN_PLAIN_DEPTHS = (1, 2, 3)
-GNN_HIDDEN = 64
-GNN_DROPOUT = 0.2
-GNN_LR = 1e-3
-GNN_FFN = True
-"""Residual + LayerNorm blocks are Platonov et al.'s: conv, then a second dense layer with GELU (``GNNSpec.ffn``)."""
+# Search space of the tuned GNNs (Platonov et al. 2023; Luo et al. 2024), chosen per split on validation: the
+# library's recipe (jaxclp.gnn.tuned_grid): residual + LayerNorm blocks at depths 1-5 (Platonov et al.'s protocol:
+# their depth grid, every block residual and normalized) and plain blocks at depths 1-3 (deeper plain GNNs
+# oversmooth); hidden 64, dropout 0.2, Adam lr 1e-3, no weight decay, <= 500 epochs with early stopping (patience
+# 50) on the task metric. 8 fits per split and architecture. Depth is what closed our gap to Platonov et al.'s SAGE
+# on minesweeper (results/anchors/width: L=3 92.30, L=4 93.88 vs their 93.51 +- 0.57); their feed-forward blocks
+# (GNN_FFN) closed it for GAT-sep on minesweeper (L=5: 92.98 -> 93.85 vs 93.91 +- 0.35) and for GCN on
+# squirrel-filtered (L=4: 35.74 -> 37.83 vs 39.47 +- 1.47) (results/anchors), and never cost more than 0.1 point
+# where measured. GNN_* are the library's constants (jaxclp.gnn.TUNED_*), named here for the methods' spec hashes.
 
 
 def gnn_train_config(metric: str, lr: float = GNN_LR, weight_decay: float = 0.0):
@@ -257,12 +257,13 @@ def gnn_train_config(metric: str, lr: float = GNN_LR, weight_decay: float = 0.0)
 
 
 def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS, plain_depths=GNN_PLAIN_DEPTHS) -> list:
-    """The :class:`jaxclp.gnn.GNNSpec` candidates of one architecture: residual + LayerNorm blocks (with Platonov et
-    al.'s feed-forward layer, :data:`GNN_FFN`) at ``depths``, plain blocks at ``plain_depths`` (see ``GNN_DEPTHS``)."""
-    from jaxclp.gnn import GNNSpec
+    """The :class:`jaxclp.gnn.GNNSpec` candidates of one architecture (:func:`jaxclp.gnn.tuned_grid`): residual +
+    LayerNorm blocks (with Platonov et al.'s feed-forward layer, :data:`GNN_FFN`) at ``depths``, plain blocks at
+    ``plain_depths``."""
+    from jaxclp.gnn import tuned_grid
 
-    return [GNNSpec(conv=conv, hidden=GNN_HIDDEN, num_layers=d, sep=sep, residual=r, norm=r, dropout=GNN_DROPOUT,
-                    heads=4, ffn=r and GNN_FFN) for r, ds in ((False, plain_depths), (True, depths)) for d in ds]
+    return tuned_grid(conv, sep, depths=depths, plain_depths=plain_depths, hidden=GNN_HIDDEN, dropout=GNN_DROPOUT,
+                      heads=4, ffn=GNN_FFN)
 
 
 def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
@@ -323,10 +324,13 @@ def method_gcn_sep(ctx: Context) -> dict:
 
 
 # ------------------------------------------------------------------------- priors as a pipeline stage
-CLP_PRIOR_CANDIDATES = ("mlp", "link", "linkx", "gcn", "h2gcn")
+CLP_PRIOR_CANDIDATES = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
 """Base predictors :func:`method_clp_prior` (the runner's ``clp``) tries on every split: the MLP, the two
-structure-only / structure+feature linear models and the two GNNs of the paper's tables (Kipf's GCN; H2GCN, the
-heterophily GNN that wins minesweeper by 18 AUC points). Add "sage", "gat" via ``priors=``."""
+structure-only / structure+feature linear models, the two GNNs of the paper's tables (Kipf's GCN; H2GCN, the
+heterophily GNN that wins minesweeper by 18 AUC points) and the two tuned GNNs that beat `clp` revision 0 by more
+than one std (tuned GCN on Wiki and Twitch-RU, SAGE on Europe-Airports; table_gnn), each with its spec chosen on
+validation among :func:`gnn_grid`'s 8 (:func:`jaxclp.priors.tuned_gnn_prior`). Add "gat_tuned", "sage", "gat" via
+``priors=``."""
 
 
 def prior_train_config(ctx: Context):
@@ -341,24 +345,24 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
 
     ``"mlp"`` is the runner's MLP prior (``ctx.prior``, its depth chosen on validation); the others are fitted
     here with the split's key, on the training labels, early-stopped on validation (``ctx.labels`` holds no
-    test label). On a graph with sparse features (deezer-europe, Coauthor-Physics) the GNN priors are left out:
-    the GNNs took dense features only when the `clp` records were made; they take sparse ones now, and the next
-    revision of `clp` (which stales its records) should drop this exclusion.
+    test label); the tuned GNNs (``"gcn_tuned"``, ...) take :func:`prior_train_config`'s epochs, patience and
+    metric with their own recipe's learning rate and weight decay (:func:`gnn_train_config`'s). Every prior runs on
+    sparse features too (deezer-europe, Coauthor-Physics; `clp` revision 0 left the GNN priors out there).
     """
-    from jaxclp.features import is_sparse
-    from jaxclp.priors import GNN_PRIORS, fit_prior
+    from jaxclp.priors import TUNED_PRIORS, fit_prior
 
     out = {}
     cfg = prior_train_config(ctx)
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
-        elif name in GNN_PRIORS and is_sparse(ctx.features):
             continue
-        else:
-            out[name] = _cached(ctx, _fit_key(name, cfg),
-                                lambda name=name: fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels,
-                                                            ctx.train, ctx.val, ctx.num_classes, cfg).prior)
+        # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
+        opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
+        out[name] = _cached(ctx, _fit_key(name, cfg),
+                            lambda name=name, opts=opts: fit_prior(name, ctx.key, ctx.graph, ctx.features,
+                                                                   ctx.labels, ctx.train, ctx.val, ctx.num_classes,
+                                                                   cfg, **opts).prior)
     return out
 
 

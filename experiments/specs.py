@@ -19,7 +19,9 @@ import hashlib
 import inspect
 import json
 
-REVISIONS: dict[str, int] = {"link": 1}  # link 1: early stopping on the task's metric (was accuracy)
+REVISIONS: dict[str, int] = {"link": 1, "clp": 1}
+# link 1: early stopping on the task's metric (was accuracy). clp 1: tuned GCN / SAGE priors (the grid's "priors"
+# shows them) and GNN priors on sparse features too (revision 0 left them out there).
 """Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
 constants do not show."""
 
@@ -61,7 +63,7 @@ def _grids() -> dict[str, dict]:
         "gat": tuned,
         "gat_sep": tuned,
         "gcn_sep": tuned,
-        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, **clp},
+        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "tuned_priors": tuned, **clp},
         "linkx": {},
         "clp_e2e": {"alphas": end_to_end.DEFAULT_ALPHAS, "train": end_to_end.DEFAULT_CONFIG._asdict(),
                     "fed_fraction": end_to_end.DEFAULT_FED_FRACTION},

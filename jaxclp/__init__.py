@@ -14,14 +14,15 @@ from jaxclp.estimator import CLP
 from jaxclp.features import SparseFeatures, as_features, as_input_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
                         gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph)
-from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_splits, tuned_gnn_param_count
+from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_splits, tuned_gnn_param_count, tuned_grid
 from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
                               true_compatibility)
 from jaxclp.metrics import accuracy, roc_auc
 from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
 from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius, spectral_scale
-from jaxclp.priors import LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior
+from jaxclp.priors import (LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior,
+                           tuned_gnn_prior)
 from jaxclp.propagate import PropagateInfo, propagate
 from jaxclp.shard import ShardedGraph, shard_graph, shard_graph_local
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
@@ -33,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CLP", "CLPResult", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
     "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
-    "two_hop_graph", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
+    "two_hop_graph", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "tuned_grid", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
     "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "as_input_features",
     "clp_beliefs",
     "clp_operator", "clp_star",
@@ -42,7 +43,7 @@ __all__ = [
     "label_propagation", "lp_operator", "mlp_param_count", "node_homophily", "node_homophily_per_node", "propagate",
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
     "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
-    "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior",
+    "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior", "tuned_gnn_prior",
     "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph", "shard_graph_local",
     "EndToEndResult", "fit_end_to_end",
 ]

@@ -17,7 +17,11 @@ Built in (:data:`PRIORS`):
 * ``"link"``: LINK, logistic regression on the adjacency rows (:func:`link_prior`; features unused).
 * ``"linkx"``: LINKX (Lim et al. 2021), an MLP on separate embeddings of the adjacency rows and the
   features (:func:`linkx_prior`, :class:`LINKX`).
-* ``"gcn"``, ``"h2gcn"``, ``"sage"``, ``"gat"``: the library's GNNs (:func:`gnn_prior`; dense features).
+* ``"gcn"``, ``"h2gcn"``, ``"sage"``, ``"gat"``: the library's GNNs at fixed settings (:func:`gnn_prior`; dense
+  or sparse features).
+* ``"gcn_tuned"``, ``"sage_tuned"``, ``"gat_tuned"``: the tuned GNNs of Platonov et al. (2023) / Luo et al.
+  (2024), their depth and residual blocks chosen on validation among :func:`jaxclp.gnn.tuned_grid`'s 8 specs
+  (:func:`tuned_gnn_prior`): the strongest structure-aware baselines of our tables, as priors.
 
 :func:`fit_prior` dispatches a name, a precomputed (n, K) array (validated, never rescaled), a fitted
 object with ``predict_proba`` (called on the node features) or a callable with the signature above.
@@ -56,6 +60,8 @@ class PriorResult(NamedTuple):
             predictor was not trained here (array, ``predict_proba``) or does not report it (LINK).
         info: :class:`jaxclp.train.TrainInfo` of the training run, or None.
         params: the selected parameters (a pytree), or None.
+        choice: what validation chose among the predictor's own candidates (a tuned GNN's
+            :class:`jaxclp.GNNSpec`), or None where it has none.
     """
 
     prior: jax.Array
@@ -64,6 +70,7 @@ class PriorResult(NamedTuple):
     best_epoch: int | None = None
     info: TrainInfo | None = None
     params: Any = None
+    choice: Any = None
 
 
 def _score(metric: str, prior, labels, val_mask) -> float:
@@ -370,11 +377,62 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
     return _trained(kind, res.prior, res.params, res.info, labels, val_mask, cfg)
 
 
+TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
+
+
+def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
+                    cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", sep: bool = False, grid=None,
+                    lr: float | None = None, weight_decay: float = 0.0) -> PriorResult:
+    """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.fit_gnn`, same ``key``) and the
+    one with the best validation ``cfg.metric`` is kept (the first on ties; nested selection on validation only).
+
+    Args:
+        kind: block type, ``"gcn"``, ``"sage"`` or ``"gat"``.
+        sep: GCN-sep / GAT-sep (ego embedding kept apart).
+        grid: the :class:`jaxclp.GNNSpec` candidates; None: :func:`jaxclp.gnn.tuned_grid` ``(kind, sep)``
+            (plain blocks at depths 1-3, residual + LayerNorm + feed-forward blocks at depths 1-5).
+        cfg: epochs, patience, optimizer and metric of every fit; its learning rate and weight decay are replaced
+            by the tuned recipe's (``lr`` None: :data:`jaxclp.gnn.TUNED_LR` = 1e-3; ``weight_decay`` 0).
+        Others: as :func:`mlp_prior` (features dense or sparse).
+
+    Returns:
+        :class:`PriorResult` named ``f"{kind}_tuned"`` (``"-sep"`` appended for ``sep``); ``choice`` is the
+        chosen spec, ``val_score`` its validation score.
+
+    Raises:
+        ValueError: unknown ``kind``, an empty ``grid``, a spec whose conv is not ``kind``, or the checks of
+            :func:`jaxclp.fit_gnn`.
+    """
+    from jaxclp import gnn
+
+    if kind not in ("gcn", "sage", "gat"):
+        raise ValueError(f"kind must be one of ('gcn', 'sage', 'gat'); got {kind!r}")
+    specs = list(gnn.tuned_grid(kind, sep) if grid is None else grid)
+    if not specs:
+        raise ValueError("grid is empty: a tuned GNN prior needs at least one GNNSpec")
+    for s in specs:
+        if not isinstance(s, gnn.GNNSpec) or s.conv != kind:
+            raise ValueError(f"grid must hold GNNSpecs with conv={kind!r}; got {s!r}")
+    n = _check_common(graph, labels, train_mask, val_mask, num_classes)
+    x = _gnn_features(features, n, f"{kind}_tuned")
+    fit_cfg = gnn.tuned_train_config(cfg, gnn.TUNED_LR if lr is None else lr, weight_decay)
+    name = f"{kind}_tuned" + ("-sep" if sep else "")
+    best = None
+    for spec in specs:
+        res = gnn.fit_gnn(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
+                          num_classes=int(num_classes), spec=spec, cfg=fit_cfg)
+        r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
+        if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):
+            best = r
+    return best
+
+
 PRIORS: dict[str, Callable[..., PriorResult]] = {
     "mlp": mlp_prior,
     "link": link_prior,
     "linkx": linkx_prior,
     **{k: functools.partial(gnn_prior, kind=k) for k in GNN_PRIORS},
+    **{k: functools.partial(tuned_gnn_prior, kind=k.split("_")[0]) for k in TUNED_PRIORS},
 }
 """Built-in priors by name; each ``fn(key, graph, features, labels, train_mask, val_mask, num_classes, cfg,
 **options) -> PriorResult``."""
@@ -424,7 +482,8 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
         prior: one of
 
             * a name in :data:`PRIORS` (``"mlp"``, ``"link"``, ``"linkx"``, ``"gcn"``, ``"h2gcn"``, ``"sage"``,
-              ``"gat"``): that predictor is trained on ``train_mask`` with early stopping on ``val_mask``;
+              ``"gat"``, ``"gcn_tuned"``, ``"sage_tuned"``, ``"gat_tuned"``): that predictor is trained on
+              ``train_mask`` with early stopping on ``val_mask`` (a tuned GNN's spec also chosen on ``val_mask``);
             * an (n, K) array: checked (shape, floating, finite, nonnegative, rows summing to 1 within
               :data:`PRIOR_ROW_ATOL`) and used as is;
             * a fitted object with ``predict_proba`` (e.g. a scikit-learn classifier): ``predict_proba(features)``

@@ -100,7 +100,8 @@ def test_linkx_param_layout():
 
 
 # ----------------------------------------------------------------------------------------- every prior
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("sage", "gat") else n
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in ("sage", "gat") + P.TUNED_PRIORS else n
                                   for n in sorted(P.PRIORS)])  # sage / gat: fit_gnn, tested in test_gnn.py
 def test_prior_is_row_stochastic(name):
     g, x, y, tm, vm = _tiny()
@@ -114,6 +115,46 @@ def test_prior_is_row_stochastic(name):
     assert r.val_score == pytest.approx(float(np.mean(p[vm].argmax(1) == y[vm])))
     if name != "link":
         assert 0 <= r.best_epoch + 1 <= TINY.epochs and r.info is not None
+
+
+def test_tuned_gnn_prior_is_the_best_validation_spec():
+    """Nested selection: the prior is fit_gnn's output for the spec with the best validation score (first on
+    ties), fitted with the tuned recipe's lr / weight decay and cfg's epochs; sparse features give the same."""
+    g, x, y, tm, vm = _tiny()
+    y_vis = np.where(tm | vm, y, -1)
+    grid = jaxclp.tuned_grid("sage", depths=(1,), plain_depths=(1, 2), hidden=8)
+    assert [(s.num_layers, s.residual, s.ffn, s.dropout) for s in grid] == [(1, False, False, 0.2),
+                                                                             (2, False, False, 0.2),
+                                                                             (1, True, True, 0.2)]
+    cfg = jaxclp.TrainConfig(epochs=6, patience=0, lr=0.5, weight_decay=0.1)
+    r = P.fit_prior("sage_tuned", jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, grid=grid)
+    fit_cfg = cfg._replace(lr=1e-3, weight_decay=0.0)
+    refs = [jaxclp.fit_gnn(jax.random.key(1), g, x, jnp.asarray(y_vis), tm, vm, num_classes=3, spec=s, cfg=fit_cfg)
+            for s in grid]
+    scores = [float(np.mean(np.asarray(f.prior)[vm].argmax(1) == y[vm])) for f in refs]
+    i = int(np.argmax(scores))  # argmax: the first maximum
+    assert r.name == "sage_tuned" and r.choice == grid[i] and r.val_score == pytest.approx(scores[i])
+    np.testing.assert_array_equal(np.asarray(r.prior), np.asarray(refs[i].prior))
+    assert r.best_epoch == int(refs[i].info.best_epoch)
+    rs = P.tuned_gnn_prior(jax.random.key(1), g, sp.csr_matrix(x), y_vis, tm, vm, 3, cfg, kind="sage", grid=grid)
+    np.testing.assert_allclose(np.asarray(rs.prior), np.asarray(r.prior), atol=1e-5)
+    with pytest.raises(ValueError, match="conv='gcn'"):
+        P.fit_prior("gcn_tuned", jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, grid=grid)
+    with pytest.raises(ValueError, match="grid is empty"):
+        P.fit_prior("gcn_tuned", jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, grid=[])
+    with pytest.raises(ValueError, match="kind must be one of"):
+        P.tuned_gnn_prior(jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, kind="h2gcn")
+
+
+def test_tuned_grid_is_the_documented_recipe():
+    grid = jaxclp.tuned_grid("gcn")
+    assert [(s.num_layers, s.residual, s.norm, s.ffn) for s in grid] == (
+        [(d, False, False, False) for d in (1, 2, 3)] + [(d, True, True, True) for d in (1, 2, 3, 4, 5)])
+    assert all((s.hidden, s.dropout, s.conv, s.sep) == (64, 0.2, "gcn", False) for s in grid)
+    assert M.gnn_grid("gcn") == grid and M.gnn_train_config("accuracy") == jaxclp.gnn.tuned_train_config(
+        jaxclp.TrainConfig())
+    with pytest.raises(ValueError, match="spec.conv must be one of"):
+        jaxclp.tuned_grid("gin")
 
 
 def test_priors_never_read_test_labels():
@@ -252,6 +293,22 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     assert set(cands.references) == {"mlp", "link", "linkx"} and not set(cands.references) & set(cands)
     np.testing.assert_array_equal(np.asarray(cands.references["mlp"]), np.asarray(ctx.prior))
     np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
+
+
+def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runner_grid(monkeypatch):
+    """clp revision 1: GNN priors also on sparse features; a tuned GNN prior's candidates are methods.gnn_grid's
+    (the grid the spec hash reads), with prior_train_config's epochs and the tuned learning rate."""
+    g, x, y, tm, vm = _tiny()
+    ctx = dataclasses.replace(_context(g, x, y, tm, vm), features=jaxclp.as_features(sp.csr_matrix(x)))
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    tiny = [jaxclp.GNNSpec(conv="sage", hidden=8, num_layers=1, dropout=0.2)]
+    monkeypatch.setattr(M, "gnn_grid", lambda conv, sep=False: [s._replace(conv=conv) for s in tiny])
+    out = M.fit_base_priors(ctx, ("gcn", "sage_tuned"))
+    assert set(out) == {"gcn", "sage_tuned"}
+    ref = jaxclp.fit_gnn(ctx.key, g, x, ctx.labels, tm, vm, num_classes=3, spec=tiny[0],
+                         cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
+    np.testing.assert_allclose(np.asarray(out["sage_tuned"]), np.asarray(ref.prior), atol=1e-5)
+    assert ("fit", "sage_tuned", TINY) in ctx.cache  # fitted once per split, shared by the methods
 
 
 def test_linkx_method_and_registry(monkeypatch):

@@ -28,9 +28,10 @@ def test_every_method_has_a_json_spec_and_a_stable_hash():
     assert specs.method_spec("clp")["grid"]["authors"]["echo"] == [False]
     assert specs.method_spec("clp_authors")["grid"]["echo"] == [False, True]
     assert specs.method_spec("clp")["grid"]["mlp_depths"] == list(runner.MLP_DEPTHS)
-    # clp = clp_mlp's grid + the base priors: same candidates per prior
+    # clp = clp_mlp's grid + the base priors (the tuned GNN priors with table_gnn's recipe): same candidates per prior
     assert specs.method_spec("clp")["grid"] == specs.method_spec("clp_mlp")["grid"] | {
-        "priors": list(methods.CLP_PRIOR_CANDIDATES)}
+        "priors": list(methods.CLP_PRIOR_CANDIDATES), "tuned_priors": specs.method_spec("sage")["grid"]}
+    assert specs.method_spec("clp")["revision"] == 1 and specs.method_spec("clp_mlp")["revision"] == 0
     assert "mlp_depths" not in specs.method_spec("link")["grid"]
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         specs.method_spec("nope")
@@ -87,7 +88,8 @@ def test_records_without_a_method_hash_count_as_another_definition(tmp_path):
 
 def test_tuned_gnn_grid_uses_platonovs_blocks_and_its_hash_sees_them(monkeypatch):
     """Residual + LayerNorm candidates carry the feed-forward layer (GNN_FFN), plain ones do not; turning it off is
-    another definition of every tuned GNN (their old records become stale), of no other method."""
+    another definition of every tuned GNN (their old records become stale) and of `clp` (its tuned GNN priors), of
+    no other method."""
     grid = methods.gnn_grid("gat", sep=True)
     assert sorted((s.num_layers, s.residual, s.ffn) for s in grid) == sorted(
         [(d, True, True) for d in range(1, 6)] + [(d, False, False) for d in (1, 2, 3)])
@@ -98,4 +100,4 @@ def test_tuned_gnn_grid_uses_platonovs_blocks_and_its_hash_sees_them(monkeypatch
     monkeypatch.setattr(methods, "GNN_FFN", False)
     assert not any(s.ffn for s in methods.gnn_grid("sage"))
     after = {m: specs.method_hash(m) for m in methods.METHODS}
-    assert {m for m in before if before[m] != after[m]} == set(tuned)
+    assert {m for m in before if before[m] != after[m]} == set(tuned) | {"clp"}
