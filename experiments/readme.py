@@ -26,12 +26,13 @@ import numpy as np
 
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
 from jaxclp.experiments.specs import method_hash
-from jaxclp.experiments.summary import _std, aggregate
+from jaxclp.experiments.summary import _std, aggregate, paired_table
 from jaxclp.paper import paper_number
 
 DATASETS = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports", "brazil-airports",
             "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
-PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN"}
+PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN", "gcn_tuned": "tuned GCN",
+               "sage_tuned": "SAGE"}
 
 
 class Table(NamedTuple):
@@ -71,6 +72,56 @@ TABLES = {
                        (("mlp", "mlp"), ("gcn", "gcn (paper's)"), ("gcn_tuned", "gcn_tuned"), ("sage", "sage"),
                         ("gat", "gat"), ("gat_sep", "gat_sep"), ("gcn_sep", "gcn_sep"), ("h2gcn", "h2gcn")), runs=10),
 }
+
+
+class Paired(NamedTuple):
+    """A generated per-split comparison of ``method`` with the baselines of several targets' records.
+
+    Attributes:
+        results: folders of the records; the first holds ``method``'s, the others add baselines (e.g. the tuned
+            GNNs of ``results/table_gnn``) for the datasets whose configuration (``config_hash``: data, splits,
+            training settings) equals the first folder's, run by run: the same splits.
+        split: the split of the rows.
+        method: the method compared (:func:`jaxclp.experiments.summary.paired_table`).
+    """
+
+    results: tuple
+    split: str
+    method: str = "clp"
+
+
+PAIRED = {
+    "clp-paired": Paired(("results/table2", "results/table_gnn"), "medium"),
+}
+
+
+def paired_markdown(record_sets, paired: Paired) -> str:
+    """:func:`jaxclp.experiments.summary.paired_table` of ``paired.method`` over the merged ``record_sets`` (one
+    list per folder of ``paired.results``): current records only (a stale one, made under another definition of
+    its method, is left out, so a row appears once re-run), later folders only where their ``config_hash``
+    equals the first folder's for that dataset, and a (dataset, split, method) only from the first folder
+    that has it. "–" without any current record of ``paired.method``."""
+    hashes: dict = {}
+    first: dict = {}
+    owner: dict = {}  # (dataset, method) -> the folder that supplies it
+    merged = []
+    for i, records in enumerate(record_sets):
+        results = [r for r in records if r.get("type") == "result" and r.get("split") == paired.split]
+        if i == 0:
+            first = {r["dataset"]: r.get("config_hash") for r in results}
+        for r in results:
+            m, key = r["method"], (r["dataset"], r["method"])
+            if m not in hashes:
+                try:
+                    hashes[m] = method_hash(m)
+                except ValueError:  # a method this version no longer defines: never current
+                    hashes[m] = None
+            if r.get("method_hash") != hashes[m] or owner.setdefault(key, i) != i:
+                continue
+            if i == 0 or r.get("config_hash") == first.get(r["dataset"]):
+                merged.append(r)
+    agg, last = aggregate(merged)
+    return paired_table(agg, last, paired.method, heading=False) or "–"
 
 
 def _base_counts(last, dataset: str, split: str, method: str) -> str:
@@ -128,14 +179,20 @@ def render(text: str, root: Path = Path(".")) -> str:
     """
     cache: dict[str, list] = {}
 
+    def records(folder: str) -> list:
+        if folder not in cache:
+            cache[folder] = read_records(Path(root) / folder / RESULTS_FILE)
+        return cache[folder]
+
     def block(m: re.Match) -> str:
         name = m.group("name")
+        if name in PAIRED:
+            p = PAIRED[name]
+            return m.group(1) + paired_markdown([records(f) for f in p.results], p) + "\n" + m.group(4)
         if name not in TABLES:
-            raise ValueError(f"README block jaxclp:{name} names no table; known: {sorted(TABLES)}")
+            raise ValueError(f"README block jaxclp:{name} names no table; known: {sorted(TABLES) + sorted(PAIRED)}")
         t = TABLES[name]
-        if t.results not in cache:
-            cache[t.results] = read_records(Path(root) / t.results / RESULTS_FILE)
-        return m.group(1) + table_markdown(cache[t.results], t) + "\n" + m.group(4)
+        return m.group(1) + table_markdown(records(t.results), t) + "\n" + m.group(4)
 
     return _BLOCK.sub(block, text)
 

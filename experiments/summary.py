@@ -206,18 +206,18 @@ def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np
     return np.asarray(out)
 
 
-def paired_table(agg, last, method: str = "clp") -> str:
+def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
     """Per graph and split: ``method`` against its MLP, against the prior validation chose for it, and against
     the best baseline (:data:`BASELINES`, by mean), each paired over the runs both have (mean ± sample std,
-    wins/losses/ties). Empty without records of ``method``."""
+    wins/losses/ties). Empty without records of ``method``; ``heading``: start with a title and the legend."""
     rows = sorted({(d, s) for (d, s, m) in agg if m == method})
     if not rows:
         return ""
     lines = [f"### `{method}` paired per split", "",
              "Δ in points, mean ± sample std over the runs both methods have; W/L/T = runs won / lost / tied. "
              "'> 1 std' compares the mean gap with the other method's std over runs; 'within 1 std' "
-             "holds when the best baseline's mean is at most one of ITS stds above ours.", "",
-             f"| dataset | split | {method} | Δ vs mlp (W/L/T) | > 1 std | Δ vs chosen prior alone (W/L/T) | "
+             "holds when the best baseline's mean is at most one of ITS stds above ours.", ""] if heading else []
+    lines += [f"| dataset | split | {method} | Δ vs mlp (W/L/T) | > 1 std | Δ vs chosen prior alone (W/L/T) | "
              "best baseline | Δ vs best (W/L/T) | within 1 std |",
              "|---|---|---|---|---|---|---|---|---|"]
     for d, s in rows:

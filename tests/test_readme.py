@@ -41,7 +41,7 @@ def test_readme_tables_match_the_records():
     from jaxclp.experiments import readme
 
     text = (REPO / "README.md").read_text()
-    for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn"):
+    for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired"):
         assert f"<!-- jaxclp:{name} -->" in text, name
     from jaxclp.experiments.reproduce import GNN_METHODS
 
@@ -88,3 +88,30 @@ def test_readme_table_cells_by_hand(tmp_path):
     assert row == "| texas | 55.0 ± 7.1 (2) | 90.0 ± 0.0 (2) ‡ | 70.0 ± 0.0 (1) |"
     with pytest.raises(ValueError, match="names no table"):
         readme.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)
+
+
+def test_paired_block_merges_targets_on_the_same_splits_only():
+    """The clp-paired block: clp of the first folder against baselines of both; a second folder's records count only
+    where its configuration equals the first's for that dataset, never for a method the first already has, and
+    stale records (another definition of the method) are left out."""
+    from jaxclp.experiments import readme
+    from jaxclp.experiments.specs import method_hash
+
+    def rec(dataset, method, run, test, cfg="c1", stale=False, base=None):
+        return {"type": "result", "dataset": dataset, "split": "medium", "method": method, "run": run, "test": test,
+                "val": test, "params": {"base_prior": base} if base else {}, "config_hash": cfg,
+                "method_hash": "old" if stale else method_hash(method)}
+
+    first = [rec(d, m, i, t) for d in ("a", "b") for i in range(3)
+             for m, t in (("mlp", 0.50 + 0.01 * i), ("clp", 0.60 + 0.02 * i))]
+    first += [rec("c", "clp", 0, 0.9, stale=True), rec("c", "mlp", 0, 0.4)]
+    second = [rec("a", "sage", i, 0.70) for i in range(3)]  # same config as a's: the best baseline of a
+    second += [rec("b", "sage", i, 0.99, cfg="c2") for i in range(3)]  # other splits / settings: ignored
+    second += [rec("a", "mlp", i, 0.99) for i in range(3)]  # the first folder has a's mlp: ignored
+    out = readme.paired_markdown([first, second], readme.Paired(("x", "y"), "medium"))
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines()[2:]}
+    assert set(rows) == {"a", "b"}  # c's clp is stale
+    assert rows["a"][2] == "62.0" and rows["a"][3] == "+11.0 ± 1.0 (3/0/0)"  # vs its own mlp, not the second's
+    assert rows["a"][6] == "sage 70.0" and rows["a"][7] == "-8.0 ± 2.0 (0/3/0)" and rows["a"][8] == "no |"
+    assert rows["b"][6] == "mlp 51.0" and rows["b"][8] == "yes |"
+    assert readme.paired_markdown([[rec("a", "clp", 0, 0.5, stale=True)]], readme.Paired(("x",), "medium")) == "–"
