@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--methods", default=ALL_METHODS, help=f"comma list from {sorted(METHODS)}")
     r.add_argument("--runs", type=_positive_int, default=10, help="number of random splits (>= 1)")
     r.add_argument("--seed", type=int, default=0, help="base seed: split i uses seed + i")
-    r.add_argument("--epochs", type=_positive_int, default=500, help="MLP/LINK training epochs (>= 1)")
+    r.add_argument("--epochs", type=_positive_int, default=500,
+                   help="maximal training epochs of the MLP and of the base predictors clp fits (>= 1; the GNN "
+                        "methods keep 500)")
     r.add_argument("--out", default="results/runs")
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
