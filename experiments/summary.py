@@ -59,7 +59,8 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
              "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's mean ± std "
              "(Zhong et al., TMLR 2022; its configurations were selected on test accuracy) where its tables "
              "have the method, dataset and split; Δ = ours − paper; ⚠ marks |Δ| larger than the combined "
-             "spread sqrt(std_ours² + std_paper²).", "",
+             "spread sqrt(std_ours² + std_paper²); ‡ marks a cell holding records made under an earlier definition "
+             "of its method (stale: the next `--replace-stale` run recomputes them).", "",
              "| dataset | split | metric | " + " | ".join(methods) + " |",
              "|---|---|---|" + "---|" * len(methods)]
     for d, s in rows:
@@ -75,10 +76,24 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             txt += paper_cell(d, s, m, v)
+            if _stale(last, d, s, m):
+                txt += " ‡"
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
     lines += ["", variant_table(last), "", paired_table(agg, last), "", compute_table(last, methods)]
     return "\n".join(lines).rstrip("\n")
+
+
+def _stale(last, dataset: str, split: str, method: str) -> bool:
+    """Whether a last record of (dataset, split, method) carries another ``method_hash`` than today's definition
+    (a method this version does not define is never marked)."""
+    from jaxclp.experiments.specs import method_hash
+
+    try:
+        current = method_hash(method)
+    except ValueError:
+        return False
+    return any(r.get("method_hash") != current for k, r in last.items() if k[:3] == (dataset, split, method))
 
 
 def compute_seconds(last, methods) -> dict:

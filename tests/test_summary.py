@@ -140,3 +140,16 @@ def test_compute_time_counts_the_mlp_prior_once_per_split():
     md = summary.markdown(records, "t", ["mlp", "clp", "cs", "lp"], only=True)
     total = (22.0 + 73.0 + 1.0 + 7.0) / 3600
     assert f"**{total:.2f} h**" in md and "| clp | 3 | 1.2 |" in md
+
+
+def test_stale_cells_are_marked():
+    """A cell holding a record of an earlier method definition (another method_hash) gets ‡; current ones do not."""
+    from jaxclp.experiments.specs import method_hash
+
+    cur = [dict(r, method_hash=method_hash("mlp")) for r in _records("texas", "medium", "mlp", [0.6, 0.7])]
+    old = _records("texas", "medium", "clp", [0.6, 0.7])
+    old[1]["method_hash"] = method_hash("clp")  # one current run, one of another definition: the cell is stale
+    text = summary.markdown(cur + old, "t")
+    header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    cells = _row(text, "texas", "medium")
+    assert cells[header.index("clp")].endswith(" ‡") and "‡" not in cells[header.index("mlp")]
