@@ -10,8 +10,9 @@ from jaxclp.experiments.runner import run
 from jaxclp.experiments.summary import write_summary
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_mlp", "clp", "gcn", "h2gcn")
-"""The tables' methods. ``clp`` is jaxclp's CLP: its base predictor (MLP, LINK, LINKX, GCN, H2GCN) and every variant chosen
-on validation; ``clp_mlp`` the same on the MLP prior alone; ``clp_paper`` the paper's update exactly."""
+"""The tables' methods. ``clp`` is jaxclp's CLP: its base predictor (MLP, LINK, LINKX, GCN, H2GCN, tuned GCN, SAGE)
+and every variant chosen on validation; ``clp_mlp`` the same on the MLP prior alone; ``clp_paper`` the paper's update
+exactly."""
 # The paper's 12 heterophily datasets, then the other heterophily sets of ../shared/datasets (not in the paper).
 HETEROPHILY = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports",
                "brazil-airports", "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
@@ -66,7 +67,8 @@ def table_gnn(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
 ABLATION_METHODS = ("mlp", "clp_paper", "clp_authors", "clp_mlp", "clp", "clp_e2e")
 """What each extension of CLP contributes (issue 18): the paper's equations (``clp_paper``) -> the authors' own
 propagation (``clp_authors``) -> every variant incl. rho-scaled operators (``clp_mlp``) -> the base predictor chosen
-on validation too (``clp``: MLP, LINK, LINKX, GCN, H2GCN) -> the MLP trained through the solve (``clp_e2e``)."""
+on validation too (``clp``: MLP, LINK, LINKX, GCN, H2GCN, tuned GCN, SAGE) -> the MLP trained through the solve
+(``clp_e2e``)."""
 
 
 def table_ablation(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
