@@ -252,8 +252,11 @@ def method_clp_refined(ctx: Context) -> dict:
 
 
 def gnn_train_config(metric: str, lr: float = GNN_LR, weight_decay: float = 0.0):
-    """TrainConfig of the tuned GNNs: early stopping and best epoch on the task ``metric``."""
-    return jaxclp.TrainConfig(lr=lr, weight_decay=weight_decay, metric=metric)
+    """TrainConfig of the tuned GNNs (:func:`jaxclp.gnn.tuned_train_config`): early stopping and best epoch on the
+    task ``metric``."""
+    from jaxclp.gnn import tuned_train_config
+
+    return tuned_train_config(jaxclp.TrainConfig(metric=metric), lr, weight_decay)
 
 
 def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS, plain_depths=GNN_PLAIN_DEPTHS) -> list:

@@ -25,14 +25,13 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
-from jaxclp.experiments.specs import method_hash
-from jaxclp.experiments.summary import _std, aggregate, paired_table
+from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
 from jaxclp.paper import paper_number
 
 DATASETS = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports", "brazil-airports",
             "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
-PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN", "gcn_tuned": "tuned GCN",
-               "sage_tuned": "SAGE"}
+PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN",
+               "gcn_tuned": "tuned GCN", "sage_tuned": "SAGE"}
 
 
 class Table(NamedTuple):
@@ -101,22 +100,16 @@ def paired_markdown(record_sets, paired: Paired) -> str:
     its method, is left out, so a row appears once re-run), later folders only where their ``config_hash``
     equals the first folder's for that dataset, and a (dataset, split, method) only from the first folder
     that has it. "–" without any current record of ``paired.method``."""
-    hashes: dict = {}
-    first: dict = {}
+    sets = [[r for r in records if r.get("type") == "result" and r.get("split") == paired.split]
+            for records in record_sets]
+    hashes = current_hashes({r["method"] for results in sets for r in results})  # None: never current
+    first = {r["dataset"]: r.get("config_hash") for r in (sets[0] if sets else [])}
     owner: dict = {}  # (dataset, method) -> the folder that supplies it
     merged = []
-    for i, records in enumerate(record_sets):
-        results = [r for r in records if r.get("type") == "result" and r.get("split") == paired.split]
-        if i == 0:
-            first = {r["dataset"]: r.get("config_hash") for r in results}
+    for i, results in enumerate(sets):
         for r in results:
-            m, key = r["method"], (r["dataset"], r["method"])
-            if m not in hashes:
-                try:
-                    hashes[m] = method_hash(m)
-                except ValueError:  # a method this version no longer defines: never current
-                    hashes[m] = None
-            if r.get("method_hash") != hashes[m] or owner.setdefault(key, i) != i:
+            key, current = (r["dataset"], r["method"]), hashes[r["method"]]
+            if current is None or r.get("method_hash") != current or owner.setdefault(key, i) != i:
                 continue
             if i == 0 or r.get("config_hash") == first.get(r["dataset"]):
                 merged.append(r)
@@ -133,8 +126,7 @@ def _base_counts(last, dataset: str, split: str, method: str) -> str:
 def table_markdown(records, table: Table, datasets=DATASETS) -> str:
     """The markdown table (header, separator, one row per dataset that has any record) of ``table``."""
     agg, last = aggregate(records)
-    current = {m: method_hash(m) for m, _ in table.columns}
-    stale = {(d, s, m) for (d, s, m, _), r in last.items() if m in current and r.get("method_hash") != current[m]}
+    stale = stale_cells(last, [m for m, _ in table.columns])
     heads = [h for _, h in table.columns] + ([table.paper] if table.paper else [])
     lines = ["| dataset | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
     for d in datasets:

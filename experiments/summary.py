@@ -54,6 +54,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
     present = set(methods) if only else {k[2] for k in agg} | set(methods)
     methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
+    stale = stale_cells(last, methods)
     lines = [f"## {title}" if title else "", "",
              "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± sample std (ddof 1) over "
              "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's mean ± std "
@@ -76,7 +77,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             txt += paper_cell(d, s, m, v)
-            if _stale(last, d, s, m):
+            if (d, s, m) in stale:
                 txt += " ‡"
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
@@ -84,16 +85,24 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
-def _stale(last, dataset: str, split: str, method: str) -> bool:
-    """Whether a last record of (dataset, split, method) carries another ``method_hash`` than today's definition
-    (a method this version does not define is never marked)."""
+def current_hashes(methods) -> dict:
+    """method -> today's ``method_hash``; None for a method this version does not define (never current)."""
     from jaxclp.experiments.specs import method_hash
 
-    try:
-        current = method_hash(method)
-    except ValueError:
-        return False
-    return any(r.get("method_hash") != current for k, r in last.items() if k[:3] == (dataset, split, method))
+    out = {}
+    for m in methods:
+        try:
+            out[m] = method_hash(m)
+        except ValueError:
+            out[m] = None
+    return out
+
+
+def stale_cells(last, methods) -> set:
+    """The (dataset, split, method) of ``methods`` with a last record carrying another ``method_hash`` than today's
+    definition (made under an earlier one: stale; a method this version does not define is never marked)."""
+    current = {m: h for m, h in current_hashes(methods).items() if h is not None}
+    return {(d, s, m) for (d, s, m, _), r in last.items() if m in current and r.get("method_hash") != current[m]}
 
 
 def compute_seconds(last, methods) -> dict:
