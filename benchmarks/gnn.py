@@ -69,15 +69,17 @@ def step(cfg) -> list[dict]:
                    "layers": cfg["layers"]}
             logits = {}
             for path, pl in (("gather", None), ("csr", plan)):
-                def loss(p, pl=pl):
+                # graph and plan are arguments, not closed-over constants: XLA:GPU constant-folds a captured
+                # transpose plan for seconds per compile (seen on an H200, benchmarks/results/device.md)
+                def loss(p, gt, pl, y):
                     z = model.apply(p, gt, pl, train=True, rngs={"dropout": jax.random.PRNGKey(1)})
                     return jnp.mean(jax.nn.logsumexp(z, -1) - z[jnp.arange(n), y])
 
                 f = jax.jit(jax.value_and_grad(loss))
-                t, _ = C.time_call(lambda: f(params), repeats=cfg["repeats"])
+                t, _ = C.time_call(lambda f=f, pl=pl: f(params, gt, pl, y), repeats=cfg["repeats"])
                 row[f"{path}_s"], row[f"{path}_min_s"] = t.median, t.min
                 row[f"{path}_foreign_cores"] = t.foreign_cores
-                logits[path] = np.asarray(jax.jit(lambda p, pl=pl: model.apply(p, gt, pl, train=False))(params))
+                logits[path] = np.asarray(jax.jit(lambda p, gt, pl: model.apply(p, gt, pl, train=False))(params, gt, pl))
             row["speedup"] = row["gather_s"] / row["csr_s"]
             row["max_abs_logit_diff"] = float(np.max(np.abs(logits["gather"] - logits["csr"])))
             C.log(f"gnn step {dataset} {conv_name}: {row['gather_s'] * 1e3:.1f} -> {row['csr_s'] * 1e3:.1f} ms "
@@ -104,10 +106,12 @@ def fit(cfg) -> list[dict]:
             row = {"dataset": dataset, "conv": conv_name, "layers": cfg["layers"]}
             for path, pl in (("gather", None), ("csr", plan)):
                 key = jax.random.PRNGKey(0)
-                f = jax.jit(lambda key, pl=pl: _train_model(model, (gt, pl), key, labels, train, val, tcfg))
-                f = f.lower(key).compile()  # compile excluded: one timed fit per repeat
-                t, res = C.time_call(lambda: f(key), repeats=cfg["fit_repeats"], warmup=0, first_call=False,
-                                     min_repeats=1)
+                f = jax.jit(lambda key, gt, pl, labels, train, val: _train_model(model, (gt, pl), key, labels, train,
+                                                                                 val, tcfg))
+                args = (key, gt, pl, labels, jnp.asarray(train), jnp.asarray(val))
+                f = f.lower(*args).compile()  # compile excluded: one timed fit per repeat
+                t, res = C.time_call(lambda f=f, args=args: f(*args), repeats=cfg["fit_repeats"], warmup=0,
+                                     first_call=False, min_repeats=1)
                 row[f"{path}_s"], row[f"{path}_epochs"] = t.median, int(res.info.epochs_run)
                 row[f"{path}_foreign_cores"] = t.foreign_cores
             row["speedup"] = row["gather_s"] / row["csr_s"]

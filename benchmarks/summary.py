@@ -437,10 +437,13 @@ def main(argv=None, out=None) -> Path:
               "smoke run). Each benchmark writes `<name>.json`, `<name>.md` and PNG plots here." +
               (" **These are --quick results (tiny sizes): not meaningful as measurements.**" if quick else ""), ""]
     backends = sorted({p["machine"].get("backend", "?") for p in (tp, sv, ee, sc) if p and "machine" in p})
+    dv = C.load_json(od / "device.json")
     if backends and all(b == "cpu" for b in backends):
-        lines += ["**Device: CPU only.** Every number here was measured on the CPU backend; no GPU or TPU was "
-                  "available to the sessions that ran these benchmarks, so no accelerator numbers exist (the code is "
-                  "device-agnostic: `pip install -e \".[cuda]\"` and the same command runs them on a GPU).", ""]
+        lines += ["**Device: CPU.** Every number of the benchmarks below was measured on the CPU backend (the code is "
+                  "device-agnostic: `pip install -e \".[cuda]\"` and the same command runs them on a GPU)." +
+                  (f" Accelerator numbers: `device.md` ({dv['backend']['device_kind']}, jax {dv['backend']['jax']}, "
+                   "`python -m jaxclp.benchmarks.device`) and `device_tests.md`." if dv and "backend" in dv else
+                   " No accelerator numbers exist."), ""]
     elif backends:
         lines += [f"Devices: backend(s) {', '.join(backends)} (see each benchmark's machine header).", ""]
     el = {n: p.get("elapsed_s") for n, p in (("throughput", tp), ("solvers", sv), ("end_to_end", ee),

@@ -62,3 +62,17 @@ def pytest_configure(config):
     os.environ["JAXCLP_CACHE"] = tempfile.mkdtemp(prefix="jaxclp_test_cache_")
     # the CLI's persistent XLA cache stays off in-process (tests/test_cli.py turns it on in a subprocess)
     os.environ["JAXCLP_XLA_CACHE"] = "off"
+
+
+def pytest_collection_modifyitems(config, items):
+    """``cpu_bitwise`` tests assert that two computations agree bit for bit (a default is exactly the explicit
+    call, vmapped splits equal single fits, the C++ kernel is the CPU lowering, ...). That holds on the CPU
+    backend, where CI runs them. On a GPU, XLA's scatter-adds are atomic and its fusions differ, so summation
+    order varies between programs and runs: differences of 1e-16 in float64, and float32 trainings that drift by
+    1e-4 over hundreds of epochs (all 22 seen on an H200, benchmarks/results/device_tests.md). There they skip."""
+    if jax.default_backend() == "cpu":
+        return
+    skip = pytest.mark.skip(reason=f"bitwise identity is a CPU-backend property (backend: {jax.default_backend()})")
+    for item in items:
+        if "cpu_bitwise" in item.keywords:
+            item.add_marker(skip)

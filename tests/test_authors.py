@@ -103,6 +103,7 @@ def test_authors_sym_weight_is_edge_values_sym_on_undirected(rng):
                                rtol=1e-14)
 
 
+@pytest.mark.cpu_bitwise
 def test_authors_grid_selects_best_validation_layer(rng):
     g, edges, prior, labels, train, val = _problem(rng, n=15, k=3)
     n, k = prior.shape

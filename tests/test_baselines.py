@@ -193,6 +193,7 @@ def test_fixed_scale_reference(rng):
         jaxclp.correct_and_smooth(*args, alpha_correct=0.8, alpha_smooth=0.6, scale="fixed")
 
 
+@pytest.mark.cpu_bitwise
 def test_alpha_one_pyg_layers(rng):
     # PyG's example setting: correction alpha 1 with fixed scale, fixed layer counts and per-step clamps
     g, y, tm, d, a_raw = _problem(rng)

@@ -205,3 +205,25 @@ def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
         assert r["gather_s"] > 0 and r["csr_s"] > 0
         assert r["max_abs_logit_diff"] < 1e-4
     assert "| texas | gat |" in (tmp_path / "gnn.md").read_text()
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
+def test_quick_device_benchmark(tmp_path, monkeypatch):
+    """The accelerator benchmark runs on whatever backend is default (CPU here): the edgewise engine computes
+    the factored step, the closed form converges, CLP scores Texas, and the markdown holds each section."""
+    from jaxclp.benchmarks import device
+
+    monkeypatch.setenv("JAXCLP_DATA", str(DATA))
+    payload = device.main(["--quick", "--out", str(tmp_path)])
+    (step,) = payload["step"]
+    errs = [r["max_rel_err"] for r in step["rows"] if r["max_rel_err"] is not None]
+    assert errs and max(errs) < 1e-5
+    assert step["solve"]["relative_residual_max"] <= 1e-6
+    (e2e,) = payload["end_to_end"]
+    assert e2e["dataset"] == "texas" and 0.4 < e2e["test_score"] <= 1.0
+    assert payload["gnn"]["step"][0]["conv"] == "sage"
+    md = (tmp_path / "device.md").read_text()
+    for heading in ("## One CLP step", "## `jaxclp.CLP` fit", "## Tuned GNNs"):
+        assert heading in md
+    skipped = device.main(["--quick", "--out", str(tmp_path), "--sections", "step"])
+    assert skipped["gnn"] == {"skipped": "not asked for"} and "--sections step" in skipped["command"]

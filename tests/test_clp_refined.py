@@ -33,6 +33,7 @@ def _run(g, prior, labels, mask, **kw):
     return jaxclp.clp_beliefs(g, jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(mask), **kw)
 
 
+@pytest.mark.cpu_bitwise
 def test_sinkhorn_is_the_default_exactly():
     g = _graph(False)
     prior, labels, mask = _problem()
@@ -45,6 +46,7 @@ def test_sinkhorn_is_the_default_exactly():
         assert a.H_refined is None and b.H_refined is None and a.method == b.method
 
 
+@pytest.mark.cpu_bitwise
 @pytest.mark.parametrize("directed,normalization", [(False, "sym"), (True, "row"), (False, "none")])
 def test_refined_matches_numpy(directed, normalization):
     """H'(alpha) = Sinkhorn((M*Y)^T A B1), B1 = M*Y + (1-M) L1rows(B(alpha)), and the refined beliefs are the

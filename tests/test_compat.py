@@ -84,6 +84,7 @@ def test_compatibility_small_directed_hand_example():
     np.testing.assert_allclose(np.asarray(h), [[q, 1 - q], [1 - q, q]], atol=1e-9)
 
 
+@pytest.mark.cpu_bitwise
 def test_compatibility_ignores_non_training_labels(rng):
     n, k = N, 5
     g = make_graph(rng, "directed", n)

@@ -95,6 +95,7 @@ def _task(rng, n=90, d=30, k=3):
     return x, y, tm, vm
 
 
+@pytest.mark.cpu_bitwise
 def test_fit_mlp_and_splits_accept_scipy_sparse(rng):
     x, y, tm, vm = _task(rng)
     cfg = jaxclp.TrainConfig(epochs=5, patience=0)
@@ -113,6 +114,7 @@ def test_fit_mlp_and_splits_accept_scipy_sparse(rng):
         jaxclp.fit_mlp(jax.random.key(0), xb, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), **kw)
 
 
+@pytest.mark.cpu_bitwise
 def test_clp_fit_on_scipy_csr(rng):
     x, y, tm, vm = _task(rng)
     syn = jaxclp.datasets.synthetic(h=0.3, avg_degree=4, num_classes=3, nodes_per_class=30, seed=0)

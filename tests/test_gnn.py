@@ -347,6 +347,7 @@ def test_training_reaches_high_accuracy(task, fitted):
         assert 0 <= int(res.info.best_epoch) < int(res.info.epochs_run) <= CFG.epochs
 
 
+@pytest.mark.cpu_bitwise
 def test_vmapped_splits_equal_per_split(task, fitted):
     _, _, single, batched = fitted
     s = len(single)
@@ -359,6 +360,7 @@ def test_vmapped_splits_equal_per_split(task, fitted):
             np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.cpu_bitwise
 def test_labels_outside_train_val_are_not_read(task, fitted):
     name, keys, single, _ = fitted
     g, x, y, tr, va = task
@@ -812,6 +814,7 @@ def test_resnet_blocks_by_hand_and_graph_free():
     assert tuned_gnn_param_count(spec, d, k) == d * p + p + layers * (2 * (p * p + p) + 2 * p) + p * k + k + 2 * p
 
 
+@pytest.mark.cpu_bitwise
 def test_sparse_features_fit_like_dense():
     """Every GNN takes scipy.sparse / SparseFeatures input (first layer a sparse product, never densified) and
     fits the same model as on the dense matrix: same parameters' shapes, priors equal to float32 rounding where
@@ -848,6 +851,7 @@ def test_sparse_features_fit_like_dense():
         fit_gnn(jax.random.PRNGKey(0), g, sp.csr_matrix(x[:50]), y, tr, va, num_classes=3)
 
 
+@pytest.mark.cpu_bitwise
 def test_sparse_enough_dense_features_enter_as_sparse(monkeypatch):
     """as_input_features: a dense input with <= 5 % nonzeros (and >= 2^16 entries) becomes SparseFeatures, a denser
     or smaller one stays dense; fit_gnn / fit_h2gcn on such a dense matrix equal the fit on its CSR bit for bit

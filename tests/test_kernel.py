@@ -91,6 +91,7 @@ def test_kernel_equals_xla_path(dtype, k):
     np.testing.assert_allclose(np.asarray(out), np.asarray(ref), **_tol(dtype))
 
 
+@pytest.mark.cpu_bitwise
 def test_kernel_is_the_cpu_lowering():
     """With the kernel on, the compiled CPU program calls it; on the XLA path it does not."""
     _path("kernel")
@@ -277,6 +278,7 @@ def _sub(env_extra, mode):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.cpu_bitwise
 def test_env_var_forces_identical_fallback():
     """JAXCLP_NO_FFI=1 in a fresh process: no kernel, no warning, and results bitwise equal to the in-process
     XLA path (xla_path()); with the kernel built they also agree with it to rounding."""
@@ -308,6 +310,7 @@ def test_sddmm_matches_numpy(path, dtype, k):
     np.testing.assert_allclose(np.asarray(out), want, **_tol(dtype))
 
 
+@pytest.mark.cpu_bitwise
 def test_sddmm_is_the_gradient_lowering():
     """With the kernel on, the gradient w.r.t. the values calls the SDDMM kernel; an extension built before
     that target existed (registrations without it) falls back to the XLA gathers with the same result."""

@@ -42,6 +42,7 @@ def test_fit_mlp_learns_and_ignores_hidden_labels():
     np.testing.assert_array_equal(r.prior, r2.prior)
 
 
+@pytest.mark.cpu_bitwise
 def test_fit_mlp_splits_equals_single_fits():
     g, x, y, tm, vm = _data()
     cfg = jaxclp.TrainConfig(**FAST)
@@ -104,6 +105,7 @@ def test_estimator_bad_input(mutate, match):
 
 
 # ------------------------------------------------------------------------------------- CLP(prior=...)
+@pytest.mark.cpu_bitwise
 def test_prior_mlp_is_the_default_exactly():
     g, x, y, tm, vm = _data()
     kw = dict(normalization=["sym", "row"], alphas=(0.3, 0.9), **FAST)
@@ -121,6 +123,7 @@ def test_prior_mlp_is_the_default_exactly():
     assert on_array.mlp_ is None and on_array.prior_name_ == "array"
 
 
+@pytest.mark.cpu_bitwise
 def test_prior_named_and_predict_proba():
     g, x, y, tm, vm = _data()
     m = jaxclp.CLP(prior="linkx", prior_options={"hidden": 16}, alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)

@@ -239,6 +239,7 @@ def test_rmatvec_transposed_csr_values_and_gradients(rng, kind, norm, k):
     np.testing.assert_allclose(np.asarray(norm_bounds(op)[1]), ops.sum(axis=1).max(axis=1), rtol=RTOL)
 
 
+@pytest.mark.cpu_bitwise
 def test_norm_bounds_has_no_edge_by_class_temporary(rng):
     """With the transposed CSR, norm_bounds (run by every solve) builds no (m, K) array: no value of its
     lowered program has m * K elements; the fallback (a Graph without it) gathers one. Uses the XLA path so

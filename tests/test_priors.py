@@ -117,6 +117,7 @@ def test_prior_is_row_stochastic(name):
         assert 0 <= r.best_epoch + 1 <= TINY.epochs and r.info is not None
 
 
+@pytest.mark.cpu_bitwise
 def test_tuned_gnn_prior_is_the_best_validation_spec():
     """Nested selection: the prior is fit_gnn's output for the spec with the best validation score (first on
     ties), fitted with the tuned recipe's lr / weight decay and cfg's epochs; sparse features give the same."""
@@ -157,6 +158,7 @@ def test_tuned_grid_is_the_documented_recipe():
         jaxclp.tuned_grid("gin")
 
 
+@pytest.mark.cpu_bitwise
 def test_priors_never_read_test_labels():
     g, x, y, tm, vm = _tiny()
     for name in ("linkx", "link"):
@@ -295,6 +297,7 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
 
 
+@pytest.mark.cpu_bitwise
 def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runner_grid(monkeypatch):
     """clp revision 1: GNN priors also on sparse features; a tuned GNN prior's candidates are methods.gnn_grid's
     (the grid the spec hash reads), with prior_train_config's epochs and the tuned learning rate."""

@@ -756,7 +756,7 @@ BASELINES_SCRIPT = textwrap.dedent("""
 
 
 def _run_baselines(mode):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}  # host devices
     done = subprocess.run([sys.executable, "-c", BASELINES_SCRIPT, mode], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -775,7 +775,7 @@ def test_sharded_baselines_and_clp_every_variant():
 
 
 def test_sharded_products_on_four_devices():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}  # host devices
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -192,6 +192,7 @@ def test_residual_is_recomputed_from_value(rng, method):
     assert np.all(np.asarray(sol.iterations) == (2 if method in ("neumann", "jacobi") else 1))
 
 
+@pytest.mark.cpu_bitwise
 def test_converged_flag_is_exactly_relative_residual_below_tol(rng):
     g = make_graph("directed")
     b0, h, prior = make_problem(rng, N, K)
