@@ -1,0 +1,235 @@
+"""selection: how should ``clp`` choose its base predictor and its variant? Decided on validation nodes only.
+
+The runner's ``clp`` chooses the prior (MLP, LINK, LINKX, GCN, H2GCN, tuned GCN, tuned SAGE) and CLP's variant
+(normalization, start, alpha, layer, ...) JOINTLY: the best validation score among ~2100 candidates. On graphs
+with few validation nodes that maximum is optimistic (a winner's curse), and a two-stage rule may generalize
+better. This target compares selection rules by **2-fold cross-fitting on the validation nodes**: the validation
+nodes of each split are halved (stratified by class, fixed seed), a rule chooses on one half and is scored on
+the other, then the halves swap. Test labels are never read (the runner removes them before anything here
+runs), so the comparison can decide the rule without touching the numbers it will be reported on.
+
+Rules (each chooses one (n, K) score matrix from the split's candidates; ties go to the first, as
+:func:`jaxclp.experiments.methods.select`):
+
+* ``joint``: today's ``clp``: the best of all candidates.
+* ``two_stage``: the prior with the best validation score alone, then the best CLP candidate on that prior.
+* ``two_stage_or_prior``: as ``two_stage``, but the chosen prior alone is a candidate too (CLP must beat it).
+* ``prior``: the best prior alone (no CLP).
+* ``mlp_clp``: CLP's variants on the MLP prior only (the runner's ``clp_mlp``).
+
+The candidates are exactly table2's ``clp`` candidates (same splits, keys and priors: :func:`split_candidates`
+rebuilds them with the runner's own functions), so ``joint`` on the full validation set reproduces table2's
+choice (its validation score is recorded and checked against ``results/table2`` where present).
+Held-out halves have half the validation nodes: every rule is noisier than with all of them, the simpler rules
+less so; the comparison is between rules under the same noise.
+
+Run: ``jaxclp reproduce selection --datasets texas,...`` (records ``<out>/selection/results.jsonl``, resumable;
+``summary.md`` beside it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxclp.experiments import runner
+from jaxclp.experiments.methods import METHODS, visible_labels
+from jaxclp.metrics import evaluate
+from jaxclp.train import TrainConfig
+
+RULES = ("joint", "two_stage", "two_stage_or_prior", "prior", "mlp_clp")
+DEFAULT_DATASETS = ("texas", "wisconsin", "cornell", "brazil-airports", "europe-airports", "usa-airports",
+                    "twitch-ru", "chameleon")
+QUICK_DATASETS = ("texas",)
+SEED_OFFSET = 7919  # the halving's seed: split seed * SEED_OFFSET + run, independent of the model keys
+
+
+def stratified_halves(labels_visible: np.ndarray, val_mask: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint (n,) bool masks covering ``val_mask``: each class's validation nodes shuffled and halved
+    (an odd one goes to the first half in turn), so both halves hold every class that has >= 2 nodes."""
+    rng = np.random.default_rng(seed)
+    a = np.zeros_like(val_mask, dtype=bool)
+    b = np.zeros_like(val_mask, dtype=bool)
+    flip = 0
+    for c in np.unique(labels_visible[val_mask]):
+        idx = rng.permutation(np.flatnonzero(val_mask & (labels_visible == c)))
+        half = (len(idx) + 1 - flip) // 2 if len(idx) % 2 else len(idx) // 2
+        flip ^= len(idx) % 2
+        a[idx[:half]] = True
+        b[idx[half:]] = True
+    return a, b
+
+
+def _scores(metric: str, mats: list, y: jax.Array, mask: np.ndarray) -> np.ndarray:
+    m = jnp.asarray(mask)
+    s = np.array([float(evaluate(metric, jnp.asarray(v), y, m)) for v in mats])
+    return np.where(np.isfinite(s), s, -np.inf)
+
+
+def choose(rule: str, keys: list, sel: np.ndarray, ref_names: list, ref_sel: np.ndarray) -> tuple[str, object]:
+    """What ``rule`` picks, given the selection-half scores ``sel`` of the CLP candidates (``keys``, each
+    starting ``("base_prior", name)``) and ``ref_sel`` of the priors alone (``ref_names``).
+
+    Returns:
+        ``("clp", index into keys)`` or ``("prior", index into ref_names)``.
+    """
+    def best(idx):
+        idx = list(idx)
+        return idx[int(np.argmax(sel[idx]))]
+
+    if rule == "joint":
+        return "clp", best(range(len(keys)))
+    if rule == "mlp_clp":
+        return "clp", best(i for i, k in enumerate(keys) if k[1] == "mlp")
+    p = int(np.argmax(ref_sel))
+    if rule == "prior":
+        return "prior", p
+    on_p = [i for i, k in enumerate(keys) if k[1] == ref_names[p]]
+    c = best(on_p)
+    if rule == "two_stage_or_prior" and ref_sel[p] >= sel[c]:
+        return "prior", p
+    if rule in ("two_stage", "two_stage_or_prior"):
+        return "clp", c
+    raise ValueError(f"unknown rule {rule!r}; choose from {RULES}")
+
+
+def cross_fit(cands, labels_visible: np.ndarray, val_mask: np.ndarray, metric: str, seed: int) -> dict:
+    """Both folds of one split: ``{"folds": [{rule: {"heldout", "selection", "prior"}}, ...], ...}``."""
+    keys = list(cands)
+    ref_names = list(cands.references)
+    mats = [cands[k] for k in keys]
+    refs = [cands.references[n] for n in ref_names]
+    y = jnp.asarray(labels_visible)
+    a, b = stratified_halves(labels_visible, val_mask, seed)
+    half_scores = {}
+    for name, mask in (("a", a), ("b", b)):
+        half_scores[name] = (_scores(metric, mats, y, mask), _scores(metric, refs, y, mask))
+    folds = []
+    for s_half, h_half in (("a", "b"), ("b", "a")):
+        sel, ref_sel = half_scores[s_half]
+        held, ref_held = half_scores[h_half]
+        fold = {}
+        for rule in RULES:
+            kind, i = choose(rule, keys, sel, ref_names, ref_sel)
+            if kind == "clp":
+                fold[rule] = {"selection": float(sel[i]), "heldout": float(held[i]), "prior": keys[i][1]}
+            else:
+                fold[rule] = {"selection": float(ref_sel[i]), "heldout": float(ref_held[i]), "prior": ref_names[i]}
+        folds.append(fold)
+    full = _scores(metric, mats, y, val_mask)
+    return {"folds": folds, "val_sizes": [int(a.sum()), int(b.sum())], "num_candidates": len(keys),
+            "joint_full_val": float(full.max())}
+
+
+def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
+    """Yields ``(run, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all): the runner's own
+    loading, splits, features, MLP priors and context, so the candidates are the table's."""
+    ds = runner.load(name, root=data_root)
+    sp = runner.get_splits(ds, "medium", runs, seed)
+    nruns = min(runs, sp.train.shape[0])
+    todo = list(range(nruns)) if todo is None else list(todo)
+    if not todo:
+        return
+    feats, _ = runner.node_features(ds)
+    cfg = TrainConfig(epochs=epochs, metric=ds.metric)
+    x = runner.as_features(feats)
+    y = np.asarray(ds.labels)
+    k = int(ds.num_classes)
+    keys = jax.random.split(jax.random.key(seed), nruns)
+    tr, va = np.asarray(sp.train), np.asarray(sp.val)
+    y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
+    priors, _ = runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
+    for j, i in enumerate(todo):
+        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
+        yield i, ds, ctx, METHODS["clp"](ctx)
+
+
+def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True):
+    """Appends one record per split of ``name`` not yet in ``out/results.jsonl``."""
+    from jaxclp.experiments.reproduce import BASE_SEED
+
+    seed = BASE_SEED.get(name, 0)
+    path = out / runner.RESULTS_FILE
+    done = {r["run"] for r in runner.read_records(path) if r.get("type") == "selection" and r.get("dataset") == name}
+    todo = [i for i in range(runs) if i not in done]
+    gen = split_candidates(name, runs, seed, data_root, epochs, todo)
+    for i, ds, ctx, cands in runner._progress(gen, progress, f"selection {name}"):
+        t0 = time.perf_counter()
+        res = cross_fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
+        runner.append_record(path, {"type": "selection", "dataset": ds.name, "split": "medium", "run": i,
+                                    "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0} | res)
+
+
+def summarize(records: list[dict], table2: Path | None = None) -> str:
+    """The markdown summary: per dataset, each rule's held-out score (mean of the two folds per split, then
+    mean +- std over splits) and each rule's paired difference to ``joint`` with wins/ties/losses."""
+    by = {}
+    for r in records:
+        if r.get("type") == "selection":
+            by.setdefault(r["dataset"], {})[r["run"]] = r
+    t2 = {}
+    if table2 is not None and (table2 / runner.RESULTS_FILE).exists():
+        for r in runner.read_records(table2 / runner.RESULTS_FILE):
+            if r.get("type") == "result" and r.get("method") == "clp" and r.get("split") == "medium":
+                t2[(r["dataset"], r["run"])] = r["val"]
+    head = ["dataset", "splits", "metric"] + [f"{r}" for r in RULES] + \
+           [f"{r} - joint (W/T/L)" for r in RULES if r != "joint"] + ["joint = table2 on full val"]
+    rows = []
+    totals = {r: [] for r in RULES if r != "joint"}
+    for ds in sorted(by):
+        runs = [by[ds][i] for i in sorted(by[ds])]
+        scale = 100.0
+        per = {rule: np.array([np.mean([f[rule]["heldout"] for f in r["folds"]]) for r in runs]) * scale
+               for rule in RULES}
+        row = [ds, len(runs), runs[0]["metric"]]
+        row += [f"{per[rule].mean():.1f} ± {per[rule].std():.1f}" for rule in RULES]
+        for rule in RULES:
+            if rule == "joint":
+                continue
+            d = per[rule] - per["joint"]
+            totals[rule].append(d.mean())
+            w, t, l_ = int((d > 1e-9).sum()), int((np.abs(d) <= 1e-9).sum()), int((d < -1e-9).sum())
+            row.append(f"{d.mean():+.1f} ± {d.std():.1f} ({w}/{t}/{l_})")
+        match = [abs(t2[(ds, r["run"])] - r["joint_full_val"]) < 1e-9 for r in runs if (ds, r["run"]) in t2]
+        row.append(f"{sum(match)}/{len(match)}" if match else "-")
+        rows.append(row)
+    lines = ["## Selection rules for `clp`, cross-fitted on validation nodes (medium split, 10/10/80)", "",
+             "Each split's validation nodes are halved (stratified by class); a rule chooses on one half and is "
+             "scored on the other, then the halves swap; the cell is the mean of the two held-out scores, mean ± "
+             "std over splits (accuracy or ROC-AUC, %). Differences are paired per split against `joint` (today's "
+             "`clp`); W/T/L counts splits. No test label is read. Rules: see "
+             "`experiments/analyses/crossfit.py`. Last column: splits where `joint` on the whole validation set "
+             "has table2's recorded `clp` validation score (same candidates).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    if rows:
+        lines += ["", "Mean over datasets of the per-dataset mean difference to `joint`: " +
+                  ", ".join(f"{r} {np.mean(v):+.2f}" for r, v in totals.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def selection(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick: bool | None = None) -> list:
+    """The ``selection`` target: records and summary in ``<out>/selection/``."""
+    from jaxclp.experiments.analyses import common
+
+    quick = common.QUICK if quick is None else quick
+    d = Path(out) / ("selection_quick" if quick else "selection")
+    d.mkdir(parents=True, exist_ok=True)
+    names = datasets or (QUICK_DATASETS if quick else DEFAULT_DATASETS)
+    for name in names:
+        run_dataset(name, d, runs=2 if quick else runs, data_root=data_root, epochs=20 if quick else 500)
+    summary = d / "summary.md"
+    summary.write_text(summarize(runner.read_records(d / runner.RESULTS_FILE), Path(out) / "table2") +
+                       f"\nCommand: `{' '.join(argv) if argv else 'jaxclp reproduce selection'}`.\n")
+    return [summary]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    print(json.dumps([str(p) for p in selection(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("results"))]))

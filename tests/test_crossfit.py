@@ -1,0 +1,83 @@
+"""experiments/analyses/crossfit.py (target `selection`): the cross-fitted comparison of clp's selection rules (no model fits)."""
+
+import numpy as np
+import pytest
+
+from jaxclp.experiments.analyses import crossfit as S
+from jaxclp.experiments.methods import Candidates
+
+
+def test_stratified_halves_partition_validation_by_class(rng):
+    n = 200
+    labels = rng.integers(0, 3, n)
+    val = rng.random(n) < 0.4
+    a, b = S.stratified_halves(labels, val, seed=3)
+    assert not np.any(a & b)
+    np.testing.assert_array_equal(a | b, val)
+    for c in range(3):
+        na, nb = int((a & (labels == c)).sum()), int((b & (labels == c)).sum())
+        assert abs(na - nb) <= 1
+    # odd classes alternate which half gets the extra node, so the halves differ by at most one node overall
+    assert abs(int(a.sum()) - int(b.sum())) <= 1
+    a2, _ = S.stratified_halves(labels, val, seed=3)
+    np.testing.assert_array_equal(a, a2)  # fixed seed
+    assert not np.array_equal(a, S.stratified_halves(labels, val, seed=4)[0])
+
+
+def test_choose_each_rule_by_hand():
+    keys = [("base_prior", "mlp", "a", 0.1), ("base_prior", "mlp", "a", 0.5), ("base_prior", "link", "a", 0.1),
+            ("base_prior", "link", "a", 0.5)]
+    sel = np.array([0.60, 0.70, 0.80, 0.65])
+    ref_names = ["mlp", "link"]
+    ref_sel = np.array([0.75, 0.50])  # mlp alone is the better prior, link + CLP the best candidate
+    assert S.choose("joint", keys, sel, ref_names, ref_sel) == ("clp", 2)
+    assert S.choose("two_stage", keys, sel, ref_names, ref_sel) == ("clp", 1)
+    assert S.choose("two_stage_or_prior", keys, sel, ref_names, ref_sel) == ("prior", 0)  # 0.75 >= 0.70
+    assert S.choose("prior", keys, sel, ref_names, ref_sel) == ("prior", 0)
+    assert S.choose("mlp_clp", keys, sel, ref_names, ref_sel) == ("clp", 1)
+    # ties go to the first candidate, as methods.select
+    assert S.choose("joint", keys, np.array([0.7, 0.7, 0.7, 0.7]), ref_names, ref_sel) == ("clp", 0)
+    ref_sel2 = np.array([0.75, 0.60])
+    assert S.choose("two_stage_or_prior", keys, np.array([0.6, 0.8, 0.1, 0.1]), ref_names, ref_sel2) == ("clp", 1)
+    with pytest.raises(ValueError, match="unknown rule"):
+        S.choose("best", keys, sel, ref_names, ref_sel)
+
+
+def test_cross_fit_scores_the_other_half(rng):
+    n, k = 60, 3
+    labels = rng.integers(0, k, n)
+    val = np.zeros(n, bool)
+    val[:30] = True
+    y_vis = np.where(val, labels, -1)  # what the runner hands over: no label outside train/val here
+    onehot = np.eye(k)[labels]
+    noise = rng.random((n, k))
+    cands = Candidates({("base_prior", "mlp", 1): noise, ("base_prior", "link", 1): onehot + 0.1 * noise},
+                       references={"mlp": noise, "link": 0.5 * onehot + noise})
+    res = S.cross_fit(cands, y_vis, val, "accuracy", seed=0)
+    a, b = S.stratified_halves(y_vis, val, seed=0)
+    assert res["val_sizes"] == [int(a.sum()), int(b.sum())]
+    assert res["num_candidates"] == 2 and res["joint_full_val"] == 1.0
+    for fold, held in zip(res["folds"], (b, a)):
+        assert fold["joint"]["prior"] == "link" and fold["joint"]["heldout"] == 1.0
+        assert fold["mlp_clp"]["prior"] == "mlp"
+        expect = float((noise.argmax(1) == labels)[held].mean())
+        assert fold["mlp_clp"]["heldout"] == pytest.approx(expect)
+
+
+def test_summarize_pairs_rules_against_joint():
+    def rec(run, joint, two):
+        fold = {r: {"heldout": joint, "selection": 0.0, "prior": "mlp"} for r in S.RULES}
+        fold["two_stage"] = {"heldout": two, "selection": 0.0, "prior": "mlp"}
+        return {"type": "selection", "dataset": "g", "run": run, "metric": "accuracy", "folds": [fold, fold],
+                "joint_full_val": 0.5}
+
+    md = S.summarize([rec(0, 0.50, 0.60), rec(1, 0.50, 0.40), rec(2, 0.50, 0.70)])
+    row = next(line for line in md.splitlines() if line.startswith("| g |"))
+    assert "+6.7 ± 12.5 (2/0/1)" in row  # (10 - 10 + 20) / 3, population std of (10, -10, 20)
+    assert "+0.0 ± 0.0 (0/3/0)" in row  # prior == joint everywhere
+
+
+def test_selection_is_a_reproduce_target():
+    from jaxclp.experiments import reproduce
+
+    assert reproduce.TARGETS["selection"] is S.selection
