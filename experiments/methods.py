@@ -84,9 +84,12 @@ class Candidates(dict):
     scores the runner scores on validation and test and records beside the choice (``record["references"]``)
     but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
 
-    def __init__(self, *args, references: dict | None = None, **kwargs):
+    def __init__(self, *args, references: dict | None = None, rule: Callable | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.references = dict(references or {})
+        self.rule = rule
+        """How the runner chooses among these candidates: ``rule(cands, labels_visible, val_mask, metric) ->
+        (config, val_score)`` on validation only; None: :func:`select` (the best validation score)."""
 
 
 def visible_labels(labels: np.ndarray, train: np.ndarray, val: np.ndarray) -> np.ndarray:
@@ -117,6 +120,23 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
     if best is None:
         raise ValueError("no candidate has a finite validation score")
     return best, best_score
+
+
+def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str) -> tuple[object, float]:
+    """``clp``'s rule (revision 2): the base predictor with the best validation score alone (its
+    ``references``), then the best of CLP's candidates on that predictor (keys ``("base_prior", name, ...)``);
+    the predictor alone, ``("base_prior", name, "alpha", 0.0)`` (CLP at alpha = 0 is its prior), when no CLP
+    candidate on it scores higher on validation. Ties go to the simpler choice: the earlier predictor, the prior.
+
+    Chosen over the joint maximum of revision 1 by 2-fold cross-fitting on validation nodes only
+    (``jaxclp reproduce selection``, ``results/selection/summary.md``): with 20-500 validation nodes the best of
+    ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm.
+    """
+    name, s_prior = select(cands.references, labels_visible, val_mask, metric)
+    alone = ("base_prior", name, "alpha", 0.0)
+    on_prior = {k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone}
+    best, s_best = select(on_prior, labels_visible, val_mask, metric)
+    return (alone, s_prior) if s_prior >= s_best else (best, s_best)
 
 
 CACHE = True
@@ -377,8 +397,9 @@ def with_prior(ctx: Context, prior) -> Context:
 
 
 def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -> Candidates:
-    """The runner's ``clp``: CLP on several base predictors, the prior and CLP's variant jointly chosen on
-    validation.
+    """The runner's ``clp``: CLP on several base predictors, chosen on validation by
+    :func:`select_prior_first` (the best predictor alone first, then CLP's variant on it, or the predictor
+    itself at alpha = 0 when no variant beats it on validation).
 
     Every prior of ``priors`` (:func:`fit_base_priors`) goes through :func:`method_clp`'s whole candidate grid
     (``clp_options`` pass to it); the candidate key starts with ``("base_prior", name)``, so the record's
@@ -387,9 +408,10 @@ def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -
     validation and test score, so what CLP adds on top of the prior it chose is a paired number per split.
     """
     bases = fit_base_priors(ctx, priors)
-    cands = Candidates(references=bases)
+    cands = Candidates(references=bases, rule=select_prior_first)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
+        cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself
         for key, beliefs in method_clp(base_ctx, **clp_options).items():
             cands[("base_prior", name) + key] = beliefs
     return cands

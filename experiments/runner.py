@@ -390,7 +390,7 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
     t0 = time.perf_counter()
     cands = METHODS[method](ctx)
     y_vis, val_mask = np.asarray(ctx.labels), np.asarray(ctx.val)
-    cfg_m, val = select(cands, y_vis, val_mask, ctx.metric)
+    cfg_m, val = (getattr(cands, "rule", None) or select)(cands, y_vis, val_mask, ctx.metric)
     test = score_test(ctx.metric, cands[cfg_m], labels, test_mask)
     seconds = time.perf_counter() - t0 + (mlp_seconds if method in NEEDS_PRIOR else 0.0)
     fields = {"method": method, "metric": ctx.metric, "val": val, "test": test,

@@ -19,9 +19,10 @@ import hashlib
 import inspect
 import json
 
-REVISIONS: dict[str, int] = {"link": 1, "clp": 1}
+REVISIONS: dict[str, int] = {"link": 1, "clp": 2}
 # link 1: early stopping on the task's metric (was accuracy). clp 1: tuned GCN / SAGE priors (the grid's "priors"
-# shows them) and GNN priors on sparse features too (revision 0 left them out there).
+# shows them) and GNN priors on sparse features too (revision 0 left them out there). clp 2: prior-first selection
+# (methods.select_prior_first) with each prior alone as a candidate (alpha = 0), instead of the joint maximum.
 """Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
 constants do not show."""
 
@@ -63,7 +64,8 @@ def _grids() -> dict[str, dict]:
         "gat": tuned,
         "gat_sep": tuned,
         "gcn_sep": tuned,
-        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "tuned_priors": tuned, **clp},
+        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "tuned_priors": tuned, "selection": m.select_prior_first.__name__,
+                **clp},
         "linkx": {},
         "clp_e2e": {"alphas": end_to_end.DEFAULT_ALPHAS, "train": end_to_end.DEFAULT_CONFIG._asdict(),
                     "fed_fraction": end_to_end.DEFAULT_FED_FRACTION},

@@ -81,3 +81,34 @@ def test_selection_is_a_reproduce_target():
     from jaxclp.experiments import reproduce
 
     assert reproduce.TARGETS["selection"] is S.selection
+
+
+def test_clp_rule_is_the_cross_fitted_two_stage_or_prior(rng):
+    """methods.select_prior_first (clp revision 2) picks what crossfit's two_stage_or_prior picks, on random
+    candidates with many ties, and returns the prior alone under its alpha = 0 key."""
+    import jax.numpy as jnp
+
+    from jaxclp.experiments.methods import select_prior_first
+    from jaxclp.metrics import evaluate
+
+    n, k = 40, 3
+    labels = rng.integers(0, k, n)
+    val = rng.random(n) < 0.5
+    y_vis = np.where(val, labels, -1)
+    for trial in range(20):
+        names = ["mlp", "link", "gcn"]
+        refs = {nm: rng.random((n, k)) for nm in names}
+        cands = Candidates(references=refs)
+        for nm in names:
+            cands[("base_prior", nm, "alpha", 0.0)] = refs[nm]
+            for a in (0.1, 0.5, 0.9):
+                cands[("base_prior", nm, "alpha", a)] = rng.random((n, k))
+        cfg, val_score = select_prior_first(cands, y_vis, val, "accuracy")
+        keys = [key for key in cands if key[2:] != ("alpha", 0.0)]
+        score = lambda m: float(evaluate("accuracy", jnp.asarray(m), jnp.asarray(y_vis), jnp.asarray(val)))  # noqa: E731
+        sel = np.array([score(cands[key]) for key in keys])
+        ref_sel = np.array([score(refs[nm]) for nm in names])
+        kind, i = S.choose("two_stage_or_prior", keys, sel, names, ref_sel)
+        expect = ("base_prior", names[i], "alpha", 0.0) if kind == "prior" else keys[i]
+        assert cfg == expect, trial
+        assert val_score == pytest.approx(score(cands[cfg]))

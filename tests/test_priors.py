@@ -291,7 +291,18 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     assert params["base_prior"] == cfg[1] and params["mlp_depth"] == 1 and "alpha" in params
     assert val == max(float(jaxclp.accuracy(jnp.asarray(b), jnp.asarray(np.where(vm, y, 0)), jnp.asarray(vm)))
                       for b in cands.values())
-    # each prior alone is a reference (recorded, never chosen): exactly the base predictors' outputs
+    # revision 2: each prior alone is also a candidate (CLP at alpha = 0), and the runner chooses by
+    # select_prior_first: the best prior on validation, then CLP on it only if a variant beats it there
+    for name in ("mlp", "link", "linkx"):
+        np.testing.assert_array_equal(np.asarray(cands[("base_prior", name, "alpha", 0.0)]),
+                                      np.asarray(cands.references[name]))
+    assert cands.rule is M.select_prior_first
+    y_v = np.asarray(ctx.labels)
+    best_prior, s_prior = M.select(cands.references, y_v, vm, "accuracy")
+    cfg2, val2 = cands.rule(cands, y_v, vm, "accuracy")
+    assert cfg2[:2] == ("base_prior", best_prior) and val2 >= s_prior
+    assert (val2 == s_prior) == (cfg2 == ("base_prior", best_prior, "alpha", 0.0))
+    # each prior alone is a reference (recorded beside the choice): exactly the base predictors' outputs
     assert set(cands.references) == {"mlp", "link", "linkx"} and not set(cands.references) & set(cands)
     np.testing.assert_array_equal(np.asarray(cands.references["mlp"]), np.asarray(ctx.prior))
     np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
@@ -327,19 +338,20 @@ def test_linkx_method_and_registry(monkeypatch):
 @pytest.mark.slow
 def test_runner_records_base_prior(tmp_path, monkeypatch):
     """End to end through runner.run: the record's params name the base prior validation chose."""
-    import functools
-
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
-    cheap = functools.partial(M.method_clp_prior, priors=("mlp", "link"), variants=(("sym", False, "mlp"),),
-                              authors=False, spectral=False)
+    def cheap(ctx):  # a named function: method specs read its qualified name
+        return M.method_clp_prior(ctx, priors=("mlp", "link"), variants=(("sym", False, "mlp"),), authors=False,
+                                  spectral=False)
+
     monkeypatch.setitem(M.METHODS, "clp", cheap)
     ds = jaxclp.datasets.synthetic(h=0.2, avg_degree=5, num_classes=3, nodes_per_class=20, seed=0)
     recs = runner.run(ds, "medium", ["clp", "linkx", "mlp", "link"], runs=1, out=tmp_path, epochs=3,
                       progress=False)
     rec = {r["method"]: r for r in recs}
     params = rec["clp"]["params"]
-    assert params["base_prior"] in ("mlp", "link") and params["normalization"] == "sym" and "alpha" in params
-    assert rec["clp"]["num_candidates"] == 2 * len(M.ALPHAS)
+    assert params["base_prior"] in ("mlp", "link") and "alpha" in params
+    assert params.get("normalization") == "sym" or params["alpha"] == 0.0  # a CLP variant, or the prior alone
+    assert rec["clp"]["num_candidates"] == 2 * len(M.ALPHAS) + 2
     # the references are the priors alone, scored on the same split: equal to the mlp / link methods' records
     refs = rec["clp"]["references"]
     assert set(refs) == {"mlp", "link"} and "references" not in rec["mlp"]
