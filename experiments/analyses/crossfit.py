@@ -129,7 +129,7 @@ def cross_fit(cands, labels_visible: np.ndarray, val_mask: np.ndarray, metric: s
 
 
 def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
-    """Yields ``(run, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all): the runner's own
+    """Yields ``(run, ds, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all): the runner's own
     loading, splits, features, MLP priors and context, so the candidates are the table's."""
     ds = runner.load(name, root=data_root)
     sp = runner.get_splits(ds, "medium", runs, seed)
