@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -269,6 +270,24 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
     return "\n".join(lines)
 
 
+def machines(records: Sequence[dict]) -> list[str]:
+    """Which machines made the result records: one line per (backend, devices, jax version), with the number of
+    result records and their datasets. A result record belongs to the last header record before it in the file
+    (the runner writes a header when a run starts, and ``out/.lock`` keeps two runs from appending to one file)."""
+    groups: dict[tuple, list] = {}
+    current = None
+    for r in records:
+        if r.get("type") == "header":
+            current = (r.get("backend", "?"), ", ".join(r.get("devices") or []) or "?", r.get("jax", "?"))
+        elif r.get("type") == "result" and current is not None:
+            g = groups.setdefault(current, [0, set()])
+            g[0] += 1
+            g[1].add(r.get("dataset"))
+    return [f"{backend} ({devices}), jax {jax_version}: {n} result record(s); "
+            + ", ".join(sorted(d for d in ds if d))
+            for (backend, devices, jax_version), (n, ds) in sorted(groups.items(), key=lambda kv: -kv[1][0])]
+
+
 def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=(), only: bool = False) -> Path:
     out_dir = Path(out_dir)
     records = read_records(out_dir / RESULTS_FILE)
@@ -280,6 +299,10 @@ def write_summary(out_dir, title: str = "", filename: str = "summary.md", method
     commands = sorted({" ".join(r["argv"]) for r in records if r.get("type") == "header" and r.get("argv")})
     if commands:
         text += "\n\nCommands that produced these records:\n\n" + "\n".join(f"    {c}" for c in commands)
+    made_on = machines(records)
+    if made_on:
+        text += "\n\nMachines that made them (backend, devices, jax; the header record before each result):\n\n" + \
+            "\n".join(f"- {m}" for m in made_on)
     path = out_dir / filename
     path.write_text(text + "\n")
     return path

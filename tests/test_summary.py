@@ -1,5 +1,7 @@
 """experiments/summary.py: the paper column beside our numbers, from hand-made records."""
 
+import json
+
 import numpy as np
 
 from jaxclp.experiments import summary
@@ -153,3 +155,21 @@ def test_stale_cells_are_marked():
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
     cells = _row(text, "texas", "medium")
     assert cells[header.index("clp")].endswith(" ‡") and "‡" not in cells[header.index("mlp")]
+
+
+def test_machines_groups_results_by_the_header_before_them(tmp_path):
+    def header(backend, devices, jax_version):
+        return {"type": "header", "argv": ["jaxclp", "reproduce", "t"], "backend": backend, "devices": devices,
+                "jax": jax_version}
+
+    recs = ([header("cpu", ["cpu:0"], "0.10.2")] + _records("texas", "medium", "mlp", [0.6, 0.7])
+            + [header("gpu", ["cuda:0"], "0.11.2")] + _records("deezer-europe", "medium", "mlp", [0.6, 0.6, 0.7])
+            + _records("minesweeper", "medium", "gcn", [0.9])
+            + [header("cpu", ["cpu:0"], "0.10.2")] + _records("wiki", "medium", "mlp", [0.5]))
+    assert summary.machines(recs) == [
+        "gpu (cuda:0), jax 0.11.2: 4 result record(s); deezer-europe, minesweeper",
+        "cpu (cpu:0), jax 0.10.2: 3 result record(s); texas, wiki"]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    text = summary.write_summary(tmp_path, title="t").read_text()
+    assert "- gpu (cuda:0), jax 0.11.2: 4 result record(s); deezer-europe, minesweeper" in text

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs one `jaxclp reproduce` target on a GPU machine: how the GPU-made records in results/ were produced (each
+# record's "backend" and "devices" fields name the device; configurations do not depend on the backend, so such
+# records resume and summarise with the CPU-made ones). From the repository root:
+#   benchmarks/device_reproduce.sh OUT TARGET DATASETS [LIMIT_S]
+# Uses the machine's own jax/flax/optax (a CUDA build) and installs jaxclp without dependencies (jraph from ./.whl
+# when present, for machines without network). Seeds OUT/TARGET/results.jsonl with results/TARGET's records of
+# DATASETS, so finished splits are skipped, then runs until done or LIMIT_S seconds (default 420): the runner
+# appends one record per finished (dataset, split, method), so a stopped run keeps what it finished. Data from
+# $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are those of OUT/TARGET/results.jsonl
+# whose "backend" is not "cpu"; append them to results/TARGET/results.jsonl.
+set -uo pipefail
+OUT=$1 TARGET=$2 DATASETS=$3 LIMIT=${4:-420}
+PY=${PYTHON:-python3}
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
+mkdir -p "$OUT/$TARGET"
+ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
+timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/install.log" 2>&1
+{ nvidia-smi -L; $PY -c "import jax, flax, optax; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"; } > "$OUT/env.txt" 2>&1
+$PY - "$TARGET" "$DATASETS" "$OUT" <<'PY'
+import json, sys
+target, datasets, out = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3]
+try:
+    lines = open(f"results/{target}/results.jsonl").read().splitlines()
+except FileNotFoundError:
+    lines = []
+keep = [l for l in lines if json.loads(l).get("dataset") in datasets]
+open(f"{out}/{target}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
+print(f"seeded {len(keep)} record(s)")
+PY
+start=$(date +%s)
+timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" > "$OUT/run.log" 2>&1
+echo "reproduce rc=$? after $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
