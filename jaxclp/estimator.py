@@ -54,6 +54,23 @@ def _prior_graph(graph, source):
     return Graph(senders=empty, receivers=empty, weights=jnp.zeros((0,), graph.weights.dtype), num_nodes=n)
 
 
+def _is_prior_list(prior) -> bool:
+    """Whether ``prior`` is a list/tuple of priors to choose from (each a name, a ``predict_proba`` object, a
+    callable or a 2-D array) rather than one (n, K) array-like given as nested lists."""
+    if not isinstance(prior, (list, tuple)) or not prior:
+        return False
+    return all(isinstance(p, str) or hasattr(p, "predict_proba") or callable(p) or getattr(p, "ndim", None) == 2
+               for p in prior)
+
+
+def _check_priors(prior) -> list | None:
+    """The list of priors to choose from (each checked by :func:`_check_prior_source`), or None for one prior."""
+    if not _is_prior_list(prior):
+        _check_prior_source(prior)
+        return None
+    return [_check_prior_source(p) for p in prior]
+
+
 def _check_prior_source(prior):
     """``prior`` as CLP takes it (a :data:`PRIORS` name, an array-like, a ``predict_proba`` object), or
     ValueError naming ``prior``. Arrays are checked against (n, K) in :meth:`CLP.fit`."""
@@ -117,12 +134,22 @@ class CLP:
             an (n, K) array (floating, nonnegative, rows summing to 1, columns in the order of ``classes_``; not
             rescaled) or a fitted object with ``predict_proba(features)`` (columns aligned to ``classes_`` by its
             ``classes_`` when it has one). Anything else raises ValueError naming ``prior``.
+            A list or tuple of them (e.g. ``("mlp", "link", "gcn_tuned")``) chooses on validation with the rule
+            of the runner's ``clp`` (revision 2, chosen by cross-fitting on validation nodes, ``jaxclp reproduce
+            selection``): every prior is fitted (same key), the one with the best validation score alone is kept
+            (the first on ties), CLP's grid runs on it, and its best configuration is kept only if it scores
+            higher on validation than that prior alone; otherwise the prediction is the prior (``alpha_ = 0.0``,
+            ``propagated_ = False``). A single prior is always propagated.
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
         prior_source: "mlp", "b0", or a list to select from.
+        spectral_scale: propagate with each class operator divided by its spectral radius, ``A^F_k / rho(A^F_k)``
+            (:func:`jaxclp.clp_beliefs`): alpha then means the same on every graph and every alpha < 1 converges
+            (extend ``alphas`` toward 1, e.g. 0.95, 0.99). The paper's operators have rho 0.08-0.34 on our
+            graphs, so unscaled CLP barely moves its prior; bool or a list (``[False, True]``) to select from.
         num_iters: steps of the iterative (L1) variant.
         method: closed-form solver ("auto" by default).
         metric: "accuracy" or "roc_auc" for validation selection (of the MLP's epoch and of CLP's
@@ -142,12 +169,17 @@ class CLP:
 
     Attributes (after fit):
         classes_: (K,) sorted label values (the user's); ``num_classes_`` = K.
-        alpha_, normalization_, l1_normalize_, prior_source_: the selected configuration.
+        alpha_, normalization_, l1_normalize_, prior_source_, spectral_scale_: the selected configuration.
         H_: (K, K) compatibility; spectral_: per-class :class:`jaxclp.SpectralInfo`; sinkhorn_: its info.
         prior_: (n, K) the prior D that was propagated.
-        prior_fit_: :class:`jaxclp.priors.PriorResult` (its name, validation score, best epoch, params).
+        prior_fit_: :class:`jaxclp.priors.PriorResult` (its name, validation score, best epoch, params) of the
+            prior that was propagated (the chosen one, for a list of priors).
+        prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior, in the given order; ``prior_index_``
+            the chosen one's position.
+        propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
+            ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
-        val_scores_: dict mapping (normalization, l1, prior_source, alpha) -> validation score.
+        val_scores_: dict mapping (normalization, l1, prior_source, spectral_scale, alpha) -> validation score.
         beliefs_: (n, K) propagated beliefs of the selected configuration.
     """
 
@@ -155,14 +187,16 @@ class CLP:
                  weight_decay: float = 5e-5, epochs: int = 500, patience: int = 50, optimizer: str = "adam",
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
-                 classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None):
+                 classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
+                 spectral_scale=False):
         if metric not in ("accuracy", "roc_auc"):
             raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
-        _check_prior_source(prior)
+        several = _check_priors(prior)
         if prior_options is not None and not isinstance(prior_options, dict):
             raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")
         if prior_options and not isinstance(prior, str):
-            raise ValueError("prior_options apply to a named prior only")
+            raise ValueError("prior_options apply to a single named prior only" if several is not None else
+                             "prior_options apply to a named prior only")
         self.prior = prior
         self.prior_options = dict(prior_options or {})
         self.hidden = tuple(hidden)
@@ -174,6 +208,10 @@ class CLP:
         self.normalization = normalization
         self.l1_normalize = l1_normalize
         self.prior_source = prior_source
+        for v in _as_list(spectral_scale):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"spectral_scale must be a bool or a list of bools; got {spectral_scale!r}")
+        self.spectral_scale = spectral_scale
         self.num_iters = num_iters
         self.method = method
         self.metric = metric
@@ -218,11 +256,14 @@ class CLP:
             raise ValueError("train_mask and val_mask overlap")
         y_user = _checks.integer_labels("labels", labels)
         _checks.shape("labels", y_user, (n,))
-        source = self.prior if prior is None else _check_prior_source(prior)
+        source = self.prior if prior is None else prior
+        several = _check_priors(source)
+        sources = [source] if several is None else several
         raw_features = features
-        if isinstance(source, str) and features is None and source != "link":
-            raise ValueError("features is None: pass features or a precomputed prior")
-        if features is not None and not _is_array_prior(source):
+        for src in sources:
+            if isinstance(src, str) and features is None and src != "link":
+                raise ValueError("features is None: pass features or a precomputed prior")
+        if features is not None and not all(_is_array_prior(src) for src in sources):
             features = as_features(features, jnp.float32)
             _checks.features(features, n)  # one row per node of graph: blame features, not the masks
         self.classes_ = self._resolve_classes(y_user, tm, vm)
@@ -231,33 +272,43 @@ class CLP:
         y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
         y = jnp.asarray(y, jnp.int32)
         key = jax.random.key(self.seed) if key is None else key
-        prior_graph = _prior_graph(graph, source)
-        if isinstance(source, str):
-            options = (dict(hidden=self.hidden, dropout=self.dropout) if source == "mlp" else {}) | self.prior_options
-            fitted = fit_prior(source, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
-                               **options)
-        else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
-            fitted = fit_prior(source, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
-                               self.cfg, classes=self.classes_)
+        fits = []
+        for src in sources:  # every prior from the same key
+            prior_graph = _prior_graph(graph, src)
+            if isinstance(src, str):
+                options = (dict(hidden=self.hidden, dropout=self.dropout) if src == "mlp" else {}) | self.prior_options
+                fits.append(fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k,
+                                      self.cfg, **options))
+            else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
+                fits.append(fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
+                                      self.cfg, classes=self.classes_))
+        # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"
+        # compares like with like (PriorResult.val_score may be float64 where CLP's scores are float32)
+        vmj = jnp.asarray(vm)
+        self.prior_val_scores_ = [(f.name, float(evaluate(self.metric, jnp.asarray(f.prior), y, vmj))) for f in fits]
+        prior_scores = np.array([s if np.isfinite(s) else -np.inf for _, s in self.prior_val_scores_])
+        self.prior_index_ = int(np.argmax(prior_scores))  # the first on ties
+        fitted = fits[self.prior_index_]
         self.prior_fit_ = fitted
         self.prior_name_ = fitted.name
         self.mlp_ = MLPResult(fitted.prior, fitted.params, fitted.info) if fitted.name == "mlp" else None
         self.prior_ = jnp.asarray(fitted.prior)
         best = None
         self.val_scores_ = {}
-        for norm, l1, src in itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
-                                               _as_list(self.prior_source)):
+        for norm, l1, src, scale in itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
+                                                      _as_list(self.prior_source), _as_list(self.spectral_scale)):
             res: CLPResult = clp_beliefs(graph, self.prior_, y, jnp.asarray(tm), alphas=self.alphas,
                                          normalization=norm, l1_normalize=l1, prior_source=src,
-                                         num_iters=self.num_iters, method=self.method, spectrum=False)
+                                         num_iters=self.num_iters, method=self.method, spectrum=False,
+                                         spectral_scale=bool(scale))
             scores = jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(res.beliefs)
             scores = np.where(res.valid, np.asarray(scores), -np.inf)
             for a, s in zip(self.alphas, scores):
-                self.val_scores_[(norm, l1, src, a)] = float(s)
+                self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
             i = int(np.argmax(scores))
             if best is None or scores[i] > best[0]:
-                best = (scores[i], norm, l1, src, i, res)
-        score, self.normalization_, self.l1_normalize_, self.prior_source_, i, res = best
+                best = (scores[i], norm, l1, src, bool(scale), i, res)
+        score, self.normalization_, self.l1_normalize_, self.prior_source_, self.spectral_scale_, i, res = best
         if not np.isfinite(score):
             raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
         self.alpha_ = self.alphas[i]
@@ -266,6 +317,12 @@ class CLP:
         self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
         self.method_ = res.method
         self.beliefs_ = res.beliefs[i]
+        self.propagated_ = True
+        if several is not None and not score > prior_scores[self.prior_index_]:
+            # the chosen prior alone (CLP at alpha = 0 is its prior): no CLP configuration beats it on validation
+            self.alpha_, self.val_score_ = 0.0, float(prior_scores[self.prior_index_])
+            self.beliefs_ = self.prior_
+            self.propagated_ = False
         return self
 
     def _resolve_classes(self, y: np.ndarray, tm: np.ndarray, vm: np.ndarray) -> np.ndarray:

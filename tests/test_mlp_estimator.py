@@ -181,3 +181,81 @@ def test_prior_docstring_example_runs():
     exec(compile(textwrap.dedent(block), "CLP.__doc__", "exec"), ns)
     assert ns["m_linkx"].prior_name_ == "linkx" and ns["m_arr"].prior_name_ == "array"
     assert ns["m_obj"].prior_name_ == "predict_proba" and ns["m_obj"].predict().shape == (120,)
+
+
+def _noisy_prior(y, k, flip, seed):
+    """(n, K) prior: the true class with weight 0.6 on a random (1 - flip) share of nodes, a wrong one elsewhere."""
+    rng = np.random.default_rng(seed)
+    wrong = rng.random(len(y)) < flip
+    top = np.where(wrong, (y + 1 + rng.integers(0, k - 1, len(y))) % k, y)
+    return (0.4 / k + 0.6 * np.eye(k)[top]).astype(np.float64)
+
+
+def _val_accuracy(d, y, vm):
+    return float((d.argmax(1) == y)[vm].mean())
+
+
+def test_prior_list_chooses_the_best_prior_on_validation_then_keeps_clp_only_if_it_beats_it():
+    g, x, y, tm, vm = _data(h=0.9)
+    k, fast = 3, dict(alphas=(0.5, 0.9, 0.99), spectral_scale=True)
+    weak, good = _noisy_prior(y, k, 0.5, 1), _noisy_prior(y, k, 0.3, 2)
+    scores = [_val_accuracy(weak, y, vm), _val_accuracy(good, y, vm)]
+    assert scores[1] > scores[0]  # the hand-computed choice
+    m = jaxclp.CLP(prior=[weak, good], **fast).fit(g, None, y, tm, vm)
+    assert m.prior_index_ == 1
+    np.testing.assert_allclose([s for _, s in m.prior_val_scores_], scores, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(m.prior_), good)
+    # homophilous graph, 30 % wrong prior, rho-scaled operators: CLP beats the prior on validation (0.73 -> 0.91),
+    # and the result is then the single-prior fit's
+    single = jaxclp.CLP(prior=good, **fast).fit(g, None, y, tm, vm)
+    assert single.val_score_ > scores[1] + 0.1
+    assert m.propagated_ and single.propagated_ and m.spectral_scale_
+    assert m.alpha_ == single.alpha_ and m.val_score_ == single.val_score_
+    np.testing.assert_array_equal(np.asarray(m.beliefs_), np.asarray(single.beliefs_))
+    # the paper's unscaled operators (rho << 1) leave the argmax of this prior unchanged: a tie, which goes to
+    # the prior (scored like CLP's configurations, so float32 rounding cannot break the tie)
+    tie = jaxclp.CLP(prior=[good], alphas=(0.5, 0.9)).fit(g, None, y, tm, vm)
+    assert not tie.propagated_ and tie.alpha_ == 0.0 and tie.val_score_ == tie.prior_val_scores_[0][1]
+    np.testing.assert_allclose(np.asarray(tie.predict_proba()), good, rtol=1e-12)  # rows renormalized
+    # ... while a single prior is always propagated
+    assert jaxclp.CLP(prior=good, alphas=(0.5, 0.9)).fit(g, None, y, tm, vm).alpha_ in (0.5, 0.9)
+    # a prior exact on validation cannot be beaten there: the prior alone is kept, the first of two equal ones
+    exact = np.where(vm[:, None], np.eye(k)[y], good)
+    m = jaxclp.CLP(prior=(good, exact, exact.copy()), **fast).fit(g, None, y, tm, vm)
+    assert m.prior_index_ == 1 and m.prior_val_scores_[1][1] == 1.0
+    assert not m.propagated_ and m.alpha_ == 0.0 and m.val_score_ == 1.0
+    np.testing.assert_allclose(np.asarray(m.predict_proba()), exact, rtol=1e-12)
+    np.testing.assert_array_equal(m.predict(), exact.argmax(1))
+
+
+def test_spectral_scale_option_is_clp_beliefs_with_scaled_operators():
+    g, x, y, tm, vm = _data(h=0.9)
+    d = _noisy_prior(y, 3, 0.3, 2)
+    m = jaxclp.CLP(prior=d, alphas=(0.5, 0.99), spectral_scale=[False, True]).fit(g, None, y, tm, vm)
+    ref = jaxclp.clp_beliefs(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), alphas=(0.5, 0.99),
+                             spectral_scale=True, spectrum=False)
+    scores = [_val_accuracy(np.asarray(b), y, vm) for b in ref.beliefs]
+    assert set(m.val_scores_) == {("sym", False, "mlp", s, a) for s in (False, True) for a in (0.5, 0.99)}
+    np.testing.assert_allclose([m.val_scores_[("sym", False, "mlp", True, a)] for a in (0.5, 0.99)], scores,
+                               rtol=1e-6)
+    assert m.spectral_scale_ and m.alpha_ == (0.5, 0.99)[int(np.argmax(scores))]
+    np.testing.assert_allclose(np.asarray(m.beliefs_), np.asarray(ref.beliefs[int(np.argmax(scores))]), rtol=1e-6)
+    with pytest.raises(ValueError, match="spectral_scale must be a bool"):
+        jaxclp.CLP(spectral_scale="yes")
+
+
+def test_prior_list_forms():
+    g, x, y, tm, vm = _data()
+    d = _noisy_prior(y, 3, 0.3, 0)
+    # named priors and arrays mix; every prior is fitted from the same key
+    m = jaxclp.CLP(prior=("mlp", d), alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)
+    assert [name for name, _ in m.prior_val_scores_] == ["mlp", "array"]
+    alone = jaxclp.CLP(prior="mlp", alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)
+    assert m.prior_val_scores_[0][1] == pytest.approx(alone.prior_fit_.val_score, rel=1e-6)
+    # nested lists of numbers are one (n, K) array, not a list of priors
+    m = jaxclp.CLP(prior=d.tolist(), alphas=(0.5,)).fit(g, None, y, tm, vm)
+    assert m.prior_name_ == "array" and len(m.prior_val_scores_) == 1 and m.propagated_
+    with pytest.raises(ValueError, match="prior_options apply to a single named prior only"):
+        jaxclp.CLP(prior=("mlp", "link"), prior_options={"hidden": 8})
+    with pytest.raises(ValueError, match="prior must be one of"):
+        jaxclp.CLP(prior=("mlp", "mlpp"))
