@@ -13,6 +13,10 @@ set -uo pipefail
 OUT=$1 TARGET=$2 DATASETS=$3 LIMIT=${4:-420}
 PY=${PYTHON:-python3}
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+# XLA's persistent compilation cache (kept while the machine stays warm). On an H200 (session 14) deezer-europe's
+# first split took ~6 min (its fits' seconds: compilation, autotuning, first use; not separated), later splits
+# 8-20 s; a second process on the same warm machine (without this cache then) ~1 min for its first split
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-${TMPDIR:-/tmp}/jaxclp-xla-cache}
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
 mkdir -p "$OUT/$TARGET"
 ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
