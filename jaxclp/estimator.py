@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
+from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compat import initial_beliefs
 from jaxclp.features import as_features
@@ -146,9 +147,15 @@ class CLP:
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
         prior_source: "mlp", "b0", or a list to select from.
+        authors: also try the authors' own propagation (:mod:`jaxclp.authors`: the propagated term L1-normalized
+            per node before mixing, start x alpha up to 1 x clamp/softmax x adjacency weight, each at its best
+            validation layer of 20; the echo term off unless asked), as the runner's ``clp`` does; True, or a dict
+            of :func:`jaxclp.authors_grid` options (``alphas``, ``starts``, ``posts``, ``echo``, ``weights``,
+            ``num_layers``). Taken only where it scores strictly higher on validation than the paper's update.
         spectral_scale: propagate with each class operator divided by its spectral radius, ``A^F_k / rho(A^F_k)``
             (:func:`jaxclp.clp_beliefs`): alpha then means the same on every graph and every alpha < 1 converges
-            (extend ``alphas`` toward 1, e.g. 0.95, 0.99). The paper's operators have rho 0.08-0.34 on our
+            (extend ``alphas`` toward 1, e.g. 0.95, 0.99); linear update only (a grid skips it with
+            ``l1_normalize=True``). The paper's operators have rho 0.08-0.34 on our
             graphs, so unscaled CLP barely moves its prior; bool or a list (``[False, True]``) to select from.
         num_iters: steps of the iterative (L1) variant.
         method: closed-form solver ("auto" by default).
@@ -179,7 +186,10 @@ class CLP:
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
-        val_scores_: dict mapping (normalization, l1, prior_source, spectral_scale, alpha) -> validation score.
+        val_scores_: dict mapping (normalization, l1, prior_source, spectral_scale, alpha) -> validation score;
+            with ``authors``, also ("authors", start, alpha, post, echo, weight) -> score.
+        authors_: None, or where the authors' propagation was chosen, its ``start``, ``post``, ``echo``, ``weight``
+            and ``layer`` (``alpha_`` its alpha, ``normalization_`` "authors-<weight>", ``method_`` "authors").
         beliefs_: (n, K) propagated beliefs of the selected configuration.
     """
 
@@ -188,7 +198,7 @@ class CLP:
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
-                 spectral_scale=False):
+                 spectral_scale=False, authors=False):
         if metric not in ("accuracy", "roc_auc"):
             raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
         several = _check_priors(prior)
@@ -212,6 +222,9 @@ class CLP:
             if not isinstance(v, (bool, np.bool_)):
                 raise ValueError(f"spectral_scale must be a bool or a list of bools; got {spectral_scale!r}")
         self.spectral_scale = spectral_scale
+        if not isinstance(authors, (bool, dict)):
+            raise ValueError(f"authors must be a bool or a dict of jaxclp.authors_grid options; got {authors!r}")
+        self.authors = authors
         self.num_iters = num_iters
         self.method = method
         self.metric = metric
@@ -295,8 +308,12 @@ class CLP:
         self.prior_ = jnp.asarray(fitted.prior)
         best = None
         self.val_scores_ = {}
-        for norm, l1, src, scale in itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
-                                                      _as_list(self.prior_source), _as_list(self.spectral_scale)):
+        combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
+                                        _as_list(self.prior_source), _as_list(self.spectral_scale)))
+        # spectral scaling applies to the linear update only: skip it with the per-step L1 variant in a grid
+        # (asked for alone, clp_beliefs refuses it with a ValueError)
+        combos = [c for c in combos if not (c[1] and c[3])] or combos
+        for norm, l1, src, scale in combos:
             res: CLPResult = clp_beliefs(graph, self.prior_, y, jnp.asarray(tm), alphas=self.alphas,
                                          normalization=norm, l1_normalize=l1, prior_source=src,
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
@@ -309,14 +326,18 @@ class CLP:
             if best is None or scores[i] > best[0]:
                 best = (scores[i], norm, l1, src, bool(scale), i, res)
         score, self.normalization_, self.l1_normalize_, self.prior_source_, self.spectral_scale_, i, res = best
-        if not np.isfinite(score):
-            raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
         self.alpha_ = self.alphas[i]
-        self.val_score_ = float(score)
         self.H_, self.sinkhorn_, self._spectral = res.H, res.sinkhorn, res.spectral
-        self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
         self.method_ = res.method
         self.beliefs_ = res.beliefs[i]
+        self.authors_ = None
+        self._spectral_normalization = self.normalization_
+        if self.authors is not False and self.authors is not None:
+            score = self._fit_authors(graph, y, tm, vm, score)
+        if not np.isfinite(score):
+            raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
+        self.val_score_ = float(score)
+        self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
         self.propagated_ = True
         if several is not None and not score > prior_scores[self.prior_index_]:
             # the chosen prior alone (CLP at alpha = 0 is its prior): no CLP configuration beats it on validation
@@ -324,6 +345,30 @@ class CLP:
             self.beliefs_ = self.prior_
             self.propagated_ = False
         return self
+
+    def _fit_authors(self, graph, y, tm, vm, best_score) -> float:
+        """Adds the authors' propagation (:func:`jaxclp.authors_grid`, each configuration at its best validation
+        layer) to the candidates; takes it where it scores strictly higher than ``best_score``. Returns the best
+        score."""
+        if _is_sharded(graph):
+            raise ValueError("authors=True needs the unsharded graph (jaxclp.authors_grid); it is not supported for "
+                             "a ShardedGraph")
+        options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
+        ares = authors_grid(graph, self.prior_, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
+        scores = np.asarray(jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(ares.beliefs))
+        for (start, a, post, echo, w), s in zip(ares.configs, scores):
+            self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
+        j = int(np.argmax(scores))
+        if not scores[j] > best_score:
+            return best_score
+        start, a, post, echo, w = ares.configs[j]
+        self.authors_ = {"start": start, "post": post, "echo": bool(echo), "weight": w,
+                         "layer": int(np.asarray(ares.layer)[j])}
+        self.normalization_, self.l1_normalize_, self.prior_source_ = f"authors-{w}", None, start
+        self.spectral_scale_, self.alpha_, self.method_ = False, float(a), "authors"
+        self.H_, self._spectral, self._spectral_normalization = ares.H, None, w
+        self.beliefs_ = ares.beliefs[j]
+        return float(scores[j])
 
     def _resolve_classes(self, y: np.ndarray, tm: np.ndarray, vm: np.ndarray) -> np.ndarray:
         """Sorted class labels (K,), validating ``y`` (user values) on the train/val nodes."""
@@ -373,7 +418,7 @@ class CLP:
         self._check_fitted()
         if self._spectral is None:
             b0 = initial_beliefs(self.prior_, self._labels, self._train)  # as clp_beliefs builds it
-            self._spectral = spectral_radius(self._graph, b0, self.H_, normalization=self.normalization_)
+            self._spectral = spectral_radius(self._graph, b0, self.H_, normalization=self._spectral_normalization)
         return self._spectral
 
     def _check_fitted(self):

@@ -242,6 +242,13 @@ def test_spectral_scale_option_is_clp_beliefs_with_scaled_operators():
     np.testing.assert_allclose(np.asarray(m.beliefs_), np.asarray(ref.beliefs[int(np.argmax(scores))]), rtol=1e-6)
     with pytest.raises(ValueError, match="spectral_scale must be a bool"):
         jaxclp.CLP(spectral_scale="yes")
+    # linear update only: a grid skips scaled x per-step L1; asked for alone, it is refused
+    m = jaxclp.CLP(prior=d, alphas=(0.5,), l1_normalize=[False, True], spectral_scale=[False, True]).fit(
+        g, None, y, tm, vm)
+    assert set(m.val_scores_) == {("sym", False, "mlp", False, 0.5), ("sym", True, "mlp", False, 0.5),
+                                  ("sym", False, "mlp", True, 0.5)}
+    with pytest.raises(ValueError, match="linear variant only"):
+        jaxclp.CLP(prior=d, alphas=(0.5,), l1_normalize=True, spectral_scale=True).fit(g, None, y, tm, vm)
 
 
 def test_prior_list_forms():
@@ -259,3 +266,39 @@ def test_prior_list_forms():
         jaxclp.CLP(prior=("mlp", "link"), prior_options={"hidden": 8})
     with pytest.raises(ValueError, match="prior must be one of"):
         jaxclp.CLP(prior=("mlp", "mlpp"))
+
+
+def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
+    g, x, y, tm, vm = _data(h=0.9)
+    d = _noisy_prior(y, 3, 0.3, 2)
+    m = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), authors=True).fit(g, None, y, tm, vm)
+    ref = jaxclp.authors_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
+    ref_scores = [_val_accuracy(np.asarray(b), y, vm) for b in ref.beliefs]
+    keys = [("authors", s, a, p, e, w) for s, a, p, e, w in ref.configs]
+    assert len(ref.configs) == 4 * 10 * 2 * 2  # starts x alphas 0.1..1 x posts x weights, echo off
+    np.testing.assert_allclose([m.val_scores_[k] for k in keys], ref_scores, rtol=1e-6)
+    linear = max(v for k, v in m.val_scores_.items() if k[0] != "authors")
+    j = int(np.argmax(ref_scores))
+    assert max(ref_scores) > linear + 0.1  # on this graph the authors' step moves the prior, the paper's does not
+    start, a, post, echo, w = ref.configs[j]
+    assert m.authors_ == {"start": start, "post": post, "echo": False, "weight": w, "layer": int(ref.layer[j])}
+    assert (m.alpha_, m.prior_source_, m.normalization_, m.method_) == (a, start, f"authors-{w}", "authors")
+    assert m.val_score_ == pytest.approx(ref_scores[j], rel=1e-6)
+    np.testing.assert_array_equal(np.asarray(m.beliefs_), np.asarray(ref.beliefs[j]))
+    assert np.all(np.isfinite(np.asarray(m.spectral_.rho)))  # the operator of the chosen adjacency weight
+    # one weak configuration (1 layer, alpha 0.1, from the prior) ties the paper's update: ties keep the latter
+    m2 = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), authors={"starts": ("prior",), "alphas": (0.1,),
+                                                        "posts": ("clamp",), "weights": ("none",),
+                                                        "num_layers": 1}).fit(g, None, y, tm, vm)
+    plain = jaxclp.CLP(prior=d, alphas=(0.5, 0.9)).fit(g, None, y, tm, vm)
+    assert m2.val_scores_[("authors", "prior", 0.1, "clamp", False, "none")] == plain.val_score_
+    assert m2.authors_ is None and m2.method_ == plain.method_
+    assert (m2.alpha_, m2.normalization_, m2.val_score_) == (plain.alpha_, plain.normalization_, plain.val_score_)
+    np.testing.assert_array_equal(np.asarray(m2.beliefs_), np.asarray(plain.beliefs_))
+    with pytest.raises(ValueError, match="authors must be a bool or a dict"):
+        jaxclp.CLP(authors="yes")
+    from jax.sharding import Mesh
+
+    sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes")
+    with pytest.raises(ValueError, match="authors=True needs the unsharded graph"):
+        jaxclp.CLP(prior=d, alphas=(0.5,), authors=True).fit(sg, None, y, tm, vm)
