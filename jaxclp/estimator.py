@@ -272,6 +272,8 @@ class CLP:
         source = self.prior if prior is None else prior
         several = _check_priors(source)
         sources = [source] if several is None else several
+        if several is not None and self.prior_options:
+            raise ValueError("prior_options apply to a single named prior only; got a list of priors")
         raw_features = features
         for src in sources:
             if isinstance(src, str) and features is None and src != "link":

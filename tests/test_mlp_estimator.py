@@ -266,6 +266,8 @@ def test_prior_list_forms():
         jaxclp.CLP(prior=("mlp", "link"), prior_options={"hidden": 8})
     with pytest.raises(ValueError, match="prior must be one of"):
         jaxclp.CLP(prior=("mlp", "mlpp"))
+    with pytest.raises(ValueError, match="prior_options apply to a single named prior only"):
+        jaxclp.CLP(prior="linkx", prior_options={"hidden": 8}).fit(g, x, y, tm, vm, prior=("mlp", "linkx"))
 
 
 def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
