@@ -7,8 +7,11 @@
 # when present, for machines without network). Seeds OUT/TARGET/results.jsonl with results/TARGET's records of
 # DATASETS, so finished splits are skipped, then runs until done or LIMIT_S seconds (default 420): the runner
 # appends one record per finished (dataset, split, method), so a stopped run keeps what it finished. Data from
-# $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are those of OUT/TARGET/results.jsonl
-# whose "backend" is not "cpu"; append them to results/TARGET/results.jsonl.
+# $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are the lines of OUT/TARGET/results.jsonl
+# that results/TARGET/results.jsonl does not hold (header records included); append them there. For a
+# re-run of a changed method (e.g. table2's `clp` after a revision) pass EXTRA_ARGS=--replace-stale; after merging,
+# run `jaxclp reproduce TARGET --out results --replace-stale --datasets DATASETS` here: it moves the old records
+# to results.stale.jsonl and, every split being done, computes nothing.
 set -uo pipefail
 OUT=$1 TARGET=$2 DATASETS=$3 LIMIT=${4:-420}
 PY=${PYTHON:-python3}
@@ -34,5 +37,5 @@ open(f"{out}/{target}/results.jsonl", "w").write("".join(l + "\n" for l in keep)
 print(f"seeded {len(keep)} record(s)")
 PY
 start=$(date +%s)
-timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" > "$OUT/run.log" 2>&1
+timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1
 echo "reproduce rc=$? after $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
