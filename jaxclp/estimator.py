@@ -55,6 +55,10 @@ def _prior_graph(graph, source):
     return Graph(senders=empty, receivers=empty, weights=jnp.zeros((0,), graph.weights.dtype), num_nodes=n)
 
 
+AUTHORS_OPTIONS = ("alphas", "starts", "posts", "echo", "weights", "num_layers")
+"""The :func:`jaxclp.authors_grid` options ``CLP(authors={...})`` passes on."""
+
+
 def _is_prior_list(prior) -> bool:
     """Whether ``prior`` is a list/tuple of priors to choose from (each a name, a ``predict_proba`` object, a
     callable or a 2-D array) rather than one (n, K) array-like given as nested lists."""
@@ -181,8 +185,8 @@ class CLP:
         prior_: (n, K) the prior D that was propagated.
         prior_fit_: :class:`jaxclp.priors.PriorResult` (its name, validation score, best epoch, params) of the
             prior that was propagated (the chosen one, for a list of priors).
-        prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior, in the given order; ``prior_index_``
-            the chosen one's position.
+        prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior, in the given
+            order; ``prior_index_`` the chosen one's position.
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
@@ -224,6 +228,10 @@ class CLP:
         self.spectral_scale = spectral_scale
         if not isinstance(authors, (bool, dict)):
             raise ValueError(f"authors must be a bool or a dict of jaxclp.authors_grid options; got {authors!r}")
+        unknown = sorted(set(authors) - set(AUTHORS_OPTIONS)) if isinstance(authors, dict) else []
+        if unknown:
+            raise ValueError(f"authors: unknown jaxclp.authors_grid option(s) {unknown}; choose from "
+                             f"{list(AUTHORS_OPTIONS)}")
         self.authors = authors
         self.num_iters = num_iters
         self.method = method
@@ -320,8 +328,7 @@ class CLP:
                                          normalization=norm, l1_normalize=l1, prior_source=src,
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
                                          spectral_scale=bool(scale))
-            scores = jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(res.beliefs)
-            scores = np.where(res.valid, np.asarray(scores), -np.inf)
+            scores = np.where(res.valid, self._val_scores(res.beliefs, y, vm), -np.inf)
             for a, s in zip(self.alphas, scores):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
             i = int(np.argmax(scores))
@@ -334,7 +341,7 @@ class CLP:
         self.beliefs_ = res.beliefs[i]
         self.authors_ = None
         self._spectral_normalization = self.normalization_
-        if self.authors is not False and self.authors is not None:
+        if self.authors is not False:  # True or a dict of options (an empty dict: the defaults)
             score = self._fit_authors(graph, y, tm, vm, score)
         if not np.isfinite(score):
             raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
@@ -348,6 +355,10 @@ class CLP:
             self.propagated_ = False
         return self
 
+    def _val_scores(self, beliefs, y, vm) -> np.ndarray:
+        """(C,) validation ``metric`` of (C, n, K) candidate beliefs."""
+        return np.asarray(jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(beliefs))
+
     def _fit_authors(self, graph, y, tm, vm, best_score) -> float:
         """Adds the authors' propagation (:func:`jaxclp.authors_grid`, each configuration at its best validation
         layer) to the candidates; takes it where it scores strictly higher than ``best_score``. Returns the best
@@ -357,7 +368,7 @@ class CLP:
                              "a ShardedGraph")
         options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
         ares = authors_grid(graph, self.prior_, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
-        scores = np.asarray(jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(ares.beliefs))
+        scores = self._val_scores(ares.beliefs, y, vm)
         for (start, a, post, echo, w), s in zip(ares.configs, scores):
             self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
         j = int(np.argmax(scores))

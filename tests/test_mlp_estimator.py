@@ -299,6 +299,8 @@ def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
     np.testing.assert_array_equal(np.asarray(m2.beliefs_), np.asarray(plain.beliefs_))
     with pytest.raises(ValueError, match="authors must be a bool or a dict"):
         jaxclp.CLP(authors="yes")
+    with pytest.raises(ValueError, match=r"authors: unknown jaxclp.authors_grid option\(s\) \['alpha'\]"):
+        jaxclp.CLP(authors={"alpha": (0.1,)})
     from jax.sharding import Mesh
 
     sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes")
