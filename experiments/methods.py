@@ -8,6 +8,7 @@ Every method maps a :class:`Context` (which holds labels with the TEST labels al
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Callable
 
@@ -84,12 +85,26 @@ class Candidates(dict):
     scores the runner scores on validation and test and records beside the choice (``record["references"]``)
     but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
 
-    def __init__(self, *args, references: dict | None = None, rule: Callable | None = None, **kwargs):
+    def __init__(self, *args, references: dict | None = None, rule: Callable | None = None,
+                 pending: dict | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.references = dict(references or {})
         self.rule = rule
         """How the runner chooses among these candidates: ``rule(cands, labels_visible, val_mask, metric) ->
         (config, val_score)`` on validation only; None: :func:`select` (the best validation score)."""
+        self.pending = dict(pending or {})
+        """``key prefix -> thunk() -> {key suffix: (n, K) scores}``: groups of candidates not computed yet. A rule
+        that needs only some groups expands those (:meth:`expand`); :func:`select` and anything iterating over
+        every candidate expand all first. The choice is the same either way; only what gets computed differs."""
+
+    def expand(self, prefix: tuple | None = None) -> Candidates:
+        """Computes the pending group ``prefix`` (every pending group with None) into this dict; returns self."""
+        for p in ([prefix] if prefix is not None else list(self.pending)):
+            thunk = self.pending.pop(tuple(p), None)
+            if thunk is not None:
+                for key, scores in thunk().items():
+                    self[tuple(p) + tuple(key)] = scores
+        return self
 
 
 def visible_labels(labels: np.ndarray, train: np.ndarray, val: np.ndarray) -> np.ndarray:
@@ -112,6 +127,8 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
     y = jnp.asarray(labels_visible)
     if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
         raise ValueError("validation labels missing (-1) inside val_mask")
+    if isinstance(candidates, Candidates):
+        candidates.expand()
     best, best_score = None, -np.inf
     for cfg, scores in candidates.items():
         s = float(evaluate(metric, jnp.asarray(scores), y, jnp.asarray(val_mask)))
@@ -134,6 +151,8 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
     """
     name, s_prior = select(cands.references, labels_visible, val_mask, metric)
     alone = ("base_prior", name, "alpha", 0.0)
+    if isinstance(cands, Candidates):
+        cands.expand(("base_prior", name))  # only the chosen predictor's CLP grid is ever read
     on_prior = {k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone}
     best, s_best = select(on_prior, labels_visible, val_mask, metric)
     return (alone, s_prior) if s_prior >= s_best else (best, s_best)
@@ -396,7 +415,7 @@ def with_prior(ctx: Context, prior) -> Context:
                                cache={k: v for k, v in ctx.cache.items() if k[0] == "fit"})
 
 
-def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -> Candidates:
+def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, lazy: bool = True, **clp_options) -> Candidates:
     """The runner's ``clp``: CLP on several base predictors, chosen on validation by
     :func:`select_prior_first` (the best predictor alone first, then CLP's variant on it, or the predictor
     itself at alpha = 0 when no variant beats it on validation).
@@ -406,15 +425,19 @@ def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, **clp_options) -
     ``params["base_prior"]`` says which prior validation chose (``params["prior"]`` stays CLP's start /
     residual source, as in ``clp_mlp``). Each prior alone is a reference (never chosen): the record keeps its
     validation and test score, so what CLP adds on top of the prior it chose is a paired number per split.
+
+    With ``lazy`` (default) each predictor's grid is a pending group (:attr:`Candidates.pending`):
+    :func:`select_prior_first` computes only the chosen predictor's, the one it reads (the record's
+    ``num_candidates`` counts what was computed); ``lazy=False`` computes every grid (the cross-fit of
+    ``jaxclp reproduce selection`` needs them all). The choice and its scores are the same either way (tested).
     """
     bases = fit_base_priors(ctx, priors)
     cands = Candidates(references=bases, rule=select_prior_first)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
         cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself
-        for key, beliefs in method_clp(base_ctx, **clp_options).items():
-            cands[("base_prior", name) + key] = beliefs
-    return cands
+        cands.pending[("base_prior", name)] = functools.partial(method_clp, base_ctx, **clp_options)
+    return cands if lazy else cands.expand()
 
 
 def method_linkx(ctx: Context) -> dict:

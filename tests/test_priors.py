@@ -275,7 +275,8 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     ctx = _context(g, x, y, tm, vm)
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)  # a few epochs: this tests the plumbing
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
-    cands = M.method_clp_prior(ctx, priors=("mlp", "link", "linkx"), **small)
+    cands = M.method_clp_prior(ctx, priors=("mlp", "link", "linkx"), lazy=False, **small)
+    assert not cands.pending
     base = {k[1] for k in cands}
     assert base == {"mlp", "link", "linkx"}
     # every prior gets CLP's own grid, untouched: the "mlp" block equals method_clp on the runner's prior
@@ -306,6 +307,36 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     assert set(cands.references) == {"mlp", "link", "linkx"} and not set(cands.references) & set(cands)
     np.testing.assert_array_equal(np.asarray(cands.references["mlp"]), np.asarray(ctx.prior))
     np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
+
+
+def test_clp_prior_lazy_grids_choose_the_same_and_compute_only_the_chosen_one(monkeypatch):
+    """The runner's default: each predictor's CLP grid is a pending group; select_prior_first computes only the
+    chosen predictor's. Same choice, same validation score, same scores as computing every grid; a plain
+    select (or anything iterating) expands everything first."""
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    small = dict(variants=(("sym", False, "mlp"), ("row", True, "b0")), authors=False, spectral=False)
+    y_v = np.asarray(ctx.labels)
+    eager = M.method_clp_prior(ctx, priors=("mlp", "link", "linkx"), lazy=False, **small)
+    cfg_e, val_e = eager.rule(eager, y_v, vm, "accuracy")
+    calls = []
+    real = M.method_clp
+    monkeypatch.setattr(M, "method_clp", lambda c, **kw: calls.append(c) or real(c, **kw))
+    lazy = M.method_clp_prior(ctx, priors=("mlp", "link", "linkx"), **small)
+    assert set(lazy.pending) == {("base_prior", n) for n in ("mlp", "link", "linkx")} and not calls
+    assert len(lazy) == 3  # the predictors alone
+    cfg_l, val_l = lazy.rule(lazy, y_v, vm, "accuracy")
+    assert (cfg_l, val_l) == (cfg_e, val_e) and len(calls) == 1
+    np.testing.assert_array_equal(np.asarray(lazy[cfg_l]), np.asarray(eager[cfg_e]))
+    chosen = M.select(lazy.references, y_v, vm, "accuracy")[0]
+    assert set(lazy.pending) == {("base_prior", n) for n in ("mlp", "link", "linkx") if n != chosen}
+    per_grid = (len(eager) - 3) // 3
+    assert len(lazy) == 3 + per_grid  # the record's num_candidates: what was computed
+    for key in lazy:
+        np.testing.assert_array_equal(np.asarray(lazy[key]), np.asarray(eager[key]))
+    assert M.select(lazy, y_v, vm, "accuracy") == M.select(eager, y_v, vm, "accuracy")
+    assert not lazy.pending and set(lazy) == set(eager)
 
 
 @pytest.mark.cpu_bitwise
@@ -351,7 +382,7 @@ def test_runner_records_base_prior(tmp_path, monkeypatch):
     params = rec["clp"]["params"]
     assert params["base_prior"] in ("mlp", "link") and "alpha" in params
     assert params.get("normalization") == "sym" or params["alpha"] == 0.0  # a CLP variant, or the prior alone
-    assert rec["clp"]["num_candidates"] == 2 * len(M.ALPHAS) + 2
+    assert rec["clp"]["num_candidates"] == len(M.ALPHAS) + 2  # the chosen prior's grid only (lazy)
     # the references are the priors alone, scored on the same split: equal to the mlp / link methods' records
     refs = rec["clp"]["references"]
     assert set(refs) == {"mlp", "link"} and "references" not in rec["mlp"]

@@ -148,7 +148,8 @@ def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: in
     priors, _ = runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
     for j, i in enumerate(todo):
         ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
-        yield i, ds, ctx, METHODS["clp"](ctx)
+        cands = METHODS["clp"](ctx)
+        yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 
 
 def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True):
