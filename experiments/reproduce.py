@@ -27,11 +27,20 @@ HOMOPHILY = ("dblp", "coauthor-cs", "acm", "coauthor-physics")
 DAGGER_METHODS = ("cs", "clp")  # the paper's C&S† and CLP† rows
 
 
+SHARES = {"table2": ("table_gnn",), "table_gnn": ("table2",), "table5": ("table_homophily",),
+          "table_homophily": ("table5",)}
+"""Targets over the same datasets and splits: a record one of them made (same configuration and method hash,
+i.e. the same computation) is copied into the other instead of being recomputed (:func:`runner.reuse_records`;
+e.g. table2's and table_gnn's ``mlp``/``gcn``/``h2gcn``, table5's and table_homophily's ACM and DBLP)."""
+
+
 def _table(out: Path, target: str, datasets, splits, runs, data_root, argv, title, methods=METHODS):
     d = out / target
+    reuse = [out / t for t in SHARES.get(target, ())]
     for split in splits:
         for name in datasets:
-            run(name, split, methods, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root)
+            run(name, split, methods, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
+                reuse=reuse)
     return [write_summary(d, title=title, methods=methods)]
 
 
@@ -82,7 +91,8 @@ def table_ablation(out: Path, *, runs=10, datasets=None, data_root=None, argv=No
     """
     d = out / "table2"
     for name in datasets or HETEROPHILY:
-        run(name, "medium", ABLATION_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root)
+        run(name, "medium", ABLATION_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
+            reuse=[out / "table_gnn"])
     return [write_summary(d, title="Ablation of CLP's extensions, medium split (10/10/80)", filename="ablation.md",
                           methods=ABLATION_METHODS, only=True)]
 
@@ -98,9 +108,11 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
     """
     d = out / "table_homophily"
     names = datasets or HOMOPHILY
+    reuse = [out / t for t in SHARES["table_homophily"]]
     for split in ("sparse", "medium", "dense"):
         for name in names:
-            run(name, split, METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root)
+            run(name, split, METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
+                reuse=reuse)
     if dagger:
         import dataclasses
 

@@ -205,7 +205,7 @@ def _agree_on_done(done: set, name: str, split: str, nruns: int, methods: list) 
 def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = ("mlp", "clp"),
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
         progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
-        replace_stale: bool | None = None) -> list[dict]:
+        replace_stale: bool | None = None, reuse: Sequence[str | Path] = ()) -> list[dict]:
     """Runs ``methods`` on ``runs`` splits of one dataset; appends records to ``out/results.jsonl``.
 
     Resumable and safe for concurrent callers on one ``out`` (see the module docstring): only keys of the
@@ -228,9 +228,13 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             ``out/results.stale.jsonl`` and recompute them, instead of refusing. None (default): False, or
             True inside ``with replacing_stale():`` (how ``jaxclp reproduce --replace-stale`` reaches the
             runs of a target).
+        reuse: other output folders (e.g. another table target over the same splits): their records of this
+            configuration (same dataset, split, ``config_hash`` and ``method_hash``: the same computation) that
+            ``out`` lacks are copied into ``out/results.jsonl`` with their header records (:func:`reuse_records`)
+            instead of being recomputed.
 
     Returns:
-        The new records.
+        The new records (not the copied ones).
 
     Raises:
         ValueError: unknown method, ``runs`` or ``epochs`` < 1, a single-class split.
@@ -265,6 +269,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         if writer:
             _repair_tail(path)
             stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash)
+            for src in reuse:
+                reuse_records(Path(src) / RESULTS_FILE, path, ds.name, split, chash, mhash)
         done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
                 if r.get("type") == "result" and r.get("config_hash") == chash
                 and r.get("method_hash") == mhash.get(r.get("method"))}
@@ -302,6 +308,35 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                 records.append(rec)
                 release_compiled()
     return records
+
+
+def reuse_records(src: Path, dst: Path, dataset: str, split: str, chash: str, mhash: dict) -> int:
+    """Copies ``src``'s result records of (``dataset``, ``split``) with configuration hash ``chash`` and, per
+    method, the method hash ``mhash[method]`` (methods absent from ``mhash`` are not copied) into ``dst`` when
+    ``dst`` has no result of that (dataset, split, run, method) of this configuration; the header records of
+    that configuration come along (they name the machine and the command that made the copied records).
+    Records are copied verbatim. Returns how many results were copied."""
+    if not Path(src).exists() or Path(src).resolve() == Path(dst).resolve():
+        return 0
+    have = {(r["run"], r["method"]) for r in read_records(dst) if r.get("type") == "result"
+            and r.get("dataset") == dataset and r.get("split") == split and r.get("config_hash") == chash
+            and r.get("method_hash") == mhash.get(r.get("method"))}
+    headers = {json.dumps(r, sort_keys=True) for r in read_records(dst) if r.get("type") == "header"}
+    copied, new_headers = [], []
+    for r in read_records(src):
+        if r.get("dataset") != dataset or r.get("split") != split or r.get("config_hash") != chash:
+            continue
+        if r.get("type") == "header":
+            if json.dumps(r, sort_keys=True) not in headers:
+                new_headers.append(r)
+        elif (r.get("type") == "result" and r.get("method_hash") == mhash.get(r.get("method"))
+              and (r["run"], r["method"]) not in have):
+            have.add((r["run"], r["method"]))
+            copied.append(r)
+    if copied:
+        for r in new_headers + copied:
+            append_record(dst, r)
+    return len(copied)
 
 
 MAP_FRACTION = 0.5

@@ -156,6 +156,43 @@ def test_resume_is_keyed_on_the_configuration(tmp_path):
     assert {r["config"]["train"]["epochs"] for r in kept if r["method"] == "mlp"} == {4}
 
 
+def test_reuse_copies_records_of_the_same_computation_from_another_target(tmp_path):
+    """Targets over the same splits (table2 / table_gnn, table5 / table_homophily) share records: a record of
+    the same configuration and method hash is copied verbatim with its header, not recomputed; another
+    configuration (here: epochs) or another method hash is not copied."""
+    ds = _dataset()
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    made = runner.run(ds, "medium", ["mlp", "lp"], runs=2, out=a, epochs=3, progress=False)
+    recs = runner.run(ds, "medium", ["mlp", "lp", "link"], runs=2, out=b, epochs=3, progress=False, reuse=[a])
+    assert sorted((r["run"], r["method"]) for r in recs) == [(0, "link"), (1, "link")]  # only link computed
+    in_b = runner.read_records(b / runner.RESULTS_FILE)
+    for r in made:
+        assert r in in_b  # verbatim
+    assert [r for r in in_b if r["type"] == "header"][0] == [
+        r for r in runner.read_records(a / runner.RESULTS_FILE) if r["type"] == "header"][0]
+    assert len([r for r in in_b if r["type"] == "header"]) == 2  # a's (copied) and b's own run
+    # again: nothing to copy or compute, nothing appended
+    before = (b / runner.RESULTS_FILE).read_text()
+    assert runner.run(ds, "medium", ["mlp", "lp", "link"], runs=2, out=b, epochs=3, progress=False,
+                      reuse=[a]) == []
+    assert (b / runner.RESULTS_FILE).read_text() == before
+    # another configuration is not the same computation: computed, never copied
+    other = runner.run(ds, "medium", ["lp"], runs=1, out=c, epochs=4, progress=False, reuse=[a])
+    assert [r["method"] for r in other] == ["lp"] and other[0]["config_hash"] != made[0]["config_hash"]
+    # another method hash (e.g. an older revision) is not copied
+    rows = runner.read_records(a / runner.RESULTS_FILE)
+    for r in rows:
+        if r["type"] == "result":
+            r["method_hash"] = "0" * 12
+    d = tmp_path / "d"
+    d.mkdir()
+    assert runner.reuse_records(a / runner.RESULTS_FILE, d / runner.RESULTS_FILE, ds.name, "medium",
+                                made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 2
+    (a / runner.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert runner.reuse_records(a / runner.RESULTS_FILE, tmp_path / "e.jsonl", ds.name, "medium",
+                                made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 0
+
+
 def test_records_without_a_configuration_count_as_another(tmp_path):
     """The committed results (older jaxclp, no config) are never resumed into silently."""
     ds = _dataset()
@@ -343,3 +380,20 @@ def test_run_releases_compiled_executables_near_the_mapping_limit(tmp_path, monk
     monkeypatch.setattr(runner, "MAP_FRACTION", held / limit / 2)  # as if the process were past the threshold
     assert len(runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "b", progress=False)) == 1
     assert f._cache_size() == 0
+
+
+def test_targets_over_the_same_splits_reuse_each_other(tmp_path, monkeypatch):
+    from jaxclp.experiments import reproduce as R
+
+    seen = {}
+    monkeypatch.setattr(R, "run", lambda name, split, *a, reuse=(), **k: seen.setdefault((name, split), reuse))
+    monkeypatch.setattr(R, "write_summary", lambda *a, **k: None)
+    R.table2(tmp_path, datasets=["texas"])
+    assert seen.pop(("texas", "medium")) == [tmp_path / "table_gnn"]
+    R.table5(tmp_path, datasets=["acm"])
+    assert seen.pop(("acm", "dense")) == [tmp_path / "table_homophily"]
+    seen.clear()
+    R.table_homophily(tmp_path, datasets=["acm"], dagger=False)
+    assert seen[("acm", "sparse")] == [tmp_path / "table5"]
+    for a, b in R.SHARES.items():
+        assert all(a in R.SHARES[t] for t in b)  # symmetric
