@@ -5,10 +5,12 @@
 #   benchmarks/device_reproduce.sh OUT TARGET DATASETS [LIMIT_S]
 # Uses the machine's own jax/flax/optax (a CUDA build) and installs jaxclp without dependencies (jraph from ./.whl
 # when present, for machines without network). Seeds OUT/TARGET/results.jsonl with results/TARGET's records of
-# DATASETS, so finished splits are skipped, then runs until done or LIMIT_S seconds (default 420): the runner
+# DATASETS (and of the targets it shares records with, reproduce.SHARES), so finished splits are skipped, then
+# runs until done or LIMIT_S seconds (default 420): the runner
 # appends one record per finished (dataset, split, method), so a stopped run keeps what it finished. Data from
 # $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are the lines of OUT/TARGET/results.jsonl
-# that results/TARGET/results.jsonl does not hold (header records included); append them there. For a
+# that results/TARGET/results.jsonl does not hold (header records included); append them there with
+# `python -m benchmarks.merge_records FILES_AT/OUT TARGET`. For a
 # re-run of a changed method (e.g. table2's `clp` after a revision) pass EXTRA_ARGS=--replace-stale; after merging,
 # run `jaxclp reproduce TARGET --out results --replace-stale --datasets DATASETS` here: it moves the old records
 # to results.stale.jsonl and, every split being done, computes nothing.
@@ -28,13 +30,17 @@ timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/inst
 $PY - "$TARGET" "$DATASETS" "$OUT" <<'PY'
 import json, sys
 target, datasets, out = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3]
-try:
-    lines = open(f"results/{target}/results.jsonl").read().splitlines()
-except FileNotFoundError:
-    lines = []
-keep = [l for l in lines if json.loads(l).get("dataset") in datasets]
-open(f"{out}/{target}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
-print(f"seeded {len(keep)} record(s)")
+import os
+from jaxclp.experiments.reproduce import SHARES
+for t in (target,) + SHARES.get(target, ()):  # the target, and the targets it copies records from
+    try:
+        lines = open(f"results/{t}/results.jsonl").read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    keep = [l for l in lines if json.loads(l).get("dataset") in datasets]
+    os.makedirs(f"{out}/{t}", exist_ok=True)
+    open(f"{out}/{t}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
+    print(f"seeded {len(keep)} record(s) of {t}")
 PY
 start=$(date +%s)
 timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1

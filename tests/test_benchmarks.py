@@ -227,3 +227,19 @@ def test_quick_device_benchmark(tmp_path, monkeypatch):
         assert heading in md
     skipped = device.main(["--quick", "--out", str(tmp_path), "--sections", "step"])
     assert skipped["gnn"] == {"skipped": "not asked for"} and "--sections step" in skipped["command"]
+
+
+def test_merge_records_appends_only_the_new_lines(tmp_path):
+    from benchmarks.merge_records import merge
+
+    dst = tmp_path / "results.jsonl"
+    dst.write_text('{"a": 1}\n{"a": 2}\n')
+    src = tmp_path / "src.jsonl"
+    src.write_text('{"a": 1}\n{"a": 2}\n{"a": 3}\n{"a": 2}\n{"h": 0}\n')
+    assert merge(src, dst) == 2
+    assert dst.read_text() == '{"a": 1}\n{"a": 2}\n{"a": 3}\n{"h": 0}\n'
+    assert merge(src, dst) == 0
+    src.write_text('{"a": 4}\n{"torn": \n')
+    with pytest.raises(ValueError):
+        merge(src, dst)
+    assert dst.read_text().count("\n") == 4  # nothing written
