@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxclp.experiments.reproduce import HOMOPHILY
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
 from jaxclp.paper import paper_number
@@ -45,6 +46,7 @@ class Table(NamedTuple):
         base_counts: append to the ``clp`` cell how often validation chose each base predictor.
         runs: the protocol's number of runs (10 splits): a cell with fewer is marked ``(n)`` and never bold even
             where every cell of its row has as few (a target stopped part-way); None: the row's most complete cell.
+        datasets: the rows, in order (a dataset without any record is left out); None: :data:`DATASETS`.
     """
 
     results: str
@@ -53,6 +55,7 @@ class Table(NamedTuple):
     paper: str = ""
     base_counts: bool = False
     runs: int | None = None
+    datasets: tuple | None = None
 
 
 _TABLE_COLUMNS = tuple((m, m) for m in ("mlp", "link", "lp", "cs", "clp_star", "gcn", "h2gcn", "clp_paper", "clp_mlp",
@@ -61,6 +64,11 @@ TABLES = {
     "table2": Table("results/table2", "medium", _TABLE_COLUMNS, paper="paper CLP", runs=10),
     "table4-sparse": Table("results/table4", "sparse", _TABLE_COLUMNS, paper="paper CLP", runs=10),
     "table4-dense": Table("results/table4", "dense", _TABLE_COLUMNS, paper="paper CLP", runs=10),
+    **{f"table5-{s}": Table("results/table5", s, _TABLE_COLUMNS, paper="paper CLP", runs=10, datasets=("acm", "dblp"))
+       for s in ("sparse", "medium", "dense")},
+    **{f"table_homophily-{s}": Table("results/table_homophily", s, _TABLE_COLUMNS, paper="paper CLP", runs=10,
+                                     datasets=HOMOPHILY + tuple(f"{d}+dagger" for d in HOMOPHILY))
+       for s in ("sparse", "medium", "dense")},
     "ablation": Table("results/table2", "medium",
                       (("mlp", "MLP"), ("clp_paper", "paper's update (`clp_paper`)"),
                        ("clp_authors", "+ authors' step (`clp_authors`)"),
@@ -184,7 +192,7 @@ def render(text: str, root: Path = Path(".")) -> str:
         if name not in TABLES:
             raise ValueError(f"README block jaxclp:{name} names no table; known: {sorted(TABLES) + sorted(PAIRED)}")
         t = TABLES[name]
-        return m.group(1) + table_markdown(records(t.results), t) + "\n" + m.group(4)
+        return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
     return _BLOCK.sub(block, text)
 
