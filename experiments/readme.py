@@ -150,7 +150,7 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
             if v is None:
                 cells.append("–")
                 continue
-            txt = f"{v.mean():.1f} ± {_std(v):.1f}"
+            txt = f"{v.mean():.1f} ± {_std(v):.1f}" if len(v) > 1 else f"{v.mean():.1f}"  # one run: no spread
             if k in complete and best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             if len(v) < full:

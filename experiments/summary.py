@@ -74,7 +74,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             if v is None:
                 cells.append("–" + paper_cell(d, s, m, None))
                 continue
-            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})"
+            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             txt += paper_cell(d, s, m, v)
