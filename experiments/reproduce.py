@@ -92,7 +92,7 @@ def table_ablation(out: Path, *, runs=10, datasets=None, data_root=None, argv=No
     d = out / "table2"
     for name in datasets or HETEROPHILY:
         run(name, "medium", ABLATION_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
-            reuse=[out / "table_gnn"])
+            reuse=[out / t for t in SHARES["table2"]])
     return [write_summary(d, title="Ablation of CLP's extensions, medium split (10/10/80)", filename="ablation.md",
                           methods=ABLATION_METHODS, only=True)]
 

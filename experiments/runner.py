@@ -318,10 +318,11 @@ def reuse_records(src: Path, dst: Path, dataset: str, split: str, chash: str, mh
     Records are copied verbatim. Returns how many results were copied."""
     if not Path(src).exists() or Path(src).resolve() == Path(dst).resolve():
         return 0
-    have = {(r["run"], r["method"]) for r in read_records(dst) if r.get("type") == "result"
+    existing = read_records(dst)
+    have = {(r["run"], r["method"]) for r in existing if r.get("type") == "result"
             and r.get("dataset") == dataset and r.get("split") == split and r.get("config_hash") == chash
             and r.get("method_hash") == mhash.get(r.get("method"))}
-    headers = {json.dumps(r, sort_keys=True) for r in read_records(dst) if r.get("type") == "header"}
+    headers = {json.dumps(r, sort_keys=True) for r in existing if r.get("type") == "header"}
     copied, new_headers = [], []
     for r in read_records(src):
         if r.get("dataset") != dataset or r.get("split") != split or r.get("config_hash") != chash:
