@@ -121,8 +121,8 @@ def read_records(path: Path) -> list[dict]:
 def node_features(ds: Dataset, kind: str = "auto"):
     """The model input features and their kind: :func:`jaxclp.datasets.node_features`.
 
-    Default (``"auto"``): the dataset's own features (scipy CSR float32 when sparse and over 1 GiB dense, as
-    deezer-europe and Coauthor Physics; else a dense float32 array); for featureless graphs the paper's single
+    Default (``"auto"``): the dataset's own features (scipy CSR float32 when sparse and over 256 MiB dense, as
+    deezer-europe and Coauthor CS and Physics; else a dense float32 array); for featureless graphs the paper's single
     feature ``log(degree + 1)`` (``"log-degree"``). Options ``"identity"``, ``"degree-onehot"``. The returned kind
     is what the records' ``"features"`` field holds.
     """

@@ -56,7 +56,7 @@ def _dropout(rate: float, train: bool, x):
     zero, as dense dropout would leave them)."""
     drop = nn.Dropout(rate, deterministic=not train)
     if isinstance(x, SparseFeatures):
-        return SparseFeatures(x.rows, x.cols, drop(x.values), x.shape)
+        return x.with_values(drop(x.values))
     return drop(x)
 
 

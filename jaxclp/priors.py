@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.features import SparseFeatures, as_features
+from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import SparseDense, fit_mlp
@@ -160,8 +161,11 @@ def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_m
 def adjacency_rows(graph: Graph, dtype=jnp.float32) -> SparseFeatures:
     """The (n, n) adjacency as :class:`SparseFeatures`: row r holds ``weights[e]`` at column s for every edge
     ``e: s -> r`` (the rows :func:`jaxclp.spmm` sums over; for an undirected graph the neighbours of r)."""
+    plan = None
+    if graph.indptr is not None and graph.transpose_perm is not None:
+        plan = TransposePlan(graph.indptr, graph.transpose_perm, graph.transpose_indptr)
     return SparseFeatures(graph.receivers.astype(jnp.int32), graph.senders.astype(jnp.int32),
-                          graph.weights.astype(dtype), (graph.num_nodes, graph.num_nodes))
+                          graph.weights.astype(dtype), (graph.num_nodes, graph.num_nodes), plan)
 
 
 def _batch_norm(h: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:

@@ -207,6 +207,19 @@ def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
     assert "| texas | gat |" in (tmp_path / "gnn.md").read_text()
 
 
+def test_sparse_features_quick_paths_agree(tmp_path, monkeypatch):
+    """benchmarks/sparse_features.py --quick (Texas): the planned CSR product and the segment sum give the same
+    output and gradient, bitwise (same terms, same order), and both are timed."""
+    from jaxclp.benchmarks import sparse_features
+
+    monkeypatch.setenv("JAXCLP_DATA", str(DATA))
+    payload = sparse_features.main(["--quick", "--out", str(tmp_path)])
+    (r,) = payload["product"]
+    assert r["dataset"] == "texas" and r["nnz"] > 0 and r["segment_s"] > 0 and r["csr_s"] > 0
+    assert r["max_abs_diff_out"] == 0.0 and r["max_abs_diff_grad"] == 0.0
+    assert "| texas | 183 x 1703 |" in (tmp_path / "sparse_features.md").read_text()
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
 def test_quick_device_benchmark(tmp_path, monkeypatch):
     """The accelerator benchmark runs on whatever backend is default (CPU here): the edgewise engine computes

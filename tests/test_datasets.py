@@ -46,7 +46,7 @@ TABLE = {
     "coauthor-physics": ("coauthor-physics", 34493, 247962, 247962, 8415, 5, 0.9314),
 }
 # features kept sparse (scipy CSR) by default: dense float32 form over 1 GiB
-SPARSE_BY_DEFAULT = {"deezer-europe", "coauthor-physics"}
+SPARSE_BY_DEFAULT = {"deezer-europe", "coauthor-physics", "coauthor-cs"}  # dense float32 over 256 MiB
 # class counts given in the SOURCE.md files
 CLASS_COUNTS = {
     "texas": [33, 1, 18, 101, 30], "wisconsin": [10, 70, 118, 32, 21], "actor": [853, 1337, 1630, 1815, 1965],
@@ -504,9 +504,10 @@ def test_coauthor_features_and_adjacency(loaded):
     import scipy.sparse as sps
 
     cs = loaded("coauthor-cs")
-    assert isinstance(cs.features, np.ndarray) and cs.features.shape == (18333, 6805)
-    assert int(np.count_nonzero(cs.features)) == 1092079  # SOURCE.md
-    nz = cs.features[cs.features != 0]
+    # CSR by default: 0.5 GB as dense float32 is over DENSE_FEATURES_MAX_BYTES (256 MiB)
+    assert sps.isspmatrix_csr(cs.features) and cs.features.shape == (18333, 6805)
+    assert cs.features.nnz == 1092079  # SOURCE.md
+    nz = cs.features.data
     # word counts (measured: 1..105; SOURCE.md's "counts 1..5" undercounts 27587 entries above 5)
     assert nz.min() == 1.0 and nz.max() == 105.0 and np.all(nz == np.round(nz)) and int((nz > 5).sum()) == 27587
     phy = loaded("coauthor-physics")

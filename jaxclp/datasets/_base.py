@@ -20,8 +20,10 @@ __all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labe
            "DENSE_FEATURES_MAX_BYTES"]
 
 # Sparse features are kept sparse (scipy CSR) by default when their dense float32 form would exceed this
-# (deezer-europe: 28281 x 31241 = 3.5 GB dense; Coauthor Physics: 34493 x 8415 = 1.16 GB).
-DENSE_FEATURES_MAX_BYTES = 2**30
+# (deezer-europe: 28281 x 31241 = 3.5 GB dense; Coauthor Physics: 34493 x 8415 = 1.16 GB; Coauthor CS:
+# 18333 x 6805 = 0.5 GB at 0.9 % nonzeros, where the MLP's sparse first layer through the CSR kernel is 5x faster
+# than the dense product, benchmarks/results/sparse_features.md). Was 1 GiB until session 16.
+DENSE_FEATURES_MAX_BYTES = 2**28
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,7 +85,7 @@ class Dataset:
             unique edge, no self-loops).
         features: (n, d) float32 array, or None when the dataset has no node features (airports). A scipy
             CSR float32 matrix when the file stores sparse features whose dense form would exceed
-            :data:`DENSE_FEATURES_MAX_BYTES` (deezer-europe, Coauthor Physics), or when
+            :data:`DENSE_FEATURES_MAX_BYTES` (256 MiB: deezer-europe, Coauthor CS and Physics), or when
             ``sparse_features=True`` was asked for.
         labels: (n,) int32 class ids, 0-based.
         num_classes: C.

@@ -48,7 +48,8 @@ def load(name: str, root=None, download: bool = True, *, base_url=None, directed
         self_loops: ``"drop"`` (default), ``"keep"`` (the file's loops) or ``"add"`` (one loop per node).
         deduplicate: merge repeated edges (default True).
         sparse_features: True: features as a scipy CSR matrix; False: dense; None (default): CSR for sparse
-            features whose dense float32 form would exceed 1 GiB (deezer-europe, Coauthor Physics), else dense.
+            features whose dense float32 form would exceed 256 MiB (deezer-europe, Coauthor CS and Physics), else
+            dense.
         cache: True (default) to use and write the processed cache in ``$JAXCLP_CACHE`` or
             ``<user cache dir>/_processed``; a directory to use that one instead; False for no cache.
         include_optional: also download the files a registry entry marks optional (none at present; the

@@ -7,8 +7,8 @@ That is the default here (``"log-degree"``); ``"identity"`` (one-hot node id) an
 degree value) are the alternatives.
 
 Sparse features are never densified when their dense float32 form would exceed ``max_dense_bytes``
-(1 GiB): they are returned as a scipy CSR float32 matrix (deezer-europe: 28281 x 31241, 3.5 GB dense;
-Coauthor Physics: 1.16 GB), which the MLP's first layer takes directly (``jaxclp.features.as_features``).
+(256 MiB): they are returned as a scipy CSR float32 matrix (deezer-europe: 28281 x 31241, 3.5 GB dense;
+Coauthor Physics: 1.16 GB; Coauthor CS: 0.5 GB), which the MLP's first layer takes directly (``jaxclp.features.as_features``).
 """
 
 from __future__ import annotations
