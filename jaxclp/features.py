@@ -61,6 +61,16 @@ class SparseFeatures:
     def astype(self, dtype) -> "SparseFeatures":
         return self.with_values(self.values.astype(dtype))
 
+    def with_plan(self) -> "SparseFeatures":
+        """The same features with their :class:`jaxclp.sparse.TransposePlan` built on the host (concrete arrays;
+        ``rows`` must be sorted), so :func:`matmul` runs the CSR kernel."""
+        rows, cols = np.asarray(self.rows), np.asarray(self.cols)
+        if rows.size and np.any(np.diff(rows) < 0):
+            raise ValueError("SparseFeatures.rows must be sorted (nondecreasing) to build a CSR plan")
+        indptr = np.zeros(self.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.shape[0]), out=indptr[1:])
+        return SparseFeatures(self.rows, self.cols, self.values, self.shape, host_plan(indptr, cols, self.shape[1]))
+
     def with_values(self, values) -> "SparseFeatures":
         """The same sparsity pattern (and plan) with new (nnz,) ``values`` (e.g. after dropout)."""
         return SparseFeatures(self.rows, self.cols, values, self.shape, self.plan)
@@ -89,8 +99,9 @@ def as_features(x, dtype=None, *, name: str = "features"):
     """Node features as the MLP takes them: a dense jax array, or :class:`SparseFeatures` for sparse input.
 
     A scipy.sparse matrix (any format, e.g. the CSR of ``jaxclp.datasets.load(..., sparse_features=True)``)
-    is converted without densifying: duplicates summed, explicit zeros dropped, rows sorted. A
-    :class:`SparseFeatures` is returned as is (cast to ``dtype`` if given); anything else goes through
+    is converted without densifying: duplicates summed, explicit zeros dropped, rows sorted, with its CSR plan. A
+    :class:`SparseFeatures` is returned as is (cast to ``dtype`` if given; its plan built if it has none and its
+    arrays are concrete); anything else goes through
     ``jnp.asarray``.
 
     Args:
@@ -105,6 +116,8 @@ def as_features(x, dtype=None, *, name: str = "features"):
         ValueError: ``x`` is not 2-D, or its values are not numeric.
     """
     if isinstance(x, SparseFeatures):
+        if x.plan is None and not any(isinstance(a, jax.core.Tracer) for a in (x.rows, x.cols)):
+            x = x.with_plan()
         return x if dtype is None else x.astype(dtype)
     if is_sparse(x):
         import scipy.sparse as sp

@@ -99,6 +99,12 @@ def test_plan_path_equals_segment_path_and_finite_difference(rng):
         e = jnp.zeros_like(w).at[i, j].set(eps)
         fd = (loss(w + e, f.values, f) - loss(w - e, f.values, f)) / (2 * eps)
         np.testing.assert_allclose(float(gw[i, j]), float(fd), rtol=1e-6, atol=1e-9)
+    # a plan-less SparseFeatures gets its plan from as_features (the same plan as from the CSR)
+    h = as_features(g)
+    for a, b in zip(h.plan, f.plan):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="rows must be sorted"):
+        SparseFeatures(f.rows[::-1], f.cols, f.values, f.shape).with_plan()
     # the plan survives astype / with_values and the pytree round trip (jit argument)
     assert f.astype(jnp.float32).plan is f.plan
     leaves, tree = jax.tree_util.tree_flatten(f)
