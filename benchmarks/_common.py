@@ -439,6 +439,26 @@ def save_figure(fig, path: Path, ax=None) -> str:
     return Path(path).name
 
 
+def sections_main(name: str, doc: str, sections: dict, full: dict, quick: dict,
+                  write_markdown: Callable[[Path, dict], None], argv=None, out=None) -> dict:
+    """The ``main`` of a benchmark made of sections: parses ``[--quick] [--out DIR]``, runs every
+    ``sections[key](cfg)`` in order (``cfg`` = ``quick`` or ``full``) into ``payload[key]`` and writes the
+    results (:func:`write_results`)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=f"python -m jaxclp.benchmarks.{name}", description=doc.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=out)
+    args = ap.parse_args(argv)
+    od = out_dir(args.out)
+    t0 = time.time()
+    cfg = quick if args.quick else full
+    payload = {"benchmark": name, "quick": args.quick, "machine": machine_info(), "config": cfg}
+    for key, fn in sections.items():
+        payload[key] = fn(cfg)
+    return write_results(od, name, payload, write_markdown, t0)
+
+
 def write_results(od: Path, name: str, payload: dict, write_markdown: Callable[[Path, dict], None],
                   t0: float) -> dict:
     """Writes ``od/<name>.json`` and ``od/<name>.md`` (via ``write_markdown``) and logs the elapsed time."""

@@ -15,9 +15,7 @@ Data: ``$JAXCLP_DATA`` (default ``../shared/datasets``), read in place (``cache=
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
@@ -157,16 +155,7 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.gnn", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=out)
-    args = ap.parse_args(argv)
-    od = C.out_dir(args.out)
-    t0 = time.time()
-    cfg = QUICK if args.quick else FULL
-    payload = {"benchmark": "gnn", "quick": args.quick, "machine": C.machine_info(), "config": cfg,
-               "step": step(cfg), "fit": fit(cfg)}
-    return C.write_results(od, "gnn", payload, write_markdown, t0)
+    return C.sections_main("gnn", __doc__, {"step": step, "fit": fit}, FULL, QUICK, write_markdown, argv, out)
 
 
 if __name__ == "__main__":

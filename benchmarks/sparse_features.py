@@ -14,9 +14,7 @@ Usage: ``python -m jaxclp.benchmarks.sparse_features [--quick] [--out DIR]`` (al
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
@@ -132,17 +130,7 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.sparse_features",
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=out)
-    args = ap.parse_args(argv)
-    od = C.out_dir(args.out)
-    t0 = time.time()
-    cfg = QUICK if args.quick else FULL
-    payload = {"benchmark": "sparse_features", "quick": args.quick, "machine": C.machine_info(), "config": cfg,
-               "product": product(cfg), "fit": fit(cfg)}
-    return C.write_results(od, "sparse_features", payload, write_markdown, t0)
+    return C.sections_main("sparse_features", __doc__, {"product": product, "fit": fit}, FULL, QUICK, write_markdown, argv, out)
 
 
 if __name__ == "__main__":
