@@ -63,13 +63,20 @@ class SparseFeatures:
 
     def with_plan(self) -> "SparseFeatures":
         """The same features with their :class:`jaxclp.sparse.TransposePlan` built on the host (concrete arrays;
-        ``rows`` must be sorted), so :func:`matmul` runs the CSR kernel."""
+        ``rows`` must be sorted), so :func:`matmul` runs the CSR kernel. Columns are sorted within each row
+        (the nonzeros reordered if they were not: the CSR order XLA's sparse product assumes)."""
         rows, cols = np.asarray(self.rows), np.asarray(self.cols)
         if rows.size and np.any(np.diff(rows) < 0):
             raise ValueError("SparseFeatures.rows must be sorted (nondecreasing) to build a CSR plan")
+        x = self
+        if rows.size > 1 and np.any((np.diff(rows) == 0) & (np.diff(cols) < 0)):
+            order = np.lexsort((cols, rows))
+            rows, cols = rows[order], cols[order]
+            x = SparseFeatures(jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32),
+                               jnp.asarray(self.values)[order], self.shape)
         indptr = np.zeros(self.shape[0] + 1, np.int64)
         np.cumsum(np.bincount(rows, minlength=self.shape[0]), out=indptr[1:])
-        return SparseFeatures(self.rows, self.cols, self.values, self.shape, host_plan(indptr, cols, self.shape[1]))
+        return SparseFeatures(x.rows, x.cols, x.values, self.shape, host_plan(indptr, cols, self.shape[1]))
 
     def with_values(self, values) -> "SparseFeatures":
         """The same sparsity pattern (and plan) with new (nnz,) ``values`` (e.g. after dropout)."""

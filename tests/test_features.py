@@ -103,6 +103,13 @@ def test_plan_path_equals_segment_path_and_finite_difference(rng):
     h = as_features(g)
     for a, b in zip(h.plan, f.plan):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # columns unsorted within a row: reordered into CSR order, same product
+    u = SparseFeatures(jnp.asarray([0, 0, 2, 2]), jnp.asarray([3, 1, 4, 0]), jnp.asarray([1.0, 2.0, 3.0, 4.0]),
+                       (3, 5)).with_plan()
+    np.testing.assert_array_equal(np.asarray(u.cols), [1, 3, 0, 4])
+    np.testing.assert_array_equal(np.asarray(u.values), [2.0, 1.0, 4.0, 3.0])
+    w5 = jnp.asarray(rng.normal(size=(5, 2)))
+    np.testing.assert_allclose(np.asarray(matmul(u, w5)), np.asarray(u.todense() @ w5), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="rows must be sorted"):
         SparseFeatures(f.rows[::-1], f.cols, f.values, f.shape).with_plan()
     # the plan survives astype / with_values and the pytree round trip (jit argument)
