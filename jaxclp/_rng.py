@@ -5,8 +5,8 @@ two 32-bit words with Threefry-2x32 (20 rounds). JAX lowers that hash on CPU as 
 4 rounds, a ``while`` over whole arrays, kept since 2019 for compile time, jax-ml/jax#1175), and on every other
 platform unrolled or as a fused kernel. On CPU the rolled loop makes each round a separate pass over memory: a
 4-block GNN step on Coauthor-CS spent 140 of its 165 ms forward in its 12 dropout masks (18333 x 64 each), and
-the same masks unrolled take 7 ms (``benchmarks/results/sparse_features.md``; measured 142 -> 7.2 ms on the
-shared 2-core machine).
+the same masks unrolled take 7 ms (142 -> 7.2 ms, measured ad hoc in one session on the shared 2-core machine;
+no committed benchmark yet).
 
 :func:`install` registers, for the "cpu" platform only, a lowering of ``jax.extend.random.threefry2x32_p``
 that computes the same function unrolled (written here from the Threefry specification, Salmon et al. 2011;
@@ -39,7 +39,7 @@ def threefry2x32(key1, key2, x1, x2):
     import jax.numpy as jnp
     from jax import lax
 
-    u32 = lambda v: np.uint32(v)  # noqa: E731
+    u32 = np.uint32
 
     def rotl(v, d):
         return lax.shift_left(v, u32(d)) | lax.shift_right_logical(v, u32(32 - d))

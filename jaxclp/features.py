@@ -65,18 +65,16 @@ class SparseFeatures:
         """The same features with their :class:`jaxclp.sparse.TransposePlan` built on the host (concrete arrays;
         ``rows`` must be sorted), so :func:`matmul` runs the CSR kernel. Columns are sorted within each row
         (the nonzeros reordered if they were not: the CSR order XLA's sparse product assumes)."""
-        rows, cols = np.asarray(self.rows), np.asarray(self.cols)
+        from jaxclp.sparse import host_row_pointers
+
+        rows, cols, values = np.asarray(self.rows), np.asarray(self.cols), self.values
         if rows.size and np.any(np.diff(rows) < 0):
             raise ValueError("SparseFeatures.rows must be sorted (nondecreasing) to build a CSR plan")
-        x = self
         if rows.size > 1 and np.any((np.diff(rows) == 0) & (np.diff(cols) < 0)):
             order = np.lexsort((cols, rows))
-            rows, cols = rows[order], cols[order]
-            x = SparseFeatures(jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32),
-                               jnp.asarray(self.values)[order], self.shape)
-        indptr = np.zeros(self.shape[0] + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=self.shape[0]), out=indptr[1:])
-        return SparseFeatures(x.rows, x.cols, x.values, self.shape, host_plan(indptr, cols, self.shape[1]))
+            rows, cols, values = rows[order], cols[order], jnp.asarray(values)[order]
+        plan = host_plan(host_row_pointers(rows, self.shape[0]), rows, cols, self.shape[1])
+        return SparseFeatures(jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32), values, self.shape, plan)
 
     def with_values(self, values) -> "SparseFeatures":
         """The same sparsity pattern (and plan) with new (nnz,) ``values`` (e.g. after dropout)."""
@@ -141,7 +139,7 @@ def as_features(x, dtype=None, *, name: str = "features"):
         rows = np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr))
         return SparseFeatures(jnp.asarray(rows, jnp.int32), jnp.asarray(csr.indices, jnp.int32),
                               jnp.asarray(csr.data, dtype), csr.shape,
-                              host_plan(csr.indptr, csr.indices, csr.shape[1]))
+                              host_plan(csr.indptr, rows, csr.indices, csr.shape[1]))
     if isinstance(x, jax.core.Tracer):
         return x if dtype is None else x.astype(dtype)
     arr = np.asarray(x)
@@ -175,14 +173,15 @@ def as_input_features(x, dtype=None, *, name: str = "features"):
     return as_features(x, dtype, name=name)
 
 
-def host_plan(indptr, cols, num_cols: int):
-    """:class:`jaxclp.sparse.TransposePlan` of a CSR matrix, computed on the host (numpy) from its row pointers
-    (n + 1,) and column indices (nnz,): one stable counting sort of the columns."""
+def host_plan(indptr, rows, cols, num_cols: int):
+    """:class:`jaxclp.sparse.TransposePlan` of a CSR matrix on the host: its row pointers (n + 1,), and the
+    transpose from the stable counting sort by column that :class:`jaxclp.graph.Graph` uses for its own
+    transpose (``rows``/``cols``: (nnz,) row and column index of each nonzero, in CSR order)."""
+    from jaxclp.graph import _counting_sort
     from jaxclp.sparse import TransposePlan
-    cols = np.asarray(cols)
-    order = np.argsort(cols, kind="stable")
-    t_indptr = np.zeros(num_cols + 1, np.int64)
-    np.cumsum(np.bincount(cols, minlength=num_cols), out=t_indptr[1:])
+
+    rows, cols = np.asarray(rows, np.int32), np.asarray(cols, np.int32)
+    t_indptr, _, order = _counting_sort(cols, rows, np.arange(cols.size, dtype=np.int32), num_cols)
     return TransposePlan(jnp.asarray(np.asarray(indptr), jnp.int32), jnp.asarray(order, jnp.int32),
                          jnp.asarray(t_indptr, jnp.int32))
 
