@@ -188,6 +188,13 @@ class Timing:
         d["times"] = [round(t, 6) for t in self.times]
         return d
 
+    def into(self, row: dict, prefix: str) -> dict:
+        """Records this timing in a result row as ``<prefix>_s`` (median), ``<prefix>_min_s`` and
+        ``<prefix>_foreign_cores``; returns the row."""
+        row[f"{prefix}_s"], row[f"{prefix}_min_s"] = self.median, self.min
+        row[f"{prefix}_foreign_cores"] = self.foreign_cores
+        return row
+
 
 def _block(x):
     import jax

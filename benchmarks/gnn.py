@@ -74,9 +74,7 @@ def step(cfg) -> list[dict]:
                     return jnp.mean(jax.nn.logsumexp(z, -1) - z[jnp.arange(n), y])
 
                 f = jax.jit(jax.value_and_grad(loss))
-                t, _ = C.time_call(lambda f=f, pl=pl: f(params, gt, pl, y), repeats=cfg["repeats"])
-                row[f"{path}_s"], row[f"{path}_min_s"] = t.median, t.min
-                row[f"{path}_foreign_cores"] = t.foreign_cores
+                C.time_call(lambda f=f, pl=pl: f(params, gt, pl, y), repeats=cfg["repeats"])[0].into(row, path)
                 logits[path] = np.asarray(jax.jit(lambda p, gt, pl: model.apply(p, gt, pl, train=False))(params, gt, pl))
             row["speedup"] = row["gather_s"] / row["csr_s"]
             row["max_abs_logit_diff"] = float(np.max(np.abs(logits["gather"] - logits["csr"])))

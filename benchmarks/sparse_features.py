@@ -57,9 +57,7 @@ def product(cfg) -> list[dict]:
             outs = {}
             for path, x in (("segment", plain), ("csr", planned)):
                 f = jax.jit(jax.value_and_grad(lambda w, x, c: jnp.sum(matmul(x, w) * c)))
-                t, _ = C.time_call(lambda f=f, x=x: f(w, x, c), repeats=cfg["repeats"])
-                row[f"{path}_s"], row[f"{path}_min_s"] = t.median, t.min
-                row[f"{path}_foreign_cores"] = t.foreign_cores
+                C.time_call(lambda f=f, x=x: f(w, x, c), repeats=cfg["repeats"])[0].into(row, path)
                 outs[path] = (np.asarray(jax.jit(matmul)(x, w)), np.asarray(f(w, x, c)[1]))
             row["speedup"] = row["segment_s"] / row["csr_s"]
             row["max_abs_diff_out"] = float(np.max(np.abs(outs["segment"][0] - outs["csr"][0])))

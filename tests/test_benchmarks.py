@@ -256,3 +256,23 @@ def test_merge_records_appends_only_the_new_lines(tmp_path):
     with pytest.raises(ValueError):
         merge(src, dst)
     assert dst.read_text().count("\n") == 4  # nothing written
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
+def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
+    """benchmarks/rng.py --quick: a child with jaxclp's Threefry lowering and one with JAX's rolled
+    lowering (JAXCLP_ROLLED_THREEFRY=1) really use different lowerings, draw the same bits and fit the same
+    prior on Texas, and both are timed."""
+    from jaxclp.benchmarks import rng
+
+    monkeypatch.setenv("JAXCLP_DATA", str(DATA))
+    payload = rng.main(["--quick", "--out", str(tmp_path)])
+    r = payload["measure"]
+    assert r["modes"]["jaxclp"]["lowering"].startswith("jaxclp's threefry on CPU")
+    assert r["modes"]["rolled"]["lowering"].startswith("JAX's rolled threefry")
+    assert r["same_bits"] == {"masks": True, "compile": True, "fit": True}
+    for mode in rng.MODES:
+        assert r["modes"][mode]["masks_median_s"] > 0
+        (fit,) = r["modes"][mode]["fit"]
+        assert fit["dataset"] == "texas" and 0.3 < fit["test_acc"] <= 1.0
+    assert "| `fit_mlp` on texas" in (tmp_path / "rng.md").read_text()

@@ -24,8 +24,9 @@ def _u32(*v):
 
 @pytest.mark.parametrize("key,ctr,expected", KAT)
 def test_known_answers_direct_and_through_the_registered_lowering(key, ctr, expected):
-    y = _rng.threefry2x32(*_u32(*key), *_u32(*ctr))
-    assert [int(a) for a in y] == list(expected)
+    for fn in (_rng.threefry2x32, _rng.threefry2x32_rolled, jax.jit(_rng.threefry2x32_rolled)):
+        y = fn(*_u32(*key), *_u32(*ctr))
+        assert [int(a) for a in y] == list(expected)
     # jax's primitive, jitted on CPU: lowered by the rule jaxclp registered
     from jax.extend.random import threefry2x32_p
     out = jax.jit(lambda *a: threefry2x32_p.bind(*a))(*_u32(*key), *_u32(*ctr))
@@ -34,7 +35,29 @@ def test_known_answers_direct_and_through_the_registered_lowering(key, ctr, expe
 
 def test_installed_on_import():
     import jaxclp  # noqa: F401
-    assert _rng.install() and _rng.status() == "unrolled threefry on CPU"
+    assert _rng.install() and _rng.status() == "jaxclp's threefry on CPU (unrolled from 65536 pairs)"
+
+
+def test_rolled_equals_unrolled_on_both_sides_of_the_size_switch():
+    """The two forms agree bitwise on random counters and keys, at sizes below and above UNROLL_MIN_SIZE."""
+    rng = np.random.default_rng(1)
+    for n in (1, 7, _rng.UNROLL_MIN_SIZE - 1, _rng.UNROLL_MIN_SIZE + 3):
+        k1, k2 = (np.uint32(v) for v in rng.integers(0, 2**32, size=2))
+        x1, x2 = (rng.integers(0, 2**32, size=n, dtype=np.uint32) for _ in range(2))
+        a = jax.jit(_rng.threefry2x32)(k1, k2, x1, x2)
+        b = jax.jit(_rng.threefry2x32_rolled)(k1, k2, x1, x2)
+        assert all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(a, b))
+
+
+def test_lowering_unrolls_only_large_call_sites():
+    """jaxclp's lowering emits the rolled loop (a while) for small arrays and straight-line code for large ones."""
+    from jax.extend.random import threefry2x32_p
+
+    def hlo(n):
+        x = np.zeros(n, np.uint32)
+        return jax.jit(lambda *a: threefry2x32_p.bind(*a)).lower(*_u32(1, 2), x, x).as_text()
+
+    assert "while" in hlo(16) and "while" not in hlo(_rng.UNROLL_MIN_SIZE)
 
 
 def test_broadcast_key_over_counter_arrays():
@@ -59,6 +82,8 @@ outs = {
     "split": jax.random.key_data(jax.random.split(k, 9)),
     "vmapped": jax.jit(jax.vmap(lambda k: jax.random.bits(k, (11,))))(jax.random.split(k, 4)),
     "new_style": jax.random.randint(jax.random.key(3), (257,), 0, 1000),
+    "big_mask": jax.jit(lambda k: jax.random.bernoulli(k, 0.5, (1001, 300)))(k),
+    "big_bits_odd": jax.random.bits(k, (2 * 65536 + 3,)),
 }
 print(json.dumps({"status": _rng.status(),
                   **{n: hashlib.sha256(np.asarray(v).tobytes()).hexdigest() for n, v in outs.items()}}))
@@ -76,9 +101,9 @@ def _probe(rolled: bool) -> dict:
 
 
 def test_same_bits_as_jax_rolled_lowering():
-    """jax.random outputs (bernoulli, normal, odd shapes, split, vmap, new-style keys) are bitwise those of JAX's
-    own CPU lowering (a subprocess with JAXCLP_ROLLED_THREEFRY=1)."""
+    """jax.random outputs (bernoulli, normal, odd shapes, split, vmap, new-style keys; small arrays, rolled, and
+    large ones, unrolled) are bitwise those of JAX's own CPU lowering (a subprocess with JAXCLP_ROLLED_THREEFRY=1)."""
     fast, rolled = _probe(False), _probe(True)
-    assert fast.pop("status") == "unrolled threefry on CPU"
+    assert fast.pop("status").startswith("jaxclp's threefry on CPU")
     assert rolled.pop("status").startswith("JAX's rolled threefry on CPU (JAXCLP_ROLLED_THREEFRY is set")
     assert fast == rolled
