@@ -563,10 +563,12 @@ def _spec_diff(old: dict | None, new: dict) -> str:
 
 
 def stale_records(path: Path, dataset: str, split: str, methods, config: dict, chash: str,
-                  replace: bool, method_hashes: dict | None = None) -> list[dict]:
+                  replace: bool, method_hashes: dict | None = None, extra_types: Sequence[str] = ()) -> list[dict]:
     """Results in ``path`` of (dataset, split, one of methods) from a configuration other than ``chash``, or
     (with ``method_hashes``, method -> :func:`jaxclp.experiments.specs.method_hash`) from another definition of
-    their method (records without ``method_hash``, written before it existed, count as another definition).
+    their method (records without ``method_hash``, written before it existed, count as another definition);
+    also records of a type in ``extra_types`` (per-split analysis records, e.g. the figures' ``"micro"``) of
+    (dataset, split) from a configuration other than ``chash``.
 
     With ``replace=True`` they are moved to ``STALE_FILE`` beside ``path`` (appended there first, then
     ``path`` is rewritten without them, atomically); else :class:`StaleResultsError` is raised. Call with the
@@ -574,9 +576,14 @@ def stale_records(path: Path, dataset: str, split: str, methods, config: dict, c
     """
     methods = set(methods)
 
+    extra_types = set(extra_types)
+
     def is_stale(r):
-        return (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
-                and r.get("method") in methods
+        if r.get("dataset") != dataset or r.get("split") != split:
+            return False
+        if r.get("type") in extra_types:
+            return r.get("config_hash") != chash
+        return (r.get("type") == "result" and r.get("method") in methods
                 and (r.get("config_hash") != chash
                      or (method_hashes is not None and r.get("method_hash") != method_hashes.get(r["method"]))))
 

@@ -68,6 +68,47 @@ def test_mirror_matches_runner(tmp_path):
     assert (tmp_path / "b" / runner.RESULTS_FILE).read_text() == before
 
 
+def test_mirror_is_config_keyed(tmp_path, monkeypatch):
+    """run_mirror serves only records of the current configuration and method definition: records without hashes
+    (the figures' records before the mirror had them) or of another method definition make it refuse; with
+    replace_stale they and the extra records of another configuration move to results.stale.jsonl and are
+    recomputed; given splits are part of the configuration."""
+    ds = load_dataset("quick-syn")
+    out = tmp_path / "m"
+    extra = lambda i, ctx, chosen, te: {"value": i}  # noqa: E731
+    path = common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
+    recs = runner.read_records(path)
+    res = [r for r in recs if r.get("type") == "result"]
+    assert len(res) == 2 and all(r["config_hash"] and r["method_hash"] == runner.method_hash("lp") for r in res)
+    assert {r["config_hash"] for r in recs if r.get("type") == "x"} == {res[0]["config_hash"]}
+    before = path.read_text()
+    common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=lambda *a: pytest.fail("recomputed"),
+                      extra_type="x")
+    assert path.read_text() == before
+    # a record written before the hashes existed: refused, then replaced
+    legacy = {k: v for k, v in res[0].items() if k not in ("config", "config_hash", "method_spec", "method_hash")}
+    runner.append_record(path, legacy | {"test": 0.123})
+    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+        common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
+    common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x", replace_stale=True)
+    stale = runner.read_records(out / runner.STALE_FILE)
+    assert [r["test"] for r in stale] == [0.123]
+    last = common.last_results(path)
+    assert last[(ds.name, "medium", 0, "lp")] == res[0]  # the current record stays
+    # another definition of the method: stale too
+    monkeypatch.setattr(runner, "method_hash", lambda m: "changed")
+    with pytest.raises(runner.StaleResultsError, match="another definition of method 'lp'"):
+        common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
+    monkeypatch.undo()
+    # other splits = another configuration; its extra records move with the results
+    sp = runner.get_splits(ds, "medium", 2, 7)
+    with runner.replacing_stale():
+        common.run_mirror(ds, "medium", ("lp",), 2, out, splits=sp, epochs=5, extra=extra, extra_type="x")
+    moved = runner.read_records(out / runner.STALE_FILE)
+    assert sum(r.get("type") == "x" for r in moved) == 2 and sum(r.get("type") == "result" for r in moved) == 3
+    assert len({r["config_hash"] for r in runner.read_records(path) if r.get("type") in ("result", "x")}) == 1
+
+
 def _png_ok(path):
     data = path.read_bytes()
     return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000

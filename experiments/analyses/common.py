@@ -10,6 +10,7 @@ homophily ``h_v``, the true compatibility matrix), after selection and never ins
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import math
 import os
@@ -158,7 +159,7 @@ def save_figure(fig, path: Path) -> Path:
 # ------------------------------------------------------------------------------------------ the mirror
 def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, *, splits: Splits | None = None,
                seed: int = 0, epochs: int = 500, extra: Callable | None = None, extra_type: str | None = None,
-               argv: Sequence[str] | None = None, progress: bool = False) -> Path:
+               argv: Sequence[str] | None = None, progress: bool = False, replace_stale: bool | None = None) -> Path:
     """:func:`jaxclp.experiments.runner.run` with the chosen scores exposed to ``extra``.
 
     Same protocol, step for step: the same splits (``runner.get_splits`` or the given ``splits``), keys
@@ -170,7 +171,15 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     ``extra(i, ctx, chosen, test_mask)`` is called once per split after selection, with
     ``chosen = {method: (config, val, scores)}``; it returns a dict stored as a record of type ``extra_type``
     (with dataset/split/run added). It may use all labels for ANALYSIS (e.g. h_v), never to choose anything.
-    A split is skipped when all its result records (and its extra record) exist: the mirror is resumable.
+    A split is skipped when all its result records (and its extra record) exist: the mirror is resumable, keyed
+    on the configuration as the runner is: records carry ``config`` / ``config_hash`` (the runner's
+    :func:`~jaxclp.experiments.runner.run_config` of the dataset's arrays, plus a sha256 of ``splits`` when given,
+    and ``extra_type``) and each method's ``method_spec`` / ``method_hash``; only records of the current hashes
+    count as done. Records of another configuration or method definition (records without hashes, written before
+    the mirror had them, included) make it refuse with :class:`~jaxclp.experiments.runner.StaleResultsError`, or,
+    with ``replace_stale`` (default: the runner's ``replacing_stale()`` context, i.e. ``jaxclp reproduce
+    --replace-stale``), move them — extra records of another configuration too — to ``results.stale.jsonl`` and
+    recompute. The check-and-run holds the folder lock.
 
     Unlike the runner, a split whose train or validation nodes hold a single class is NOT refused (at a 1 %
     label rate on a small graph that is a property of the label rate, and the figure should show it): it is
@@ -184,47 +193,76 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / runner.RESULTS_FILE
-    done = set(last_results(path))
-    done_extra = set(last_extras(path, extra_type)) if extra is not None else set()
+    if replace_stale is None:
+        replace_stale = runner._REPLACE_STALE.get()
     sp = splits if splits is not None else runner.get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
-    todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)
-            or (extra is not None and (ds.name, split, i) not in done_extra)]
-    if not todo:
-        return path
-    runner.append_record(path, runner.header_record(argv) | {"dataset": ds.name, "split": split,
-                                                              "producer": "experiments.analyses.run_mirror"})
     feats, feat_kind = runner.node_features(ds)
-    x = as_features(feats)
-    y = np.asarray(ds.labels)
-    k = int(ds.num_classes)
     cfg = TrainConfig(epochs=epochs, metric=ds.metric)
-    keys = jax.random.split(jax.random.key(seed), nruns)
-    tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
-    degenerate = runner.single_class_parts(y, tr, va, todo)
-    for i, parts in degenerate.items():
-        warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
-                      "('single_class'), selection on it is meaningless", stacklevel=2)
-    y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
-    priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
-                           if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
-    for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
-        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
-        chosen = {}
-        for m in methods:
-            if (ds.name, split, i, m) in done and extra is None:
-                continue
-            fields, chosen[m] = runner.score_method(ctx, m, y, te[i], mlp_seconds)
-            if (ds.name, split, i, m) in done:
-                continue
-            runner.append_record(path, {
-                "type": "result", "dataset": ds.name, "split": split, "run": i,
-                "seed": None if sp.seeds is None else sp.seeds[i]} | fields | {"features": feat_kind}
-                | ({"single_class": degenerate[i]} if i in degenerate else {}))
-        if extra is not None:
-            rec = extra(i, ctx, chosen, te[i])
-            runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i} | rec)
+    data = runner.data_identity(ds, ds)
+    if splits is not None:
+        data = data | {"splits_sha256": splits_sha256(sp)}
+    config = runner.run_config(ds, split, seed, cfg, feat_kind, data) | {"extra_type": extra_type}
+    chash = runner.config_hash(config)
+    mhash = {m: runner.method_hash(m) for m in methods}
+    with runner.folder_lock(out):
+        runner._repair_tail(path)
+        runner.stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash,
+                             extra_types=(extra_type,) if extra_type else ())
+        done = {key for key, r in last_results(path).items()
+                if r.get("config_hash") == chash and r.get("method_hash") == mhash.get(key[3])}
+        done_extra = ({key for key, r in last_extras(path, extra_type).items() if r.get("config_hash") == chash}
+                      if extra is not None else set())
+        todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)
+                or (extra is not None and (ds.name, split, i) not in done_extra)]
+        if not todo:
+            return path
+        runner.append_record(path, runner.header_record(argv) | {
+            "dataset": ds.name, "split": split, "producer": "experiments.analyses.run_mirror", "config": config,
+            "config_hash": chash})
+        x = as_features(feats)
+        y = np.asarray(ds.labels)
+        k = int(ds.num_classes)
+        keys = jax.random.split(jax.random.key(seed), nruns)
+        tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
+        degenerate = runner.single_class_parts(y, tr, va, todo)
+        for i, parts in degenerate.items():
+            warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
+                          "('single_class'), selection on it is meaningless", stacklevel=2)
+        y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
+        priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
+                               if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
+        for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
+            ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors},
+                                       cfg)
+            chosen = {}
+            for m in methods:
+                if (ds.name, split, i, m) in done and extra is None:
+                    continue
+                fields, chosen[m] = runner.score_method(ctx, m, y, te[i], mlp_seconds)
+                if (ds.name, split, i, m) in done:
+                    continue
+                runner.append_record(path, {
+                    "type": "result", "dataset": ds.name, "split": split, "run": i,
+                    "seed": None if sp.seeds is None else sp.seeds[i]} | fields | {"features": feat_kind}
+                    | ({"single_class": degenerate[i]} if i in degenerate else {})
+                    | {"config": config, "config_hash": chash, "method_spec": runner.method_spec(m),
+                       "method_hash": mhash[m]})
+            if extra is not None:
+                rec = extra(i, ctx, chosen, te[i])
+                runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i}
+                                     | rec | {"config_hash": chash})
     return path
+
+
+def splits_sha256(sp: Splits) -> str:
+    """sha256 over a :class:`Splits`' train/val/test masks (dtype, shape and bytes)."""
+    h = hashlib.sha256()
+    for tag in ("train", "val", "test"):
+        a = np.ascontiguousarray(np.asarray(getattr(sp, tag)))
+        h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def single_class_runs(results: dict, dataset: str, split: str, method: str, runs: int) -> list[int]:
