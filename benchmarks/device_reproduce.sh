@@ -22,6 +22,12 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 # first split took ~6 min (its fits' seconds: compilation, autotuning, first use; not separated), later splits
 # 8-20 s; a second process on the same warm machine (without this cache then) ~1 min for its first split
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-${TMPDIR:-/tmp}/jaxclp-xla-cache}
+# A fresh machine starts with an empty cache, and every dataset's first split pays ~3 min of compilation (an H100,
+# session 17). The cache a run leaves is copied to OUT/xla-cache (when under 48 MiB); carried back as
+# ./.devcache/xla (gitignore it; `run`'s carry) it seeds the next machine's cache. Entries are keyed by program,
+# jax version and device, so a different GPU or jax simply misses.
+mkdir -p "$JAX_COMPILATION_CACHE_DIR"
+[ -d .devcache/xla ] && cp -rn .devcache/xla/. "$JAX_COMPILATION_CACHE_DIR"/ 2>/dev/null
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
 mkdir -p "$OUT/$TARGET"
 ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
@@ -45,3 +51,6 @@ PY
 start=$(date +%s)
 timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1
 echo "reproduce rc=$? after $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
+cache_kib=$(du -sk "$JAX_COMPILATION_CACHE_DIR" | cut -f1)
+echo "xla cache: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries, ${cache_kib} KiB" >> "$OUT/env.txt"
+[ "$cache_kib" -lt 49152 ] && cp -r "$JAX_COMPILATION_CACHE_DIR" "$OUT/xla-cache"
