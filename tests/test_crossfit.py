@@ -112,3 +112,50 @@ def test_clp_rule_is_the_cross_fitted_two_stage_or_prior(rng):
         expect = ("base_prior", names[i], "alpha", 0.0) if kind == "prior" else keys[i]
         assert cfg == expect, trial
         assert val_score == pytest.approx(score(cands[cfg]))
+
+
+def test_selection_records_are_config_keyed(tmp_path, monkeypatch, rng):
+    """run_dataset resumes only records of the current configuration and clp definition: a record without a
+    hash (written before records had one) makes it refuse; replace_stale moves it to results.stale.jsonl and
+    recomputes that split; a changed clp definition makes every record stale."""
+    import json
+    import types
+
+    from jaxclp.datasets import synthetic
+    from jaxclp.experiments import runner
+
+    ds = synthetic(0.5, 4, num_classes=3, nodes_per_class=20, seed=0, name="g")
+    n, k = ds.num_nodes, 3
+    labels = np.asarray(ds.labels)
+    val = rng.random(n) < 0.5
+    y_vis = np.where(val, labels, -1)
+    onehot = np.eye(k)[labels]
+    calls = []
+
+    def fake_candidates(name, runs, seed, data_root=None, epochs=500, todo=None):
+        for i in todo:
+            calls.append(i)
+            noise = np.random.default_rng(i).random((n, k))
+            cands = Candidates({("base_prior", "mlp", 1): noise, ("base_prior", "link", 1): onehot + noise},
+                               references={"mlp": noise, "link": onehot + noise})
+            yield i, ds, types.SimpleNamespace(labels=y_vis, val=val, metric="accuracy"), cands
+
+    monkeypatch.setattr(S, "split_candidates", fake_candidates)
+    monkeypatch.setattr(runner, "load", lambda name, root=None: ds)
+    S.run_dataset("g", tmp_path, runs=3, progress=False)
+    path = tmp_path / runner.RESULTS_FILE
+    recs = runner.read_records(path)
+    assert calls == [0, 1, 2] and len({r["config_hash"] for r in recs}) == 1
+    S.run_dataset("g", tmp_path, runs=3, progress=False)
+    assert calls == [0, 1, 2]  # resumed: nothing recomputed
+    legacy = {key: v for key, v in recs[1].items() if key != "config_hash"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in (recs[0], legacy, recs[2])))
+    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+        S.run_dataset("g", tmp_path, runs=3, progress=False)
+    S.run_dataset("g", tmp_path, runs=3, progress=False, replace_stale=True)
+    assert calls == [0, 1, 2, 1]
+    assert [r["run"] for r in runner.read_records(tmp_path / runner.STALE_FILE)] == [1]
+    monkeypatch.setattr(runner, "method_hash", lambda m: "another clp")
+    with runner.replacing_stale():
+        S.run_dataset("g", tmp_path, runs=3, progress=False)
+    assert calls == [0, 1, 2, 1, 0, 1, 2]

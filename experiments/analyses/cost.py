@@ -3,8 +3,9 @@
 Models, each with a FIXED architecture (no depth selection, so size and time belong to one model):
 
 * MLP and CLP with a linear, 2-layer (64) or 3-layer (64, 64) base predictor. CLP = MLP fit, then the CLP
-  candidates (``clp``: 12 variants x 9 alphas; ``clp_paper``: the paper's update x 9 alphas) chosen on
-  validation. Its trainable parameters are the MLP's (H is estimated, K x K, and alpha is chosen; neither is
+  candidates (``clp``: the runner's ``clp_mlp`` grid on this MLP — the paper's and per-step-L1 variants x 9
+  alphas, the spectrally scaled closed forms, the authors' propagation; ``clp_paper``: the paper's update x 9
+  alphas) chosen on validation. Its trainable parameters are the MLP's (H is estimated, K x K, and alpha is chosen; neither is
   trained by gradient).
 * GCN with the same widths: 1 layer (linear propagation), 2 layers (64), 3 layers (64, 64).
 * H2GCN with embedding width p and R aggregation rounds (its architecture has no MLP depth to vary).
@@ -146,7 +147,7 @@ def measure(ds, cfg: Fig7Config, runs: int) -> list[dict]:
     return rows
 
 
-LABEL = {"mlp": "MLP", "clp_paper": "CLP (paper update)", "clp": "CLP (12 variants)", "gcn": "GCN",
+LABEL = {"mlp": "MLP", "clp_paper": "CLP (paper update)", "clp": "CLP (clp_mlp grid)", "gcn": "GCN",
          "h2gcn": "H2GCN"}
 
 

@@ -152,21 +152,48 @@ def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: in
         yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 
 
-def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True):
-    """Appends one record per split of ``name`` not yet in ``out/results.jsonl``."""
+def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) -> tuple[str, dict, str]:
+    """``(dataset name, config, config_hash)`` of one dataset's selection records: the runner's
+    :func:`~jaxclp.experiments.runner.run_config` of its medium split plus the definition of ``clp`` whose
+    candidates are compared (its ``method_hash``), so records of another ``clp`` candidate set are stale."""
+    ds = runner.load(name, root=data_root)
+    _, kind = runner.node_features(ds)
+    config = runner.run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
+                               runner.data_identity(name, ds, data_root))
+    config = config | {"analysis": "selection", "clp_method_hash": runner.method_hash("clp")}
+    return ds.name, config, runner.config_hash(config)
+
+
+def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True,
+                replace_stale: bool | None = None):
+    """Appends one record per split of ``name`` not yet in ``out/results.jsonl``.
+
+    Config-keyed like the runner: a split is done only if its record has the current ``config_hash``
+    (:func:`selection_config`). Selection records of another configuration or ``clp`` definition (or without a
+    hash, written before records had one) make it refuse with :class:`~jaxclp.experiments.runner.StaleResultsError`,
+    or with ``replace_stale`` (default: ``runner.replacing_stale()``, i.e. ``--replace-stale``) move them to
+    ``results.stale.jsonl`` and recompute. Holds the folder lock.
+    """
     from jaxclp.experiments.reproduce import BASE_SEED
 
+    if replace_stale is None:
+        replace_stale = runner._REPLACE_STALE.get()
     seed = BASE_SEED.get(name, 0)
     path = out / runner.RESULTS_FILE
-    done = {r["run"] for r in runner.read_records(path) if r.get("type") == "selection" and r.get("dataset") == name}
-    todo = [i for i in range(runs) if i not in done]
-    gen = split_candidates(name, runs, seed, data_root, epochs, todo)
-    for i, ds, ctx, cands in runner._progress(gen, progress, f"selection {name}"):
-        t0 = time.perf_counter()
-        res = cross_fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
-        runner.append_record(path, {"type": "selection", "dataset": ds.name, "split": "medium", "run": i,
-                                    "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0} | res)
-        runner.release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
+    ds_name, config, chash = selection_config(name, seed, data_root, epochs)
+    with runner.folder_lock(out):
+        runner.stale_records(path, ds_name, "medium", (), config, chash, replace_stale, extra_types=("selection",))
+        done = {r["run"] for r in runner.read_records(path) if r.get("type") == "selection"
+                and r.get("dataset") == ds_name and r.get("config_hash") == chash}
+        todo = [i for i in range(runs) if i not in done]
+        gen = split_candidates(name, runs, seed, data_root, epochs, todo)
+        for i, ds, ctx, cands in runner._progress(gen, progress, f"selection {name}"):
+            t0 = time.perf_counter()
+            res = cross_fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
+            runner.append_record(path, {"type": "selection", "dataset": ds.name, "split": "medium", "run": i,
+                                        "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0}
+                                 | res | {"config_hash": chash})
+            runner.release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
 
 
 def summarize(records: list[dict], table2: Path | None = None) -> str:
