@@ -3,6 +3,7 @@
 # record's "backend" and "devices" fields name the device; configurations do not depend on the backend, so such
 # records resume and summarise with the CPU-made ones). From the repository root:
 #   benchmarks/device_reproduce.sh OUT TARGET DATASETS [LIMIT_S]
+# (DATASETS "-": the target's own datasets, every record of it seeded; the way to run a figure target)
 # Uses the machine's own jax/flax/optax (a CUDA build) and installs jaxclp without dependencies (jraph from ./.whl
 # when present, for machines without network). Seeds OUT/TARGET/results.jsonl with results/TARGET's records of
 # DATASETS (and of the targets it shares records with, reproduce.SHARES), so finished splits are skipped, then
@@ -10,7 +11,8 @@
 # appends one record per finished (dataset, split, method), so a stopped run keeps what it finished. Data from
 # $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are the lines of OUT/TARGET/results.jsonl
 # that results/TARGET/results.jsonl does not hold (header records included); append them there with
-# `python -m benchmarks.merge_records FILES_AT/OUT TARGET`. For a
+# `python -m benchmarks.merge_records FILES_AT/OUT TARGET` (a figure target: TARGET = figures/records/<name>, one
+# merge per records folder it uses, e.g. figures/records/synthetic for fig4/fig5). For a
 # re-run of a changed method (e.g. table2's `clp` after a revision) pass EXTRA_ARGS=--replace-stale; after merging,
 # run `jaxclp reproduce TARGET --out results --replace-stale --datasets DATASETS` here: it moves the old records
 # to results.stale.jsonl and, every split being done, computes nothing.
@@ -43,13 +45,20 @@ for t in (target,) + SHARES.get(target, ()):  # the target, and the targets it c
         lines = open(f"results/{t}/results.jsonl").read().splitlines()
     except FileNotFoundError:
         lines = []
-    keep = [l for l in lines if json.loads(l).get("dataset") in datasets]
+    keep = [l for l in lines if "-" in datasets or json.loads(l).get("dataset") in datasets]
     os.makedirs(f"{out}/{t}", exist_ok=True)
     open(f"{out}/{t}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
     print(f"seeded {len(keep)} record(s) of {t}")
+from jaxclp.experiments.analyses import TARGETS as FIGURES
+if target in FIGURES:  # figure targets keep their records under figures/records/<name>/: seed them all
+    import shutil
+    if os.path.isdir("results/figures/records"):
+        shutil.copytree("results/figures/records", f"{out}/figures/records", dirs_exist_ok=True)
+        print("seeded results/figures/records")
 PY
 start=$(date +%s)
-timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" --datasets "$DATASETS" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1
+DS_ARGS=(--datasets "$DATASETS"); [ "$DATASETS" = "-" ] && DS_ARGS=()
+timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" "${DS_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1
 echo "reproduce rc=$? after $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
 cache_kib=$(du -sk "$JAX_COMPILATION_CACHE_DIR" | cut -f1)
 echo "xla cache: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries, ${cache_kib} KiB" >> "$OUT/env.txt"
