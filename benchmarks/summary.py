@@ -416,6 +416,21 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
     return out
 
 
+OTHER = ("lean", "halo", "sharded", "sharded_csr", "sharded_lean", "gnn", "sparse_features", "rng", "fixes",
+         "compile_time", "parity", "device", "device_tests")
+
+
+def other_results(od: Path) -> list[str]:
+    """An index of the other benchmarks' markdown results present in ``od``: file link and its title line."""
+    rows = []
+    for name in OTHER:
+        path = od / f"{name}.md"
+        if path.exists():
+            title = next((ln.lstrip("# ").strip() for ln in path.read_text().splitlines() if ln.startswith("#")), "")
+            rows.append(f"- [`{name}.md`]({name}.md): {title}")
+    return (["## Other benchmarks", ""] + rows + [""]) if rows else []
+
+
 def main(argv=None, out=None) -> Path:
     ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.summary")
     ap.add_argument("--out", default=out)
@@ -466,6 +481,7 @@ def main(argv=None, out=None) -> Path:
     lines += ["## Task 3: end to end on real data", ""] + e2e_section(ee)
     lines += ["## Task 4: scaling", ""] + scaling_section(sc)
     lines += findings_section(tp, sv, ee, sc, fx)
+    lines += other_results(od)
     path = od / "SUMMARY.md"
     path.write_text("\n".join(lines))
     C.log(f"summary: wrote {path}")

@@ -276,3 +276,16 @@ def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
         (fit,) = r["modes"][mode]["fit"]
         assert fit["dataset"] == "texas" and 0.3 < fit["test_acc"] <= 1.0
     assert "| `fit_mlp` on texas" in (tmp_path / "rng.md").read_text()
+
+
+def test_summary_indexes_the_other_results(tmp_path):
+    """SUMMARY.md's index lists each other benchmark's markdown present, with its title, and nothing absent."""
+    from jaxclp.benchmarks import summary
+
+    (tmp_path / "rng.md").write_text("# Dropout masks on CPU\n\nbody\n")
+    (tmp_path / "gnn.md").write_text("intro\n## Tuned GNNs\n")
+    lines = summary.other_results(tmp_path)
+    assert lines[0] == "## Other benchmarks"
+    assert "- [`gnn.md`](gnn.md): Tuned GNNs" in lines and "- [`rng.md`](rng.md): Dropout masks on CPU" in lines
+    assert not any("lean.md" in ln for ln in lines)
+    assert summary.other_results(tmp_path / "empty") == []
