@@ -34,6 +34,7 @@ work (process 0's finished keys are broadcast to all, so they agree on it) and o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import contextvars
 import hashlib
@@ -283,22 +284,15 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         if writer:
             append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
                                                        "config_hash": chash})
-        x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
-        y = np.asarray(ds.labels)
-        k = int(ds.num_classes)
-        keys = jax.random.split(jax.random.key(seed), nruns)
-        tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
-        y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-        priors, mlp_seconds = (mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg) if NEEDS_PRIOR & set(methods)
-                               else ({}, 0.0))
+        setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, bool(NEEDS_PRIOR & set(methods)))
         records = []
         bar = _progress(todo, progress, f"{ds.name}/{split}")
         for j, i in enumerate(bar):
-            ctx = split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
+            ctx = setup.context(j)
             for m in methods:
                 if (ds.name, split, i, m) in done:
                     continue
-                fields, _ = score_method(ctx, m, y, te[i], mlp_seconds)
+                fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
                 rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
                         "seed": None if sp.seeds is None else sp.seeds[i]} | fields
                        | {"features": feat_kind, "config": config, "config_hash": chash,
@@ -396,6 +390,50 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
                              jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg)
         priors[d] = jax.block_until_ready(res.prior)
     return priors, (time.perf_counter() - t0) / len(todo)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSetup:
+    """What every split of one (dataset, split kind) run shares, built once by :func:`prepare_splits`: the
+    features as the models take them, labels, per-split PRNG keys and masks, the visible labels and MLP priors of
+    the splits ``todo`` (index ``j`` of ``todo`` = split ``todo[j]``). Used by :func:`run`, the figures' mirror
+    (:func:`jaxclp.experiments.analyses.common.run_mirror`) and the selection analysis, so all three build the
+    same contexts."""
+
+    ds: Dataset
+    x: object
+    labels: np.ndarray
+    keys: jax.Array
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    todo: tuple
+    y_vis: np.ndarray
+    priors: dict
+    mlp_seconds: float
+    cfg: TrainConfig
+
+    def context(self, j: int) -> Context:
+        """The :class:`Context` of split ``todo[j]`` (:func:`split_context`)."""
+        i = self.todo[j]
+        return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], self.keys[i],
+                             {d: self.priors[d][j] for d in self.priors}, self.cfg)
+
+
+def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: TrainConfig,
+                   with_priors: bool) -> SplitSetup:
+    """The shared setup of the splits ``todo`` of ``sp`` (see :class:`SplitSetup`): keys
+    ``split(key(seed), nruns)``, test labels removed (:func:`visible_labels`), MLP priors of every depth
+    (vmapped over the splits; skipped without ``with_priors``)."""
+    todo = tuple(int(i) for i in todo)
+    x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
+    y = np.asarray(ds.labels)
+    keys = jax.random.split(jax.random.key(seed), nruns)
+    tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
+    y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
+    priors, secs = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg) if with_priors
+                    else ({}, 0.0))
+    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg)
 
 
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None) -> Context:

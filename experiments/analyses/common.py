@@ -22,9 +22,8 @@ import jax
 import numpy as np
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import NEEDS_PRIOR, visible_labels
+from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.datasets import Dataset, Splits
-from jaxclp.features import as_features
 from jaxclp.train import TrainConfig
 
 QUICK_ENV = "JAXCLP_ANALYSES_QUICK"
@@ -220,26 +219,20 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
         runner.append_record(path, runner.header_record(argv) | {
             "dataset": ds.name, "split": split, "producer": "experiments.analyses.run_mirror", "config": config,
             "config_hash": chash})
-        x = as_features(feats)
-        y = np.asarray(ds.labels)
-        k = int(ds.num_classes)
-        keys = jax.random.split(jax.random.key(seed), nruns)
-        tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
-        degenerate = runner.single_class_parts(y, tr, va, todo)
+        degenerate = runner.single_class_parts(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val),
+                                               todo)
         for i, parts in degenerate.items():
             warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
                           "('single_class'), selection on it is meaningless", stacklevel=2)
-        y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
-        priors, mlp_seconds = (runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
-                               if NEEDS_PRIOR & set(methods) or extra is not None else ({}, 0.0))
+        setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, cfg,
+                                      bool(NEEDS_PRIOR & set(methods)) or extra is not None)
         for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
-            ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors},
-                                       cfg)
+            ctx = setup.context(j)
             chosen = {}
             for m in methods:
                 if (ds.name, split, i, m) in done and extra is None:
                     continue
-                fields, chosen[m] = runner.score_method(ctx, m, y, te[i], mlp_seconds)
+                fields, chosen[m] = runner.score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
                 if (ds.name, split, i, m) in done:
                     continue
                 runner.append_record(path, {
@@ -249,7 +242,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                     | {"config": config, "config_hash": chash, "method_spec": runner.method_spec(m),
                        "method_hash": mhash[m]})
             if extra is not None:
-                rec = extra(i, ctx, chosen, te[i])
+                rec = extra(i, ctx, chosen, setup.test[i])
                 runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i}
                                      | rec | {"config_hash": chash})
     return path

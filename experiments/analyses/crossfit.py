@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, visible_labels
+from jaxclp.experiments.methods import METHODS
 from jaxclp.metrics import evaluate
 from jaxclp.train import TrainConfig
 
@@ -138,16 +138,10 @@ def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: in
     if not todo:
         return
     feats, _ = runner.node_features(ds)
-    cfg = TrainConfig(epochs=epochs, metric=ds.metric)
-    x = runner.as_features(feats)
-    y = np.asarray(ds.labels)
-    k = int(ds.num_classes)
-    keys = jax.random.split(jax.random.key(seed), nruns)
-    tr, va = np.asarray(sp.train), np.asarray(sp.val)
-    y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])
-    priors, _ = runner.mlp_priors(keys, todo, x, y_vis, tr, va, k, cfg)
+    setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, TrainConfig(epochs=epochs, metric=ds.metric),
+                                  True)
     for j, i in enumerate(todo):
-        ctx = runner.split_context(ds, x, y_vis[j], tr[i], va[i], keys[i], {d: priors[d][j] for d in priors}, cfg)
+        ctx = setup.context(j)
         cands = METHODS["clp"](ctx)
         yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 
