@@ -24,6 +24,7 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 # first split took ~6 min (its fits' seconds: compilation, autotuning, first use; not separated), later splits
 # 8-20 s; a second process on the same warm machine (without this cache then) ~1 min for its first split
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-${TMPDIR:-/tmp}/jaxclp-xla-cache}
+export JAXCLP_XLA_CACHE=$JAX_COMPILATION_CACHE_DIR  # the CLI sets JAX's cache dir from this (experiments/cli.py)
 # A fresh machine starts with an empty cache, and every dataset's first split pays ~3 min of compilation (an H100,
 # session 17). The cache a run leaves is copied to OUT/xla-cache (when under 48 MiB); carried back as
 # ./.devcache/xla (gitignore it; `run`'s carry) it seeds the next machine's cache. Entries are keyed by program,
