@@ -20,6 +20,12 @@ import numpy as np
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def data_root() -> Path:
+    """Where the benchmarks read the published dataset files, in place: ``$JAXCLP_DATA``, default
+    ``../shared/datasets`` beside the repository."""
+    return Path(os.environ.get("JAXCLP_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "datasets")
+
+
 # --------------------------------------------------------------------------------------------- machine facts
 def cpu_model() -> str:
     try:

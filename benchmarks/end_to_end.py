@@ -19,7 +19,6 @@ median of the following runs); the PyTorch side gets one untimed warm-up run too
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ QUICK_DATASETS = ("texas",)
 
 
 def data_root() -> str:
-    return os.environ.get("JAXCLP_DATA") or str(Path(__file__).resolve().parent.parent.parent / "shared" / "datasets")
+    return str(C.data_root())
 
 
 def _split(ds):

@@ -35,10 +35,6 @@ QUICK = {"bounds_n": 5_000, "gmres_n": 2_000, "fit_dataset": "texas", "cli_datas
          "shard_n": 2_000, "shard_ks": (8,), "repeats": 2}
 
 
-def _data_root() -> Path:
-    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
-
-
 def bounds(cfg) -> list[dict]:
     from jaxclp.graph import _edge_values
     from jaxclp.operator import clp_operator, norm_bounds
@@ -120,7 +116,7 @@ def clp_fit(cfg) -> dict:
     import jaxclp
     from jaxclp import datasets as D
 
-    ds = D.load(cfg["fit_dataset"], root=_data_root(), download=False, cache=False)
+    ds = D.load(cfg["fit_dataset"], root=C.data_root(), download=False, cache=False)
     sp = ds.splits
     tm, vm = jnp.asarray(sp.train[0]), jnp.asarray(sp.val[0])
     y = jnp.asarray(np.where(np.asarray(sp.train[0] | sp.val[0]), ds.labels, 0))
@@ -140,7 +136,7 @@ def clp_fit(cfg) -> dict:
 def xla_cache(cfg) -> dict:
     out = {"dataset": cfg["cli_dataset"], "epochs": cfg["cli_epochs"]}
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, JAXCLP_DATA=str(_data_root()), JAXCLP_CACHE=str(Path(tmp) / "parsed"))
+        env = dict(os.environ, JAXCLP_DATA=str(C.data_root()), JAXCLP_CACHE=str(Path(tmp) / "parsed"))
         for label, cache in (("off", "off"), ("cold", str(Path(tmp) / "xla")), ("warm", str(Path(tmp) / "xla"))):
             cmd = [sys.executable, "-m", "jaxclp", "run", "--dataset", cfg["cli_dataset"], "--methods",
                    "mlp,clp,lp", "--runs", "2", "--epochs", str(cfg["cli_epochs"]), "--no-progress",

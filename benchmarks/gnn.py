@@ -15,20 +15,14 @@ Data: ``$JAXCLP_DATA`` (default ``../shared/datasets``), read in place (``cache=
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
 FULL = {"datasets": ("chameleon", "squirrel"), "convs": ("sage", "gat", "gat_sep", "gcn_sep"), "layers": 3,
         "repeats": 7, "fit_datasets": ("chameleon",), "fit_convs": ("sage", "gat"), "fit_repeats": 1}
 QUICK = {"datasets": ("texas",), "convs": ("sage", "gat"), "layers": 1, "repeats": 2, "fit_datasets": (),
          "fit_convs": (), "fit_repeats": 1}
-
-
-def _data_root() -> Path:
-    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
 
 
 def _setup(dataset: str, conv_name: str, layers: int):
@@ -39,7 +33,7 @@ def _setup(dataset: str, conv_name: str, layers: int):
     from jaxclp.gnn import GNNSpec, _model, tuned_gnn_graph
     from jaxclp.sparse import transpose_plan
 
-    ds = jaxclp.datasets.load(dataset, root=_data_root(), download=False, cache=False)
+    ds = jaxclp.datasets.load(dataset, root=C.data_root(), download=False, cache=False)
     conv, sep = conv_name.split("_")[0], conv_name.endswith("_sep")
     spec = GNNSpec(conv=conv, hidden=64, num_layers=layers, sep=sep, residual=True, norm=True, dropout=0.2,
                    heads=4, ffn=True)

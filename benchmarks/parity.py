@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 from pathlib import Path
 
@@ -50,16 +49,11 @@ import numpy as np
 
 from jaxclp.benchmarks import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
 FULL = {"datasets": ("texas", "chameleon", "wiki"), "lp_alphas": (0.5, 0.9), "pyg_layers": ((3, 0.9), (50, 0.5)),
         "cs_alphas": ((0.1, 0.5), (0.9, 0.8)), "grid": (0.1, 0.3, 0.5, 0.7, 0.9)}
 QUICK = {"datasets": ("texas",), "lp_alphas": (0.9,), "pyg_layers": ((3, 0.9),), "cs_alphas": ((0.1, 0.5),),
          "grid": (0.1, 0.9)}
 COMMAND = "python -m jaxclp.benchmarks.parity"
-
-
-def _data_root() -> Path:
-    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
 
 
 def _layers(alpha: float) -> int:
@@ -92,7 +86,7 @@ def run_dataset(name: str, cfg: dict) -> tuple[list[dict], list[dict]]:
     import jaxclp
     from jaxclp.datasets.splits import random_splits
 
-    ds = jaxclp.datasets.load(name, root=_data_root(), download=False)
+    ds = jaxclp.datasets.load(name, root=C.data_root(), download=False)
     g = ds.graph
     n, k = g.num_nodes, int(ds.num_classes)
     labels = np.asarray(ds.labels)

@@ -38,10 +38,6 @@ QUICK = {"mask_shape": (512, 16), "masks": 2, "repeats": 2, "compile_draws": 4, 
          "fit_repeats": 1, "pairs": 1}
 
 
-def _data_root() -> Path:
-    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
-
-
 # ------------------------------------------------------------------------------------------------ child side
 def _child(cfg: dict) -> dict:
     """Runs in a fresh process whose lowering was fixed by the environment; returns timings and bit hashes."""
@@ -81,7 +77,7 @@ def _child(cfg: dict) -> dict:
     out["fit"] = []
     for dataset in cfg["fit_datasets"]:
         try:
-            ds = jaxclp.datasets.load(dataset, root=_data_root(), download=False, cache=False)
+            ds = jaxclp.datasets.load(dataset, root=C.data_root(), download=False, cache=False)
         except Exception as e:  # noqa: BLE001 - absent data: skip this dataset, say why
             out["fit"].append({"dataset": dataset, "skipped": f"{type(e).__name__}: {e}"})
             continue

@@ -14,19 +14,13 @@ Usage: ``python -m jaxclp.benchmarks.sparse_features [--quick] [--out DIR]`` (al
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
 FULL = {"datasets": ("chameleon", "twitch-en", "coauthor-cs", "coauthor-physics", "deezer-europe"),
         "widths": (64, 256), "repeats": 7, "fit_datasets": ("chameleon", "coauthor-cs"), "fit_repeats": 2}
 QUICK = {"datasets": ("texas",), "widths": (16,), "repeats": 2, "fit_datasets": (), "fit_repeats": 1}
-
-
-def _data_root() -> Path:
-    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
 
 
 def _features(dataset: str):
@@ -34,7 +28,7 @@ def _features(dataset: str):
     import jaxclp
     from jaxclp.features import SparseFeatures, as_features
 
-    ds = jaxclp.datasets.load(dataset, root=_data_root(), download=False, cache=False, sparse_features=True)
+    ds = jaxclp.datasets.load(dataset, root=C.data_root(), download=False, cache=False, sparse_features=True)
     f = as_features(ds.features, "float32")
     return ds, f, SparseFeatures(f.rows, f.cols, f.values, f.shape)
 
