@@ -246,8 +246,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
-    if replace_stale is None:
-        replace_stale = _REPLACE_STALE.get()
+    replace_stale = replace_stale_default(replace_stale)
     if int(runs) < 1:
         raise ValueError(f"runs must be >= 1; got {runs}")
     if int(epochs) < 1:
@@ -272,9 +271,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash)
             for src in reuse:
                 reuse_records(Path(src) / RESULTS_FILE, path, ds.name, split, chash, mhash)
-        done = {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
-                if r.get("type") == "result" and r.get("config_hash") == chash
-                and r.get("method_hash") == mhash.get(r.get("method"))}
+        done = done_results(path, chash, mhash)
         if jax.process_count() > 1:
             done = _agree_on_done(done, ds.name, split, nruns, methods)
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
@@ -509,6 +506,21 @@ def replacing_stale(enabled: bool = True):
         _REPLACE_STALE.reset(token)
 
 
+def replace_stale_default(replace_stale: bool | None) -> bool:
+    """``replace_stale`` as given, or (None) the :func:`replacing_stale` context's setting: the default of every
+    config-keyed writer (:func:`run`, the figures' mirror, the selection analysis)."""
+    return _REPLACE_STALE.get() if replace_stale is None else bool(replace_stale)
+
+
+def done_results(path: Path, chash: str, method_hashes: dict) -> set:
+    """``(dataset, split, run, method)`` keys of the result records in ``path`` made under configuration ``chash``
+    and their method's current definition (``method_hashes``: method -> method_hash): the keys a resumed run
+    skips."""
+    return {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
+            if r.get("type") == "result" and r.get("config_hash") == chash
+            and r.get("method_hash") == method_hashes.get(r.get("method"))}
+
+
 def config_hash(config: dict) -> str:
     """A short stable hash (12 hex digits of sha256) of a configuration dict (canonical JSON)."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_json_default)
@@ -545,15 +557,17 @@ def data_identity(dataset: str | Dataset, ds: Dataset, data_root=None) -> dict:
     return {"arrays_sha256": dataset_sha256(ds)}
 
 
+def _hash_array(h, tag: str, a) -> None:
+    """Feeds one array into the sha256 ``h``: its tag, dtype, shape and bytes."""
+    a = np.ascontiguousarray(np.asarray(a))
+    h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
+    h.update(a.tobytes())
+
+
 def dataset_sha256(ds: Dataset) -> str:
     """sha256 over a Dataset's graph, labels, features and published splits (dtype, shape and bytes)."""
     h = hashlib.sha256()
-
-    def add(tag, a):
-        a = np.ascontiguousarray(np.asarray(a))
-        h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.tobytes())
-
+    add = lambda tag, a: _hash_array(h, tag, a)  # noqa: E731
     g = ds.graph
     h.update(f"n={g.num_nodes};k={int(ds.num_classes)};".encode())
     add("senders", g.senders)
@@ -572,6 +586,14 @@ def dataset_sha256(ds: Dataset) -> str:
     if ds.splits is not None:
         for tag in ("train", "val", "test"):
             add("splits." + tag, getattr(ds.splits, tag))
+    return h.hexdigest()
+
+
+def splits_sha256(sp) -> str:
+    """sha256 over a :class:`~jaxclp.datasets.Splits`' train/val/test masks (dtype, shape and bytes)."""
+    h = hashlib.sha256()
+    for tag in ("train", "val", "test"):
+        _hash_array(h, tag, getattr(sp, tag))
     return h.hexdigest()
 
 
@@ -612,9 +634,7 @@ def stale_records(path: Path, dataset: str, split: str, methods, config: dict, c
     ``path`` is rewritten without them, atomically); else :class:`StaleResultsError` is raised. Call with the
     folder lock held.
     """
-    methods = set(methods)
-
-    extra_types = set(extra_types)
+    methods, extra_types = set(methods), set(extra_types)
 
     def is_stale(r):
         if r.get("dataset") != dataset or r.get("split") != split:

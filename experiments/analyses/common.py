@@ -10,7 +10,6 @@ homophily ``h_v``, the true compatibility matrix), after selection and never ins
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import math
 import os
@@ -192,15 +191,14 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / runner.RESULTS_FILE
-    if replace_stale is None:
-        replace_stale = runner._REPLACE_STALE.get()
+    replace_stale = runner.replace_stale_default(replace_stale)
     sp = splits if splits is not None else runner.get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
     feats, feat_kind = runner.node_features(ds)
     cfg = TrainConfig(epochs=epochs, metric=ds.metric)
     data = runner.data_identity(ds, ds)
     if splits is not None:
-        data = data | {"splits_sha256": splits_sha256(sp)}
+        data = data | {"splits_sha256": runner.splits_sha256(sp)}
     config = runner.run_config(ds, split, seed, cfg, feat_kind, data) | {"extra_type": extra_type}
     chash = runner.config_hash(config)
     mhash = {m: runner.method_hash(m) for m in methods}
@@ -208,8 +206,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
         runner._repair_tail(path)
         runner.stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash,
                              extra_types=(extra_type,) if extra_type else ())
-        done = {key for key, r in last_results(path).items()
-                if r.get("config_hash") == chash and r.get("method_hash") == mhash.get(key[3])}
+        done = runner.done_results(path, chash, mhash)
         done_extra = ({key for key, r in last_extras(path, extra_type).items() if r.get("config_hash") == chash}
                       if extra is not None else set())
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)
@@ -219,13 +216,12 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
         runner.append_record(path, runner.header_record(argv) | {
             "dataset": ds.name, "split": split, "producer": "experiments.analyses.run_mirror", "config": config,
             "config_hash": chash})
-        degenerate = runner.single_class_parts(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val),
-                                               todo)
+        setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, cfg,
+                                      bool(NEEDS_PRIOR & set(methods)) or extra is not None)
+        degenerate = runner.single_class_parts(setup.labels, setup.train, setup.val, todo)
         for i, parts in degenerate.items():
             warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
                           "('single_class'), selection on it is meaningless", stacklevel=2)
-        setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, cfg,
-                                      bool(NEEDS_PRIOR & set(methods)) or extra is not None)
         for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
             ctx = setup.context(j)
             chosen = {}
@@ -246,16 +242,6 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                 runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i}
                                      | rec | {"config_hash": chash})
     return path
-
-
-def splits_sha256(sp: Splits) -> str:
-    """sha256 over a :class:`Splits`' train/val/test masks (dtype, shape and bytes)."""
-    h = hashlib.sha256()
-    for tag in ("train", "val", "test"):
-        a = np.ascontiguousarray(np.asarray(getattr(sp, tag)))
-        h.update(f"{tag}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def single_class_runs(results: dict, dataset: str, split: str, method: str, runs: int) -> list[int]:

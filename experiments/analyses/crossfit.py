@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxclp.datasets import Dataset
 from jaxclp.experiments import runner
 from jaxclp.experiments.methods import METHODS
 from jaxclp.metrics import evaluate
@@ -128,10 +129,11 @@ def cross_fit(cands, labels_visible: np.ndarray, val_mask: np.ndarray, metric: s
             "joint_full_val": float(full.max())}
 
 
-def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
+def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
     """Yields ``(run, ds, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all): the runner's own
-    loading, splits, features, MLP priors and context, so the candidates are the table's."""
-    ds = runner.load(name, root=data_root)
+    loading (``name``: a dataset name, or the Dataset already loaded), splits, features, MLP priors and context, so
+    the candidates are the table's."""
+    ds = name if isinstance(name, Dataset) else runner.load(name, root=data_root)
     sp = runner.get_splits(ds, "medium", runs, seed)
     nruns = min(runs, sp.train.shape[0])
     todo = list(range(nruns)) if todo is None else list(todo)
@@ -146,8 +148,8 @@ def split_candidates(name: str, runs: int, seed: int, data_root=None, epochs: in
         yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 
 
-def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) -> tuple[str, dict, str]:
-    """``(dataset name, config, config_hash)`` of one dataset's selection records: the runner's
+def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) -> tuple[Dataset, dict, str]:
+    """``(dataset, config, config_hash)`` of one dataset's selection records: the runner's
     :func:`~jaxclp.experiments.runner.run_config` of its medium split plus the definition of ``clp`` whose
     candidates are compared (its ``method_hash``), so records of another ``clp`` candidate set are stale."""
     ds = runner.load(name, root=data_root)
@@ -155,7 +157,7 @@ def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) ->
     config = runner.run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
                                runner.data_identity(name, ds, data_root))
     config = config | {"analysis": "selection", "clp_method_hash": runner.method_hash("clp")}
-    return ds.name, config, runner.config_hash(config)
+    return ds, config, runner.config_hash(config)
 
 
 def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True,
@@ -170,17 +172,16 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
     """
     from jaxclp.experiments.reproduce import BASE_SEED
 
-    if replace_stale is None:
-        replace_stale = runner._REPLACE_STALE.get()
     seed = BASE_SEED.get(name, 0)
     path = out / runner.RESULTS_FILE
-    ds_name, config, chash = selection_config(name, seed, data_root, epochs)
+    ds, config, chash = selection_config(name, seed, data_root, epochs)
     with runner.folder_lock(out):
-        runner.stale_records(path, ds_name, "medium", (), config, chash, replace_stale, extra_types=("selection",))
+        runner.stale_records(path, ds.name, "medium", (), config, chash, runner.replace_stale_default(replace_stale),
+                             extra_types=("selection",))
         done = {r["run"] for r in runner.read_records(path) if r.get("type") == "selection"
-                and r.get("dataset") == ds_name and r.get("config_hash") == chash}
+                and r.get("dataset") == ds.name and r.get("config_hash") == chash}
         todo = [i for i in range(runs) if i not in done]
-        gen = split_candidates(name, runs, seed, data_root, epochs, todo)
+        gen = split_candidates(ds, runs, seed, data_root, epochs, todo)
         for i, ds, ctx, cands in runner._progress(gen, progress, f"selection {name}"):
             t0 = time.perf_counter()
             res = cross_fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
