@@ -42,25 +42,33 @@ def _rotl(v, d):
     return lax.shift_left(v, d) | lax.shift_right_logical(v, np.uint32(32) - d)
 
 
+def _start(key1, key2, x1, x2):
+    """The key schedule ``(k1, k2, k1 ^ k2 ^ 0x1BD11BDA)`` and the first injection, broadcast: (ks, a, b)."""
+    import jax.numpy as jnp
+
+    ks = (key1, key2, key1 ^ key2 ^ np.uint32(_PARITY))
+    shape = jnp.broadcast_shapes(*(jnp.shape(a) for a in (key1, key2, x1, x2)))
+    return ks, jnp.broadcast_to(x1 + ks[0], shape), jnp.broadcast_to(x2 + ks[1], shape)
+
+
+def _four_rounds(a, b, rotations):
+    """One group: ``x0 += x1; x1 = rotl(x1, r) ^ x0`` for the group's four rotation constants."""
+    for r in rotations:
+        a = a + b
+        b = _rotl(b, r) ^ a
+    return a, b
+
+
 def threefry2x32(key1, key2, x1, x2):
     """Threefry-2x32 with 20 rounds, unrolled: uint32 arrays (broadcast together) -> (y1, y2).
 
     Five groups of four rounds (``x0 += x1; x1 = rotl(x1, r) ^ x0``), each followed by the injection of the key
     schedule ``(k1, k2, k1 ^ k2 ^ 0x1BD11BDA)`` rotated by one and the group number.
     """
-    import jax.numpy as jnp
-
     u32 = np.uint32
-    rotl = lambda v, d: _rotl(v, u32(d))  # noqa: E731
-
-    ks = (key1, key2, key1 ^ key2 ^ u32(_PARITY))
-    shape = jnp.broadcast_shapes(*(jnp.shape(a) for a in (key1, key2, x1, x2)))
-    a = jnp.broadcast_to(x1 + ks[0], shape)
-    b = jnp.broadcast_to(x2 + ks[1], shape)
+    ks, a, b = _start(key1, key2, x1, x2)
     for group in range(5):
-        for r in _ROTATIONS[group % 2]:
-            a = a + b
-            b = rotl(b, r) ^ a
+        a, b = _four_rounds(a, b, [u32(r) for r in _ROTATIONS[group % 2]])
         a = a + ks[(group + 1) % 3]
         b = b + ks[(group + 2) % 3] + u32(group + 1)
     return a, b
@@ -72,19 +80,13 @@ def threefry2x32_rolled(key1, key2, x1, x2):
     import jax.numpy as jnp
     from jax import lax
 
-    u32 = np.uint32
-    ks = (key1, key2, key1 ^ key2 ^ u32(_PARITY))
-    shape = jnp.broadcast_shapes(*(jnp.shape(a) for a in (key1, key2, x1, x2)))
-    a = jnp.broadcast_to(x1 + ks[0], shape)
-    b = jnp.broadcast_to(x2 + ks[1], shape)
+    ks, a, b = _start(key1, key2, x1, x2)
     rotations = jnp.asarray(_ROTATIONS, jnp.uint32)
 
     def group(i, carry):
         a, b, k0, k1, k2 = carry
         r = rotations[i % 2]
-        for j in range(4):
-            a = a + b
-            b = _rotl(b, r[j]) ^ a
+        a, b = _four_rounds(a, b, [r[j] for j in range(4)])
         return a + k1, b + k2 + (i + 1).astype(jnp.uint32), k1, k2, k0
 
     a, b, *_ = lax.fori_loop(0, 5, group, (a, b) + ks)
