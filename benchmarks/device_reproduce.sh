@@ -41,12 +41,15 @@ import json, sys
 target, datasets, out = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3]
 import os
 from jaxclp.experiments.reproduce import SHARES
+from jaxclp.paper import DAGGER_SUFFIX
 for t in (target,) + SHARES.get(target, ()):  # the target, and the targets it copies records from
     try:
         lines = open(f"results/{t}/results.jsonl").read().splitlines()
     except FileNotFoundError:
         lines = []
-    keep = [l for l in lines if "-" in datasets or json.loads(l).get("dataset") in datasets]
+    # a dataset's † variant ("<name>+dagger", which table_homophily runs for <name>) is seeded with it
+    keep = [l for l in lines if "-" in datasets
+            or (json.loads(l).get("dataset") or "").removesuffix(DAGGER_SUFFIX) in datasets]
     os.makedirs(f"{out}/{t}", exist_ok=True)
     open(f"{out}/{t}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
     print(f"seeded {len(keep)} record(s) of {t}")
