@@ -180,11 +180,20 @@ def reference_scores(metric: str, cands, labels_visible, labels, val_mask, test_
 
 
 def get_splits(ds: Dataset, split: str, runs: int, seed: int):
+    """The splits of ``ds``: its published ones, or ``runs`` random splits of kind ``split`` (seeds ``seed + i``)
+    of the labelled nodes (label >= 0; a dataset without unlabelled nodes: every node, as always)."""
+    labelled = np.asarray(ds.labels) >= 0
     if split == "published":
         if ds.splits is None:
             raise ValueError(f"{ds.name} has no published splits")
-        return ds.splits
-    return random_splits(ds.num_nodes, split, num_splits=runs, seed=seed)
+        sp = ds.splits
+        bad = np.flatnonzero((np.asarray(sp.train) | np.asarray(sp.val) | np.asarray(sp.test)).any(axis=0) & ~labelled)
+        if bad.size:
+            raise ValueError(f"{ds.name}: the published splits contain {bad.size} unlabelled node(s) (label -1), "
+                             f"e.g. node index {bad[:5].tolist()}")
+        return sp
+    return random_splits(ds.num_nodes, split, num_splits=runs, seed=seed,
+                         labelled=None if labelled.all() else labelled)
 
 
 def is_writer() -> bool:

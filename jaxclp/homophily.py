@@ -15,7 +15,8 @@ def _nonloop(graph: Graph) -> jax.Array:
 
 
 def edge_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
-    """Fraction of (non-loop) edges whose two ends share a label.
+    """Fraction of (non-loop) edges whose two ends share a label, over the edges whose two ends are labelled
+    (a negative label, e.g. -1, marks an unlabelled node; edges touching one are not counted).
 
     For a symmetrized graph every undirected edge appears twice, which leaves the fraction unchanged, so
     this equals the table's "h" (unique undirected non-loop edges). A :class:`jaxclp.shard.ShardedGraph` in
@@ -28,8 +29,9 @@ def edge_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
 
         return shard.edge_homophily(graph, labels)
     _checks.shape("labels", labels, (graph.num_nodes,))
-    keep = _nonloop(graph)
-    same = (labels[graph.senders] == labels[graph.receivers]) & keep
+    ls, lr = labels[graph.senders], labels[graph.receivers]
+    keep = _nonloop(graph) & (ls >= 0) & (lr >= 0)
+    same = (ls == lr) & keep
     f = jnp.result_type(float)
     return jnp.sum(same, dtype=f) / jnp.maximum(jnp.sum(keep, dtype=f), 1)
 

@@ -1115,7 +1115,8 @@ def _estimate(sg, prior, labels, train_mask, tol, max_iters, smoothing, exchange
 
 
 def edge_homophily(sg: ShardedGraph, labels: jax.Array, *, exchange: Exchange = "ppermute") -> jax.Array:
-    """:func:`jaxclp.edge_homophily` on a sharded graph: fraction of (non-loop) edges whose ends share a label.
+    """:func:`jaxclp.edge_homophily` on a sharded graph: fraction of (non-loop) edges whose ends share a label
+    (edges with an unlabelled end, label < 0, not counted).
 
     Args:
         sg: the sharded graph.
@@ -1135,8 +1136,10 @@ def _edge_homophily(sg, labels, exchange):
 
     def local(loc, count, lab):
         real = jnp.arange(loc["receivers"].shape[0]) < count[0]
-        keep = real & (loc["senders"] != loc["receivers"])  # a local sender equal to the receiver is a loop
-        same = (_gather(sg, loc, lab, exchange) == lab[loc["receivers"]]) & keep
+        ls, lr = _gather(sg, loc, lab, exchange), lab[loc["receivers"]]
+        # a local sender equal to the receiver is a loop; a negative label an unlabelled end (not counted)
+        keep = real & (loc["senders"] != loc["receivers"]) & (ls >= 0) & (lr >= 0)
+        same = (ls == lr) & keep
         return jnp.stack([jnp.sum(same, dtype=f), jnp.sum(keep, dtype=f)])[None]
 
     tot = _smap(sg, local, sg.num_edges, labels).sum(axis=0)

@@ -12,6 +12,7 @@ import pytest
 
 from jaxclp.experiments import cli, runner
 from jaxclp.experiments.analyses.common import last_results
+from jaxclp.datasets import load_file
 from jaxclp.datasets.fetch import user_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,6 +145,32 @@ def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     assert len({r["config_hash"] for r in recs}) == 1 and "arrays_sha256" in recs[0]["config"]["data"]
     assert "mygraph" in (out / "summary.md").read_text()
     assert masks.shape == (3, 2, 60)
+
+
+def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
+    """A user's edge list whose labels file marks nodes unlabelled (-1): they stay in the graph, the random
+    splits cover the labelled nodes only, and every method is scored on labelled test nodes."""
+    rng = np.random.default_rng(0)
+    n = 80
+    y = rng.integers(0, 3, n)
+    e = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < (0.2 if y[i] == y[j] else 0.02)]
+    (tmp_path / "e.csv").write_text("".join(f"{a},{b}\n" for a, b in e))
+    y_file = np.where(np.arange(n) % 4 == 0, -1, y)
+    (tmp_path / "y.csv").write_text("".join(f"{i},{v}\n" for i, v in enumerate(y_file)))
+    out = tmp_path / "out"
+    with pytest.warns(UserWarning, match="20 of 80 node"):
+        assert cli.main(["run", "--graph", str(tmp_path / "e.csv"), "--labels", str(tmp_path / "y.csv"),
+                         "--methods", "mlp,lp,clp_mlp", "--runs", "2", "--epochs", "5", "--out", str(out),
+                         "--no-progress"]) == 0
+    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert len(recs) == 6 and all(np.isfinite(r["test"]) for r in recs)
+    with pytest.warns(UserWarning):
+        ds = load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    sp = runner.get_splits(ds, "medium", 2, 0)
+    assert np.all(sp.train.astype(int) + sp.val + sp.test == (y_file >= 0))  # 60 labelled nodes, 6/6/48
+    assert sp.sizes()[0].tolist() == [6, 6, 48]
+    lp = {r["run"]: r["test"] for r in recs if r["method"] == "lp"}
+    assert all(round(48 * v) == pytest.approx(48 * v, abs=1e-4) for v in lp.values())  # k/48: labelled test nodes
 
 
 @pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow

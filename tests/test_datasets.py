@@ -724,6 +724,30 @@ def test_random_splits(kind, fr):
     assert len(tr) == n_tr and len(va) == n_va and len(te) == n - n_tr - n_va
 
 
+def test_random_splits_of_the_labelled_nodes():
+    """``labelled``: only the labelled nodes are split, exactly as ``random_splits`` splits an index of their
+    count (so the documented procedure holds on that index); all True is the unmasked split, bit for bit."""
+    n = 503
+    lab = np.random.default_rng(3).random(n) < 0.7
+    idx = np.flatnonzero(lab)
+    sp = D.random_splits(n, "medium", num_splits=4, seed=5, labelled=lab)
+    sub = D.random_splits(idx.size, "medium", num_splits=4, seed=5)
+    assert sp.train.shape == (4, n) and sp.seeds == [5, 6, 7, 8] and sp.name == sub.name
+    for k in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(sp, k)[:, idx], getattr(sub, k))
+        assert not getattr(sp, k)[:, ~lab].any()  # unlabelled nodes are in no mask
+    np.testing.assert_array_equal(sp.sizes(), sub.sizes())
+    assert np.all(sp.train.astype(int) + sp.val + sp.test == lab)
+    full = D.random_splits(n, "medium", num_splits=4, seed=5)
+    every = D.random_splits(n, "medium", num_splits=4, seed=5, labelled=np.ones(n, bool))
+    for k in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(every, k), getattr(full, k))
+    with pytest.raises(ValueError, match=r"labelled must be a \(503,\) bool mask"):
+        D.random_splits(n, "medium", labelled=lab[:-1])
+    with pytest.raises(ValueError, match="no node has a label"):
+        D.random_splits(n, "medium", labelled=np.zeros(n, bool))
+
+
 def test_random_splits_not_class_balanced():
     labels = np.r_[np.zeros(900, int), np.ones(100, int)]
     counts = [np.bincount(labels[m], minlength=2)[1] for m in D.random_splits(1000, "medium", 20, 0).train]

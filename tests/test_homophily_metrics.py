@@ -27,6 +27,12 @@ def test_edge_and_node_homophily(rng):
         if nb:
             assert float(h[v]) == pytest.approx(np.mean([y[u] == y[v] for u in nb]), abs=1e-12)
     assert float(jaxclp.node_homophily(g, jnp.asarray(y))) == pytest.approx(float(np.asarray(h)[np.asarray(ok)].mean()))
+    # an unlabelled end (label -1) takes the edge out of the count
+    y_unl = np.where(rng.random(g.num_nodes) < 0.3, -1, y)
+    kept = [(a, b) for a, b in und if y_unl[a] >= 0 and y_unl[b] >= 0]
+    assert 0 < len(kept) < len(und)
+    assert float(jaxclp.edge_homophily(g, jnp.asarray(y_unl))) == pytest.approx(
+        np.mean([y_unl[a] == y_unl[b] for a, b in kept]), abs=1e-12)
 
 
 def test_true_compatibility(rng):

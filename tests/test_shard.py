@@ -475,7 +475,7 @@ SCRIPT = textwrap.dedent("""
     labels, train = rng.integers(0, K, n), rng.random(n) < 0.4
     for gname in ("undirected_n37", "directed_loops"):  # loops are excluded, padding edges never counted
         gg = graphs[gname]
-        lab = rng.integers(0, 2, gg.num_nodes)
+        lab = rng.integers(-1, 2, gg.num_nodes)  # -1: unlabelled ends, not counted
         hom = shard.edge_homophily(shard.shard_graph(gg, mesh, "nodes", partition="bfs"), lab)
         close(hom, jaxclp.edge_homophily(gg, lab), "edge_homophily " + gname)
     h_got, info = shard.estimate_compatibility(sg, prior, labels, train)

@@ -34,7 +34,7 @@ class RawData:
         edge_index: (2, m) int64 node indices in [0, num_nodes); row 0 = source, row 1 = target, exactly as
             listed in the file (direction, duplicate lines and self-loops kept).
         num_nodes: n.
-        labels: (n,) int32 class ids in [0, num_classes).
+        labels: (n,) int32 class ids in [0, num_classes), or -1 for an unlabelled node.
         num_classes: C.
         features: (n, d) float32 dense array, scipy sparse CSR matrix, or None when the dataset has no features.
         splits: None, or a tuple ``(train, val, test)`` of bool arrays of shape (num_splits, n).
@@ -62,8 +62,11 @@ class RawData:
         lab = np.asarray(self.labels)
         if lab.shape != (n,):
             raise ValueError(f"labels must have shape ({n},); got {lab.shape}")
-        if lab.size and (lab.min() < 0 or lab.max() >= self.num_classes):
-            raise ValueError(f"labels must lie in [0, {self.num_classes}); got [{lab.min()}, {lab.max()}]")
+        if lab.size and (lab.min() < -1 or lab.max() >= self.num_classes):
+            raise ValueError(f"labels must lie in [0, {self.num_classes}) (-1: unlabelled); got "
+                             f"[{lab.min()}, {lab.max()}]")
+        if lab.size and lab.max() < 0:
+            raise ValueError("labels: every node is unlabelled (-1)")
         if self.features is not None and self.features.shape[0] != n:
             raise ValueError(f"features must have {n} rows; got shape {self.features.shape}")
         if self.splits is not None:
@@ -87,7 +90,9 @@ class Dataset:
             CSR float32 matrix when the file stores sparse features whose dense form would exceed
             :data:`DENSE_FEATURES_MAX_BYTES` (256 MiB: deezer-europe, Coauthor CS and Physics), or when
             ``sparse_features=True`` was asked for.
-        labels: (n,) int32 class ids, 0-based.
+        labels: (n,) int32 class ids, 0-based; -1 marks an unlabelled node (a user's graph,
+            :func:`jaxclp.datasets.load_file`): in the graph, in no split (:func:`random_splits`'s ``labelled``),
+            never scored.
         num_classes: C.
         splits: None, or the published fixed splits as a :class:`jaxclp.datasets.splits.Splits` with bool
             arrays ``train``, ``val``, ``test`` of shape (num_splits, n).
@@ -157,17 +162,19 @@ def undirected_edges(graph_or_edge_index, num_nodes: int | None = None) -> np.nd
 
 
 def edge_homophily(graph_or_edge_index, labels) -> float:
-    """Edge homophily: fraction of unique undirected non-loop edges whose ends share a label.
+    """Edge homophily: fraction of unique undirected non-loop edges whose ends share a label, over the edges
+    whose two ends are labelled (label -1: unlabelled).
 
     Args:
         graph_or_edge_index: a :class:`Graph` or a (2, m) edge index.
         labels: (n,) integer labels.
 
     Returns:
-        h in [0, 1] (NaN for a graph without edges).
+        h in [0, 1] (NaN for a graph without such edges).
     """
     labels = np.asarray(labels)
     e = undirected_edges(graph_or_edge_index, labels.shape[0])
+    e = e[:, (labels[e[0]] >= 0) & (labels[e[1]] >= 0)]
     if e.shape[1] == 0:
         return float("nan")
     return float(np.mean(labels[e[0]] == labels[e[1]]))

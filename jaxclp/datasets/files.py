@@ -14,6 +14,10 @@ Three inputs are recognized:
     ``scipy.sparse.save_npz`` or with ``attr_*``/``data,indices,indptr,shape`` keys; or a CSV/text matrix with one
     row per node in node-index order).
 
+Unlabelled nodes: a label ``-1`` (scikit-learn's convention) or ``?`` marks a node without a label (a warning
+says how many): it stays in the graph, propagation runs through it, it is in no split and never scored
+(``Dataset.labels`` -1). Edges may only name nodes of the labels file, so list every node, labelled or not.
+
 Node index: the labels file defines the nodes. If its ids are exactly 0..n-1, index = id; otherwise index = row of
 the labels file. Edges are mapped through this explicit map (never by order of appearance). npz files are
 read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
@@ -22,6 +26,7 @@ read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +35,10 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels
 from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
 
-__all__ = ["load_file", "read_edge_list", "read_labels_file", "read_features_file"]
+__all__ = ["load_file", "read_edge_list", "read_labels_file", "read_features_file", "UNLABELLED"]
+
+UNLABELLED = (-1, "-1", "?")
+"""Label values of a labels file that mark an unlabelled node."""
 
 _SEPS = b",\t;"
 _TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
@@ -130,6 +138,26 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
         raw = np.array([t.decode(errors="replace") for t in lab_tok])
     keep = first_of_duplicates(ids, raw, str(path))
     return ids[keep], raw[keep]
+
+
+def _encode_with_unlabelled(raw: np.ndarray, path) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`encode_labels` of the labelled nodes; code -1 for the :data:`UNLABELLED` values (with a warning).
+
+    Raises:
+        ValueError: every node is unlabelled.
+    """
+    numeric = raw.dtype.kind in "iu"
+    unl = np.isin(raw, [u for u in UNLABELLED if isinstance(u, int) == numeric])
+    if not unl.any():
+        return encode_labels(raw)
+    if unl.all():
+        raise ValueError(f"{path}: every node is unlabelled (label -1 or '?'); nothing to train on or score")
+    warnings.warn(f"{path}: {int(unl.sum())} of {raw.size} node(s) have label -1 or '?' and are treated as "
+                  "unlabelled (in the graph, in no split, never scored; scikit-learn's convention). If -1 is a "
+                  "class of yours (e.g. -1/+1 labels), recode it", stacklevel=3)
+    codes = np.full(raw.shape, -1, dtype=np.int32)
+    codes[~unl], classes = encode_labels(raw[~unl])
+    return codes, classes
 
 
 def read_features_file(path, num_nodes: int):
@@ -268,7 +296,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
         idx, row_to_index = IdIndex.from_rows(ids, os.path.basename(str(labels)))
         by_index = np.empty_like(raw_labels)
         by_index[row_to_index] = raw_labels
-        codes, classes = encode_labels(by_index)
+        codes, classes = _encode_with_unlabelled(by_index, labels)
         edges = read_edge_list(path)
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])

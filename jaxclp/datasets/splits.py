@@ -99,11 +99,14 @@ def _fractions(kind_or_fractions) -> tuple[float, float, str]:
     return tr, va, f"{tr:g}/{va:g}/{1 - tr - va:g}"
 
 
-def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 10, seed: int = 0) -> Splits:
+def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 10, seed: int = 0,
+                  labelled=None) -> Splits:
     """Random, not class-balanced, train/val/test splits.
 
     Split ``i`` uses ``numpy.random.default_rng(seed + i)``: a uniform permutation of the nodes; the first
-    ``round(train * n)`` are train, the next ``round(val * n)`` validation, the rest test.
+    ``round(train * n)`` are train, the next ``round(val * n)`` validation, the rest test. With ``labelled``,
+    only the labelled nodes are split (n = their count, permuted in node order); unlabelled nodes are in no mask:
+    they stay in the graph (propagation runs through them) and are never trained on or scored.
 
     Args:
         num_nodes: n.
@@ -111,10 +114,27 @@ def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 
             ``(train, val)`` pair of fractions (test = the rest).
         num_splits: number of splits.
         seed: base seed; the seeds used are recorded in ``Splits.seeds``.
+        labelled: optional (num_nodes,) bool mask of the nodes that have a label (e.g. ``dataset.labels >= 0``).
+            None or all True: every node is split (the same splits, bit for bit).
 
     Returns:
-        :class:`Splits` with masks of shape (num_splits, n): disjoint, covering all nodes.
+        :class:`Splits` with masks of shape (num_splits, num_nodes): disjoint, covering all (labelled) nodes.
     """
+    if labelled is not None:
+        lab = np.asarray(labelled)
+        if lab.shape != (int(num_nodes),) or lab.dtype != np.bool_:
+            raise ValueError(f"labelled must be a ({int(num_nodes)},) bool mask; got {lab.dtype} {lab.shape}")
+        if not lab.all():
+            idx = np.flatnonzero(lab)
+            if idx.size == 0:
+                raise ValueError("labelled: no node has a label; nothing to split")
+            sub = random_splits(idx.size, kind_or_fractions, num_splits, seed)
+            masks = {}
+            for k in ("train", "val", "test"):
+                m = np.zeros((sub.num_splits, int(num_nodes)), dtype=bool)
+                m[:, idx] = getattr(sub, k)
+                masks[k] = m
+            return Splits(**masks, seeds=sub.seeds, name=sub.name)
     n = int(num_nodes)
     if n < 1:
         raise ValueError(f"num_nodes must be >= 1; got {num_nodes}")
