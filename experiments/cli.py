@@ -113,6 +113,26 @@ def _parser() -> argparse.ArgumentParser:
                       help="number of processes of the job")
     dist.add_argument("--process-id", metavar="I", type=_nonnegative_int, default=None,
                       help="this process's index in 0..N-1")
+    pr = sub.add_parser("predict", help="fit a method on every labelled node of a graph and predict all nodes "
+                                        "(CSV + JSON)")
+    psrc = pr.add_mutually_exclusive_group(required=True)
+    psrc.add_argument("--dataset", help="a registered dataset name")
+    psrc.add_argument("--graph", metavar="FILE", help="a graph file, as for `jaxclp run --graph` (labels -1 or "
+                                                      "'?' in a labels file mark the nodes to predict)")
+    pr.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
+    pr.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
+    pr.add_argument("--directed", action="store_true", help="keep the edge direction of --graph")
+    pr.add_argument("--method", default="clp", choices=sorted(METHODS),
+                    help="the method (default clp: base predictor, variant and alpha chosen on validation)")
+    pr.add_argument("--val-fraction", type=float, default=0.2,
+                    help="share of the labelled nodes held out to choose the configuration (default 0.2)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the hold-out and of the fits")
+    pr.add_argument("--epochs", type=_positive_int, default=500,
+                    help="maximal training epochs of the MLP and of the base predictors")
+    pr.add_argument("--out", required=True, metavar="FILE.csv",
+                    help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
+                         "names the chosen configuration and its validation score")
+    pr.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")
     q.add_argument("target", choices=sorted(reproduce.TARGETS))
     q.add_argument("--out", default="results")
@@ -237,7 +257,7 @@ def _main(a, argv) -> int:
         opts = distributed_options(a)
         if opts is not None:
             _init_distributed(opts)
-    if a.cmd in ("run", "reproduce", "anchors"):
+    if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
         if a.graph is None:
@@ -259,6 +279,23 @@ def _main(a, argv) -> int:
         else:
             print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
                   f"records and the summary", file=sys.stderr)
+    elif a.cmd == "predict":
+        from jaxclp.datasets import load, load_file
+        from jaxclp.experiments.predict import predict, write_predictions
+
+        if a.graph is None:
+            extra = [o for o, v in (("--labels", a.labels), ("--features", a.features),
+                                    ("--directed", a.directed)) if v]
+            if extra:
+                raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
+            dataset = load(a.dataset, root=a.data_root)
+        else:
+            dataset = load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
+        pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
+        csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
+        n_unl = int((dataset.labels < 0).sum())
+        print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
+              f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n{json_path}")
     elif a.cmd == "reproduce":
         datasets = a.datasets.split(",") if a.datasets else None
         with replacing_stale(a.replace_stale):
