@@ -71,6 +71,21 @@ PASS_THROUGH = ("anchors", "bench")
 """Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``, ``jaxclp.benchmarks.run``)."""
 
 
+def _add_graph_source(parser) -> None:
+    """``--dataset NAME | --graph FILE`` (required, exclusive) and the files of an edge-list ``--graph``."""
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", help="a registered dataset name; `jaxclp datasets` lists them")
+    src.add_argument("--graph", metavar="FILE",
+                     help="a graph the registry does not know: an .npz (Platonov et al. layout: node_features, "
+                          "node_labels, edges, optional train/val/test_masks; or Shchur et al. CSR layout: "
+                          "adj_*, attr_*, labels) or an edge-list CSV (then --labels is required; a label -1 or "
+                          "'?' marks an unlabelled node)")
+    parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
+    parser.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
+    parser.add_argument("--directed", action="store_true",
+                        help="keep the edge direction of --graph (default: undirected, both directions stored)")
+
+
 def _parser() -> argparse.ArgumentParser:
     import jaxclp
 
@@ -78,16 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"jaxclp {jaxclp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run methods on one dataset (or a graph file) and split")
-    src = r.add_mutually_exclusive_group(required=True)
-    src.add_argument("--dataset", help="a registered dataset name; `jaxclp datasets` lists them")
-    src.add_argument("--graph", metavar="FILE",
-                     help="a graph the registry does not know: an .npz (Platonov et al. layout: node_features, "
-                          "node_labels, edges, optional train/val/test_masks; or Shchur et al. CSR layout: "
-                          "adj_*, attr_*, labels) or an edge-list CSV (then --labels is required)")
-    r.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
-    r.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
-    r.add_argument("--directed", action="store_true",
-                   help="keep the edge direction of --graph (default: undirected, both directions stored)")
+    _add_graph_source(r)
     r.add_argument("--split", default="medium", choices=["sparse", "medium", "dense", "published"],
                    help="label rate (sparse 5/5/90, medium 10/10/80, dense 48/32/20) or the published masks "
                         "(also the masks of a --graph .npz)")
@@ -115,13 +121,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="this process's index in 0..N-1")
     pr = sub.add_parser("predict", help="fit a method on every labelled node of a graph and predict all nodes "
                                         "(CSV + JSON)")
-    psrc = pr.add_mutually_exclusive_group(required=True)
-    psrc.add_argument("--dataset", help="a registered dataset name")
-    psrc.add_argument("--graph", metavar="FILE", help="a graph file, as for `jaxclp run --graph` (labels -1 or "
-                                                      "'?' in a labels file mark the nodes to predict)")
-    pr.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
-    pr.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
-    pr.add_argument("--directed", action="store_true", help="keep the edge direction of --graph")
+    _add_graph_source(pr)
     pr.add_argument("--method", default="clp", choices=sorted(METHODS),
                     help="the method (default clp: base predictor, variant and alpha chosen on validation)")
     pr.add_argument("--val-fraction", type=float, default=0.2,
@@ -252,6 +252,19 @@ def _init_distributed(opts: dict) -> None:
     jax.distributed.initialize(**opts)
 
 
+def _graph_source(a):
+    """``--dataset`` (its name, a str) or ``--graph`` with its files (the loaded :class:`Dataset`); UserError for
+    ``--labels``/``--features``/``--directed`` without ``--graph``."""
+    if a.graph is None:
+        extra = [o for o, v in (("--labels", a.labels), ("--features", a.features), ("--directed", a.directed)) if v]
+        if extra:
+            raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
+        return a.dataset
+    from jaxclp.datasets import load_file
+
+    return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
+
+
 def _main(a, argv) -> int:
     if a.cmd == "run":
         opts = distributed_options(a)
@@ -260,17 +273,8 @@ def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
-        if a.graph is None:
-            extra = [o for o, v in (("--labels", a.labels), ("--features", a.features),
-                                    ("--directed", a.directed)) if v]
-            if extra:
-                raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
-            dataset, name = a.dataset, a.dataset
-        else:
-            from jaxclp.datasets import load_file
-
-            dataset = load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
-            name = dataset.name
+        dataset = _graph_source(a)
+        name = dataset if isinstance(dataset, str) else dataset.name
         run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
             progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
             replace_stale=a.replace_stale)
@@ -280,17 +284,12 @@ def _main(a, argv) -> int:
             print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
                   f"records and the summary", file=sys.stderr)
     elif a.cmd == "predict":
-        from jaxclp.datasets import load, load_file
+        from jaxclp.datasets import load
         from jaxclp.experiments.predict import predict, write_predictions
 
-        if a.graph is None:
-            extra = [o for o, v in (("--labels", a.labels), ("--features", a.features),
-                                    ("--directed", a.directed)) if v]
-            if extra:
-                raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
-            dataset = load(a.dataset, root=a.data_root)
-        else:
-            dataset = load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
+        dataset = _graph_source(a)
+        if isinstance(dataset, str):
+            dataset = load(dataset, root=a.data_root)
         pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
         n_unl = int((dataset.labels < 0).sum())
