@@ -165,3 +165,31 @@ def test_edge_list_unlabelled_nodes(tmp_path):
     lab.write_text("0,-1\n1,-1\n2,-1\n3,-1\n4,-1\n")
     with pytest.raises(ValueError, match="y.csv: every node is unlabelled"):
         D.load_file(e, labels=lab)
+
+
+def test_edge_list_with_string_node_ids(tmp_path):
+    """Ids that are not integers (none of the labels file's) are strings, mapped explicitly; a first line is a
+    header when its label is no other row's (labels file) or neither of its ids is a node (edge list)."""
+    e = tmp_path / "g.csv"
+    lab = tmp_path / "y.csv"
+    lab.write_text("user,team\nbob,red\nann,blue\ncy,red\ndee,blue\n")
+    e.write_text("source,target\nann,bob\nbob,cy\ncy,dee\n")
+    ds = D.load_file(e, labels=lab)
+    np.testing.assert_array_equal(ds.node_ids, ["bob", "ann", "cy", "dee"])  # index = row of the labels file
+    np.testing.assert_array_equal(ds.labels, [1, 0, 1, 0])                   # blue = 0, red = 1
+    assert ds.info["label_values"] == ["blue", "red"] and ds.num_undirected_edges == 3
+    und = {tuple(sorted(p)) for p in D.undirected_edges(ds.graph).T.tolist()}
+    assert und == {(0, 1), (0, 2), (2, 3)}  # ann-bob, bob-cy, cy-dee
+    lab.write_text("bob,red\nann,blue\ncy,red\ndee,blue\n")  # no headers: the first rows are data
+    e.write_text("ann,bob\nbob,cy\ncy,dee\n")
+    ds2 = D.load_file(e, labels=lab)
+    np.testing.assert_array_equal(ds2.node_ids, ds.node_ids)
+    np.testing.assert_array_equal(ds2.graph.senders, ds.graph.senders)
+    e.write_text("ann,bob\nbob,zed\n")
+    with pytest.raises(ValueError, match=r"edges of .*g\.csv contain 1 node id\(s\) that are not in y\.csv.*zed"):
+        D.load_file(e, labels=lab)
+    lab.write_text("bob,red\nann,?\ncy,red\ndee,blue\n")  # unlabelled nodes work with string ids too
+    e.write_text("ann,bob\n")
+    with pytest.warns(UserWarning, match="1 of 4"):
+        ds3 = D.load_file(e, labels=lab)
+    np.testing.assert_array_equal(ds3.labels, [1, -1, 1, 0])

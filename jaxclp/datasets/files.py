@@ -19,7 +19,8 @@ says how many): it stays in the graph, propagation runs through it, it is in no 
 (``Dataset.labels`` -1). Edges may only name nodes of the labels file, so list every node, labelled or not.
 
 Node index: the labels file defines the nodes. If its ids are exactly 0..n-1, index = id; otherwise index = row of
-the labels file. Edges are mapped through this explicit map (never by order of appearance). npz files are
+the labels file. Ids are integers, or any other tokens (e.g. ``user_17``, a DOI) when none of the labels file's ids
+is an integer; ids mixing both are refused. Edges are mapped through this explicit map (never by order of appearance). npz files are
 read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
 """
 
@@ -81,21 +82,44 @@ def _int_column(rows, col: int, path, what: str) -> np.ndarray:
     return out
 
 
-def read_edge_list(path) -> np.ndarray:
+def read_edge_list(path, node_ids=None) -> np.ndarray:
     """Reads an edge list: ``u v`` per line (``,``/TAB/space/``;``), optional header, extra columns ignored.
 
+    Args:
+        path: the file.
+        node_ids: None (integer ids; a first line whose ids are not numeric is a header), or the (n,) string ids
+            of the labels file when they are not integers (:func:`read_labels_file`): the ids are then read as
+            strings, and the first line is a header when neither of its two ids is one of ``node_ids``.
+
     Returns:
-        (2, m) int64 node ids as listed.
+        (2, m) node ids as listed: int64, or str with ``node_ids``.
 
     Raises:
         ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
     """
-    rows = _drop_header(_rows(path), path, 2)
+    rows = _rows(path)
+    if node_ids is not None:
+        known = set(np.asarray(node_ids).tolist())
+        if rows and len(rows[0][1]) >= 2 and not {t.decode(errors="replace") for t in rows[0][1][:2]} & known:
+            rows = rows[1:]  # a header: neither of its two ids is a node
+    else:
+        rows = _drop_header(rows, path, 2)
     for line, toks in rows:
         if len(toks) < 2:
             raise ValueError(f"{path}: line {line}: expected 2 node ids (u v), got {len(toks)} field(s)")
+    if node_ids is not None:
+        return np.array([[t[0].decode(errors="replace") for _, t in rows],
+                         [t[1].decode(errors="replace") for _, t in rows]]).reshape(2, len(rows))
     return np.stack([_int_column(rows, 0, path, "node id"), _int_column(rows, 1, path, "node id")]) if rows \
         else np.zeros((2, 0), np.int64)
+
+
+def _is_int(tok: bytes) -> bool:
+    try:
+        int(tok)
+        return True
+    except ValueError:
+        return False
 
 
 def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
@@ -104,13 +128,17 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
     Repeated node ids with the same label are accepted with a warning (first row kept); with different labels
     they are refused.
 
+    Node ids are integers, or strings when no id (below the first line) is an integer; then the first line is
+    a header when its label occurs nowhere else in the label column (a header's "label" is not a class; a
+    labelled node misread as one is missing from the node set, and its edges then raise).
+
     Returns:
-        ``(node_ids, raw_labels)``: (n,) int64 ids and (n,) label values (int64 if all integers, else str), in
-        file row order.
+        ``(node_ids, raw_labels)``: (n,) int64 (or str) ids and (n,) label values (int64 if all integers, else
+        str), in file row order.
 
     Raises:
-        ValueError: mixed 1- and 2-column rows, non-integer node ids (file and line number), conflicting
-            duplicates, an empty file.
+        ValueError: mixed 1- and 2-column rows, node ids mixing integers and other tokens (file and line
+            number), conflicting duplicates, an empty file.
     """
     rows = _rows(path)
     if not rows:
@@ -119,7 +147,11 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
     if ncols not in (1, 2):
         raise ValueError(f"{path}: line {rows[-1][0]}: expected 'node,label' or one label per line, got "
                          f"{ncols} fields")
-    if ncols == 2:
+    string_ids = ncols == 2 and len(rows) > 1 and not any(_is_int(t[0]) for _, t in rows[1:])
+    if string_ids:
+        if all(len(t) == 2 and t[1] != rows[0][1][1] for _, t in rows[1:]):
+            rows = rows[1:]  # a header: its "label" is no other row's label
+    elif ncols == 2:
         rows = _drop_header(rows, path, 1)
     elif rows and not _is_number(rows[0][1][0]) and all(_is_number(t[0]) for _, t in rows[1:2]):
         rows = rows[1:]  # header above numeric labels
@@ -130,7 +162,8 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
         ids = np.arange(len(rows), dtype=np.int64)
         lab_tok = [t[0] for _, t in rows]
     else:
-        ids = _int_column(rows, 0, path, "node id")
+        ids = (np.array([t[0].decode(errors="replace") for _, t in rows]) if string_ids
+               else _int_column(rows, 0, path, "node id"))
         lab_tok = [t[1] for _, t in rows]
     try:
         raw = np.array([int(t) for t in lab_tok], dtype=np.int64)
@@ -297,7 +330,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
         by_index = np.empty_like(raw_labels)
         by_index[row_to_index] = raw_labels
         codes, classes = _encode_with_unlabelled(by_index, labels)
-        edges = read_edge_list(path)
+        edges = read_edge_list(path, None if ids.dtype.kind in "iu" else ids)
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
