@@ -26,11 +26,13 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-${TMPDIR:-/tmp}/jaxclp-xla-cache}
 export JAXCLP_XLA_CACHE=$JAX_COMPILATION_CACHE_DIR  # the CLI sets JAX's cache dir from this (experiments/cli.py)
 # A fresh machine starts with an empty cache, and every dataset's first split pays ~3 min of compilation (an H100,
-# session 17). The cache a run leaves is copied to OUT/xla-cache (when under 48 MiB); carried back as
-# ./.devcache/xla (gitignore it; `run`'s carry) it seeds the next machine's cache. Entries are keyed by program,
-# jax version and device, so a different GPU or jax simply misses.
-mkdir -p "$JAX_COMPILATION_CACHE_DIR"
-[ -d .devcache/xla ] && cp -rn .devcache/xla/. "$JAX_COMPILATION_CACHE_DIR"/ 2>/dev/null
+# session 17). The cache a run leaves is packed into ONE file, OUT/xla-cache.tgz (when under 48 MiB: the device
+# tool returns a limited number of files, and session 18's cache had ~270 entries, of which 2 came back as files);
+# copied to ./.devcache/xla-cache.tgz (gitignored; `run`'s carry [".devcache"]) it seeds the next machine's cache.
+# Entries are keyed by program, jax version and device, so a different GPU or jax simply misses.
+mkdir -p "$JAX_COMPILATION_CACHE_DIR" "$OUT"
+[ -f .devcache/xla-cache.tgz ] && tar xzf .devcache/xla-cache.tgz -C "$JAX_COMPILATION_CACHE_DIR" --skip-old-files \
+  2>/dev/null && echo "xla cache seeded: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries" >> "$OUT/seed.txt"
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
 mkdir -p "$OUT/$TARGET"
 ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
@@ -66,4 +68,4 @@ timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" "${DS_ARGS[@]}" 
 echo "reproduce rc=$? after $(( $(date +%s) - start )) s" >> "$OUT/env.txt"
 cache_kib=$(du -sk "$JAX_COMPILATION_CACHE_DIR" | cut -f1)
 echo "xla cache: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries, ${cache_kib} KiB" >> "$OUT/env.txt"
-[ "$cache_kib" -lt 49152 ] && cp -r "$JAX_COMPILATION_CACHE_DIR" "$OUT/xla-cache"
+[ "$cache_kib" -lt 49152 ] && tar czf "$OUT/xla-cache.tgz" -C "$JAX_COMPILATION_CACHE_DIR" .
