@@ -84,6 +84,8 @@ def _add_graph_source(parser) -> None:
     parser.add_argument("--features", metavar="FILE", help="optional features file of an edge-list --graph")
     parser.add_argument("--directed", action="store_true",
                         help="keep the edge direction of --graph (default: undirected, both directions stored)")
+    parser.add_argument("--weighted", action="store_true",
+                        help="the third column of an edge-list --graph is the edge weight (finite, >= 0)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -256,13 +258,14 @@ def _graph_source(a):
     """``--dataset`` (its name, a str) or ``--graph`` with its files (the loaded :class:`Dataset`); UserError for
     ``--labels``/``--features``/``--directed`` without ``--graph``."""
     if a.graph is None:
-        extra = [o for o, v in (("--labels", a.labels), ("--features", a.features), ("--directed", a.directed)) if v]
+        extra = [o for o, v in (("--labels", a.labels), ("--features", a.features), ("--directed", a.directed),
+                                ("--weighted", a.weighted)) if v]
         if extra:
             raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
         return a.dataset
     from jaxclp.datasets import load_file
 
-    return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed)
+    return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed, weighted=a.weighted)
 
 
 def _main(a, argv) -> int:

@@ -60,7 +60,7 @@ def test_npz_wrong_keys_and_pickle(tmp_path):
     np.savez(tmp_path / "c.npz", **{**a, "node_labels": np.arange(5)})
     with pytest.raises(ValueError, match=r"c\.npz: node_features has 6 rows but node_labels has 5"):
         D.load_file(tmp_path / "c.npz")
-    with pytest.raises(ValueError, match="labels= and features= apply to an edge-list"):
+    with pytest.raises(ValueError, match="labels=, features= and weighted= apply to an edge-list"):
         D.load_file(tmp_path / "p.npz", labels=tmp_path / "p.npz")
 
 
@@ -193,3 +193,40 @@ def test_edge_list_with_string_node_ids(tmp_path):
     with pytest.warns(UserWarning, match="1 of 4"):
         ds3 = D.load_file(e, labels=lab)
     np.testing.assert_array_equal(ds3.labels, [1, -1, 1, 0])
+
+
+def test_weighted_edge_list(tmp_path):
+    """``weighted=True``: the third column is the edge weight; both directions of an undirected edge carry it, a
+    repeated edge keeps its largest weight, and the symmetric normalization is the weighted one (numpy)."""
+    e = tmp_path / "g.csv"
+    e.write_text("u,v,w\n0,1,2.0\n1,2,0.5\n2,3,4\n1,0,3\n")
+    lab = tmp_path / "y.csv"
+    lab.write_text("0\n1\n0\n1\n")
+    ds = D.load_file(e, labels=lab, weighted=True)
+    a = np.zeros((4, 4))
+    for s, r, w in zip(*(np.asarray(v) for v in (ds.graph.senders, ds.graph.receivers, ds.graph.weights))):
+        a[r, s] = w
+    want = np.array([[0, 3, 0, 0], [3, 0, 0.5, 0], [0, 0.5, 0, 4], [0, 0, 4, 0]])  # 0-1 listed twice: max(2, 3)
+    np.testing.assert_allclose(a, want)
+    import jaxclp
+    deg = want.sum(1)
+    np.testing.assert_allclose(_dense(ds.graph, jaxclp.edge_values(ds.graph, "sym")),
+                               want / np.sqrt(np.outer(deg, deg)), rtol=1e-6)
+    unweighted = D.load_file(e, labels=lab)
+    assert np.all(np.asarray(unweighted.graph.weights) == 1) and unweighted.info["format"] == "edge list"
+    assert ds.info["format"] == "weighted edge list"
+    e.write_text("0,1,2\n1,2\n")
+    with pytest.raises(ValueError, match=r"g\.csv: line 2: edge weight \(third column\) must be a number; got '<missing>'"):
+        D.load_file(e, labels=lab, weighted=True)
+    e.write_text("0,1,2\n1,2,-1\n")
+    with pytest.raises(ValueError, match=r"g\.csv: line 2: edge weight must be finite and nonnegative; got -1"):
+        D.load_file(e, labels=lab, weighted=True)
+    e.write_text("0,1,nan\n")
+    with pytest.raises(ValueError, match=r"line 1: edge weight must be finite"):
+        D.load_file(e, labels=lab, weighted=True)
+
+
+def _dense(graph, values):
+    a = np.zeros((graph.num_nodes, graph.num_nodes))
+    a[np.asarray(graph.receivers), np.asarray(graph.senders)] = np.asarray(values)
+    return a

@@ -41,6 +41,7 @@ class RawData:
         node_ids: (n,) original node id of each index (the explicit id -> index map), or None when the
             ids in the files already are the indices 0..n-1.
         info: free-form metadata (e.g. original label values).
+        edge_weight: optional (m,) nonnegative finite weight of each listed edge (None: unweighted, all 1).
     """
 
     edge_index: np.ndarray
@@ -51,6 +52,7 @@ class RawData:
     splits: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     node_ids: np.ndarray | None = None
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    edge_weight: np.ndarray | None = None
 
     def __post_init__(self):
         n = int(self.num_nodes)
@@ -76,6 +78,12 @@ class RawData:
                                      f"got {part.dtype} {part.shape}")
         if self.node_ids is not None and np.asarray(self.node_ids).shape != (n,):
             raise ValueError(f"node_ids must have shape ({n},)")
+        if self.edge_weight is not None:
+            w = np.asarray(self.edge_weight)
+            if w.shape != (ei.shape[1],):
+                raise ValueError(f"edge_weight must have shape ({ei.shape[1]},); got {w.shape}")
+            if w.size and not (np.all(np.isfinite(w)) and w.min() >= 0):
+                raise ValueError("edge_weight must be finite and nonnegative")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -213,7 +221,7 @@ def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = Fals
     """
     from jaxclp.datasets.splits import Splits
 
-    graph = Graph.from_edge_index(raw.edge_index, raw.num_nodes, symmetrize=not directed,
+    graph = Graph.from_edge_index(raw.edge_index, raw.num_nodes, weights=raw.edge_weight, symmetrize=not directed,
                                   deduplicate=deduplicate, self_loops=self_loops)
     feats = raw.features
     if feats is not None:

@@ -8,7 +8,8 @@ Three inputs are recognized:
 (b) ``.npz`` in the Shchur et al. CSR layout (shchur/gnn-benchmark): ``adj_data``/``adj_indices``/
     ``adj_indptr``/``adj_shape``, ``attr_*`` (optional), ``labels``;
 (c) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
-    semicolons; an optional header line; extra columns such as weights are ignored), with ``labels=`` a labels
+    semicolons; an optional header line; a third column is the edge weight with ``weighted=True``, else ignored,
+    like any further column), with ``labels=`` a labels
     file (``node,label`` rows, or one label per line for nodes 0..n-1; optional header; labels may be integers
     or strings) and optionally ``features=`` (``.npy`` dense (n, d); ``.npz`` CSR as written by
     ``scipy.sparse.save_npz`` or with ``attr_*``/``data,indices,indptr,shape`` keys; or a CSV/text matrix with one
@@ -36,7 +37,7 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels
 from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
 
-__all__ = ["load_file", "read_edge_list", "read_labels_file", "read_features_file", "UNLABELLED"]
+__all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_labels_file", "read_features_file", "UNLABELLED"]
 
 UNLABELLED = (-1, "-1", "?")
 """Label values of a labels file that mark an unlabelled node."""
@@ -82,8 +83,45 @@ def _int_column(rows, col: int, path, what: str) -> np.ndarray:
     return out
 
 
+def read_edge_weights(path, node_ids=None) -> np.ndarray:
+    """The third column of an edge list (``u v w`` per line; the rows :func:`read_edge_list` reads) as (m,) float64
+    weights.
+
+    Raises:
+        ValueError: a row without a third field, a weight that is not a finite nonnegative number (file, line).
+    """
+    rows = _edge_rows(path, node_ids)
+    w = np.empty(len(rows), np.float64)
+    for j, (line, toks) in enumerate(rows):
+        try:
+            w[j] = float(toks[2])
+        except (ValueError, IndexError):
+            got = toks[2].decode(errors="replace") if len(toks) > 2 else "<missing>"
+            raise ValueError(f"{path}: line {line}: edge weight (third column) must be a number; got {got!r}") \
+                from None
+        if not (np.isfinite(w[j]) and w[j] >= 0):
+            raise ValueError(f"{path}: line {line}: edge weight must be finite and nonnegative; got {w[j]}")
+    return w
+
+
+def _edge_rows(path, node_ids) -> list:
+    """The data rows of an edge list (header dropped, see :func:`read_edge_list`), each with >= 2 fields."""
+    rows = _rows(path)
+    if node_ids is not None:
+        known = set(np.asarray(node_ids).tolist())
+        if rows and len(rows[0][1]) >= 2 and not {t.decode(errors="replace") for t in rows[0][1][:2]} & known:
+            rows = rows[1:]  # a header: neither of its two ids is a node
+    else:
+        rows = _drop_header(rows, path, 2)
+    for line, toks in rows:
+        if len(toks) < 2:
+            raise ValueError(f"{path}: line {line}: expected 2 node ids (u v), got {len(toks)} field(s)")
+    return rows
+
+
 def read_edge_list(path, node_ids=None) -> np.ndarray:
-    """Reads an edge list: ``u v`` per line (``,``/TAB/space/``;``), optional header, extra columns ignored.
+    """Reads an edge list: ``u v`` per line (``,``/TAB/space/``;``), optional header, extra columns ignored
+    (a weight column: :func:`read_edge_weights`).
 
     Args:
         path: the file.
@@ -97,16 +135,7 @@ def read_edge_list(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
     """
-    rows = _rows(path)
-    if node_ids is not None:
-        known = set(np.asarray(node_ids).tolist())
-        if rows and len(rows[0][1]) >= 2 and not {t.decode(errors="replace") for t in rows[0][1][:2]} & known:
-            rows = rows[1:]  # a header: neither of its two ids is a node
-    else:
-        rows = _drop_header(rows, path, 2)
-    for line, toks in rows:
-        if len(toks) < 2:
-            raise ValueError(f"{path}: line {line}: expected 2 node ids (u v), got {len(toks)} field(s)")
+    rows = _edge_rows(path, node_ids)
     if node_ids is not None:
         return np.array([[t[0].decode(errors="replace") for _, t in rows],
                          [t[1].decode(errors="replace") for _, t in rows]]).reshape(2, len(rows))
@@ -276,7 +305,8 @@ def _npz_kind(path) -> str:
                      f"Shchur et al. CSR layout {list(ADJ_KEYS)} + attr_* + labels")
 
 
-def load_file(path, *, labels=None, features=None, directed: bool = False, name: str | None = None) -> Dataset:
+def load_file(path, *, labels=None, features=None, directed: bool = False, weighted: bool = False,
+              name: str | None = None) -> Dataset:
     """Loads a user's graph from files (see the module docstring for the formats).
 
     Args:
@@ -286,6 +316,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
             dataset is featureless (the runner then uses ``log(degree + 1)``, see
             :func:`jaxclp.datasets.node_features`).
         directed: keep the listed edge direction (default: undirected, both directions stored).
+        weighted: an edge list's third column is the edge weight (finite, nonnegative; an edge listed twice keeps
+            its largest weight, and the reverse edge of an undirected graph gets the same weight). Every
+            normalization (``"sym"``, ``"row"``), degree and GNN aggregation is then weighted.
         name: dataset name (default: the file name without extension).
 
     Returns:
@@ -304,9 +337,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
     name = name or path.name.split(".")[0]
     info = {"files": {"graph": str(path)}, "source": "load_file"}
     if path.suffix == ".npz":
-        if labels is not None or features is not None:
-            raise ValueError(f"{path}: labels= and features= apply to an edge-list file; a .npz holds its own "
-                             "labels and features")
+        if labels is not None or features is not None or weighted:
+            raise ValueError(f"{path}: labels=, features= and weighted= apply to an edge-list file; a .npz holds "
+                             "its own labels, features and edges")
         kind = _npz_kind(path)
         try:
             if kind == "platonov":
@@ -330,7 +363,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
         by_index = np.empty_like(raw_labels)
         by_index[row_to_index] = raw_labels
         codes, classes = _encode_with_unlabelled(by_index, labels)
-        edges = read_edge_list(path, None if ids.dtype.kind in "iu" else ids)
+        string_ids = None if ids.dtype.kind in "iu" else ids
+        edges = read_edge_list(path, string_ids)
+        weights = read_edge_weights(path, string_ids) if weighted else None
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
@@ -342,7 +377,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, name:
         feats = None if features is None else read_features_file(features, len(idx))
         raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
                       features=feats, node_ids=None if idx.is_identity else idx.ids,
-                      info={"label_values": classes.tolist()})
-        info["format"] = "edge list"
+                      info={"label_values": classes.tolist()}, edge_weight=weights)
+        info["format"] = "weighted edge list" if weighted else "edge list"
         info["files"].update(labels=str(labels), features=None if features is None else str(features))
     return build_dataset(raw, name, "accuracy", directed=directed, info=info)
