@@ -230,3 +230,29 @@ def _dense(graph, values):
     a = np.zeros((graph.num_nodes, graph.num_nodes))
     a[np.asarray(graph.receivers), np.asarray(graph.senders)] = np.asarray(values)
     return a
+
+
+def test_npz_unlabelled_nodes(tmp_path):
+    """In an npz (Platonov or Shchur layout) a label -1 marks an unlabelled node (warning); other negative labels
+    raise; published masks may not hold an unlabelled node (the runner refuses them, naming the nodes)."""
+    from jaxclp.experiments import runner
+
+    a = _platonov(tmp_path / "u.npz")
+    a["node_labels"] = np.array([0, 1, 2, 0, 1, -1])
+    np.savez(tmp_path / "u.npz", **a)
+    with pytest.warns(UserWarning, match=r"u\.npz: 1 of 6 node\(s\) have label -1"):
+        ds = D.load_file(tmp_path / "u.npz")
+    np.testing.assert_array_equal(ds.labels, [0, 1, 2, 0, 1, -1])
+    with pytest.raises(ValueError, match=r"u: the published splits contain 1 unlabelled node\(s\).*\[5\]"):
+        runner.get_splits(ds, "published", 2, 0)  # node 5 is a test node of the file's masks
+    sp = runner.get_splits(ds, "dense", 3, 0)
+    assert not (sp.train | sp.val | sp.test)[:, 5].any() and (sp.train | sp.val | sp.test)[:, :5].all()
+    a["node_labels"] = np.array([0, 1, 2, 0, -2, 1])
+    np.savez(tmp_path / "u.npz", **a)
+    with pytest.raises(ValueError, match=r"u\.npz: negative labels other than -1.*\[-2\]"):
+        D.load_file(tmp_path / "u.npz")
+    adj = sps.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    np.savez(tmp_path / "s.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
+             adj_shape=np.array(adj.shape), labels=np.array([-1, 0, 1]))
+    with pytest.warns(UserWarning, match=r"s\.npz: 1 of 3"):
+        assert D.load_file(tmp_path / "s.npz").labels.tolist() == [-1, 0, 1]

@@ -9,6 +9,7 @@ then applies the graph options (symmetrize, deduplicate, self-loops) and returns
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -186,6 +187,20 @@ def edge_homophily(graph_or_edge_index, labels) -> float:
     if e.shape[1] == 0:
         return float("nan")
     return float(np.mean(labels[e[0]] == labels[e[1]]))
+
+
+def check_unlabelled(labels: np.ndarray, where: str) -> None:
+    """Integer ``labels`` of a file: -1 marks an unlabelled node (a warning says how many); any other negative
+    label, or no labelled node at all, raises ValueError naming ``where``."""
+    if labels.size and labels.min() < -1:
+        raise ValueError(f"{where}: negative labels other than -1 (the unlabelled mark), e.g. "
+                         f"{np.unique(labels[labels < -1])[:5].tolist()}")
+    unl = int((labels == -1).sum())
+    if unl and unl == labels.size:
+        raise ValueError(f"{where}: every node is unlabelled (label -1); nothing to train on or score")
+    if unl:
+        warnings.warn(f"{where}: {unl} of {labels.size} node(s) have label -1 and are treated as unlabelled (in "
+                      "the graph, in no split, never scored; scikit-learn's convention)", stacklevel=3)
 
 
 def encode_labels(raw) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxclp.datasets._base import RawData
+from jaxclp.datasets._base import RawData, check_unlabelled
 from jaxclp.datasets._text import basename
 
 __all__ = ["read_heterophilous_npz", "REQUIRED_KEYS"]
@@ -56,8 +56,7 @@ def read_heterophilous_npz(path) -> RawData:
         if not np.all(np.mod(labels, 1) == 0):
             raise ValueError(f"{where}: node_labels must be integers")
     labels = labels.astype(np.int64)
-    if labels.min() < 0:
-        raise ValueError(f"{where}: negative labels")
+    check_unlabelled(labels, where)
     splits = None
     if masks is not None:
         masks = [m.reshape(1, -1) if m.ndim == 1 else m for m in masks]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from jaxclp.datasets._base import RawData
+from jaxclp.datasets._base import RawData, check_unlabelled
 from jaxclp.datasets._text import basename
 
 __all__ = ["read_shchur_npz", "ADJ_KEYS", "ATTR_KEYS"]
@@ -59,7 +59,7 @@ def read_shchur_npz(path) -> RawData:
 
     Raises:
         ValueError: missing keys (message lists them and the keys present), arrays that need pickle,
-            inconsistent shapes, negative or non-integer labels.
+            inconsistent shapes, negative labels other than -1 (unlabelled, with a warning), non-integer labels.
     """
     where = basename(path)
     with np.load(path, allow_pickle=False) as z:
@@ -84,8 +84,7 @@ def read_shchur_npz(path) -> RawData:
         if not np.all(np.mod(labels, 1) == 0):
             raise ValueError(f"{where}: labels must be integers")
     labels = labels.astype(np.int64)
-    if labels.size and labels.min() < 0:
-        raise ValueError(f"{where}: negative labels")
+    check_unlabelled(labels, where)
     coo = adj.tocoo()
     edge_index = np.stack([coo.row, coo.col]).astype(np.int64)
     return RawData(edge_index=edge_index, num_nodes=n, labels=labels.astype(np.int32),
