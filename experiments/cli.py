@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -212,12 +214,32 @@ def main(argv=None) -> int:
     else:
         a = _parser().parse_args(argv)
     try:
-        return _main(a, argv)
+        with _user_warnings():
+            return _main(a, argv)
     except (ValueError, FileNotFoundError, NotADirectoryError, DownloadError) as err:
         if os.environ.get("JAXCLP_TRACEBACK"):
             raise
         print(f"jaxclp: error: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def _user_warnings():
+    """Inside: the library's UserWarnings (e.g. a loader's "2 of 80 nodes are unlabelled") print as one line
+    ``jaxclp: warning: ...`` instead of Python's "file:line: UserWarning" and the source line; other warnings keep
+    Python's format."""
+    default = warnings.formatwarning
+
+    def fmt(message, category, filename, lineno, line=None):
+        if category is UserWarning:
+            return f"jaxclp: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = fmt
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
 
 
 def distributed_options(a) -> dict | None:

@@ -291,3 +291,16 @@ def test_cli_pass_through_subcommands_take_their_own_options(tmp_path, capsys, m
     assert "| g | gat_sep |" in (out / "anchors.md").read_text()
     assert cli.main(["anchors", "--datasets", str(tmp_path / "missing.npz"), "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith("jaxclp: error:")
+
+
+def test_cli_prints_user_warnings_as_one_line():
+    """Inside the command a library UserWarning prints as ``jaxclp: warning: ...`` (no file:line, no source
+    line); other categories keep Python's format; the formatter is restored afterwards."""
+    import warnings
+
+    before = warnings.formatwarning
+    with cli._user_warnings():
+        assert warnings.formatwarning("2 of 9 nodes unlabelled", UserWarning, "x.py", 3) == \
+            "jaxclp: warning: 2 of 9 nodes unlabelled\n"
+        assert "x.py:3: DeprecationWarning: old" in warnings.formatwarning("old", DeprecationWarning, "x.py", 3)
+    assert warnings.formatwarning is before
