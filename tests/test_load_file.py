@@ -256,3 +256,43 @@ def test_npz_unlabelled_nodes(tmp_path):
              adj_shape=np.array(adj.shape), labels=np.array([-1, 0, 1]))
     with pytest.warns(UserWarning, match=r"s\.npz: 1 of 3"):
         assert D.load_file(tmp_path / "s.npz").labels.tolist() == [-1, 0, 1]
+
+
+@pytest.mark.parametrize("text", [
+    "0,1\n1,2\n2,3\n",                                     # plain CSV
+    "# Directed graph: g.txt\n# FromNodeId\tToNodeId\n0\t1\n1\t2\n\n2\t3\n",  # SNAP: comments, TAB, blank line
+    "src;dst;weight\r\n0;1;0.5\r\n1;2;2\r\n2;3;1e-3\r\n",  # header, semicolons, CRLF, a weight column
+    "u v\n0 1 7 extra\n1 2 8 x\n2 3 9 y\n",                # header, spaces, further columns
+    "0,1,1\n1,2\n2,3,1\n",                                 # ragged: the line-by-line reader takes it
+    "0,1\n1,2.5\n",                                        # not an integer: both raise the same error
+])
+def test_edge_list_fast_reader_equals_the_line_by_line_one(tmp_path, monkeypatch, text):
+    """numpy's C reader (the fast path) and the line-by-line reader give the same edges and weights, or the same
+    error; comment lines (#) are skipped by both."""
+    from jaxclp.datasets import files
+
+    p = tmp_path / "g.txt"
+    p.write_bytes(text.encode())
+
+    def read_all():
+        out = []
+        for f in (files.read_edge_list, files.read_edge_weights):
+            try:
+                out.append(f(p))
+            except ValueError as err:
+                out.append(str(err))
+        return out
+
+    fast = read_all()
+    regular = "2.5" not in text  # a ragged weight column still has regular id columns
+    assert (files._fast_columns(p, (0, 1), np.int64, 2) is not None) == regular  # the C reader took it
+    monkeypatch.setattr(files, "_fast_columns", lambda *a, **k: None)
+    slow = read_all()
+    for a, b in zip(fast, slow):
+        if isinstance(a, str) or isinstance(b, str):
+            assert a == b
+        else:
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    if "Directed" in text:
+        np.testing.assert_array_equal(fast[0], [[0, 1, 2], [1, 2, 3]])

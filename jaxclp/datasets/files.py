@@ -27,6 +27,7 @@ read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from pathlib import Path
@@ -44,17 +45,47 @@ UNLABELLED = (-1, "-1", "?")
 
 _SEPS = b",\t;"
 _TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
+_TO_SPACE_CR = bytes.maketrans(_SEPS + b"\r", b" " * (len(_SEPS) + 1))
 
 
 def _rows(path) -> list[tuple[int, list[bytes]]]:
-    """Non-blank lines of a text file as ``(1-based line number, tokens)``."""
+    """Non-blank lines of a text file as ``(1-based line number, tokens)``; a line whose first field starts with
+    ``#`` is a comment (SNAP's edge lists begin with some) and skipped."""
     data = read_bytes(path)
     out = []
     for i, ln in enumerate(data.split(b"\n"), start=1):
         toks = ln.rstrip(b"\r").translate(_TO_SPACE).split()
-        if toks:
+        if toks and not toks[0].startswith(b"#"):
             out.append((i, toks))
     return out
+
+
+def _fast_columns(path, cols: tuple, dtype, header_cols: int):
+    """Columns ``cols`` of a numeric text file read by numpy's C parser (``np.loadtxt``, ~15x faster than
+    :func:`_rows` on a million edges) under :func:`_rows`' rules (separators, blank and ``#`` comment lines) and
+    :func:`_drop_header`'s (a first data line whose first ``header_cols`` fields are not all numbers is a header).
+
+    Returns:
+        (rows, len(cols)) array, or None when anything is irregular (a short row, a token that does not parse,
+        no data): the caller then reads the file line by line and names the line at fault.
+    """
+    data = read_bytes(path).translate(_TO_SPACE_CR)
+    start = 0
+    while start < len(data):  # the first data line: blank and comment lines before it are skipped here
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        toks = data[start:end].split()
+        if toks and not toks[0].startswith(b"#"):
+            if not all(_is_number(t) for t in toks[:header_cols]):
+                start = end + 1  # a header
+            break
+        start = end + 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy warns on an empty input: no data is "irregular" here
+            return np.loadtxt(io.BytesIO(data[start:]), dtype=dtype, usecols=cols, ndmin=2, comments="#")
+    except Exception:  # noqa: BLE001 - any parse problem: the line-by-line reader reports it
+        return None
 
 
 def _is_number(tok: bytes) -> bool:
@@ -90,6 +121,10 @@ def read_edge_weights(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row without a third field, a weight that is not a finite nonnegative number (file, line).
     """
+    if node_ids is None:
+        fast = _fast_columns(path, (2,), np.float64, 2)
+        if fast is not None and np.all(np.isfinite(fast)) and (fast.size == 0 or fast.min() >= 0):
+            return fast[:, 0]
     rows = _edge_rows(path, node_ids)
     w = np.empty(len(rows), np.float64)
     for j, (line, toks) in enumerate(rows):
@@ -135,6 +170,10 @@ def read_edge_list(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
     """
+    if node_ids is None:
+        fast = _fast_columns(path, (0, 1), np.int64, 2)
+        if fast is not None:
+            return np.ascontiguousarray(fast.T)
     rows = _edge_rows(path, node_ids)
     if node_ids is not None:
         return np.array([[t[0].decode(errors="replace") for _, t in rows],
