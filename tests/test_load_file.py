@@ -296,3 +296,33 @@ def test_edge_list_fast_reader_equals_the_line_by_line_one(tmp_path, monkeypatch
             np.testing.assert_array_equal(a, b)
     if "Directed" in text:
         np.testing.assert_array_equal(fast[0], [[0, 1, 2], [1, 2, 3]])
+
+
+def test_features_json_keyed_by_node_id_and_csv_fast_path(tmp_path, monkeypatch):
+    """``.json`` features ({node id: [feature ids]}, the MUSAE layout) map through the labels file's ids (string
+    ids too; a missing node gets a zero row; an unknown key raises); a CSV matrix reads the same through numpy's C
+    reader and line by line."""
+    from jaxclp.datasets import files
+
+    e, lab = tmp_path / "g.csv", tmp_path / "y.csv"
+    e.write_text("ann,bob\nbob,cy\n")
+    lab.write_text("bob,red\nann,blue\ncy,red\n")
+    (tmp_path / "f.json").write_text('{"cy": [7], "bob": [3, 7]}')  # ann has none
+    ds = D.load_file(e, labels=lab, features=tmp_path / "f.json")
+    np.testing.assert_array_equal(np.asarray(ds.features.todense() if hasattr(ds.features, "todense")
+                                             else ds.features), [[1, 1], [0, 0], [0, 1]])  # columns: ids 3, 7
+    (tmp_path / "f.json").write_text('{"zed": [1]}')
+    with pytest.raises(ValueError, match=r"keys of f\.json contain 1 node id\(s\) that are not in y\.csv.*zed"):
+        D.load_file(e, labels=lab, features=tmp_path / "f.json")
+    lab.write_text("0\n1\n0\n")
+    e.write_text("0,1\n1,2\n")
+    (tmp_path / "f.json").write_text('{"2": [0], "0": [1]}')  # integer ids 0..n-1
+    x = D.load_file(e, labels=lab, features=tmp_path / "f.json").features
+    np.testing.assert_array_equal(np.asarray(x.todense() if hasattr(x, "todense") else x), [[0, 1], [0, 0], [1, 0]])
+    (tmp_path / "f.csv").write_text("a b c\n1 2 3\n4\t5\t6\n\n# a comment\n7;8;9.5\n")
+    fast = files.read_features_file(tmp_path / "f.csv", 3)
+    monkeypatch.setattr(files, "_fast_columns", lambda *a, **k: None)
+    slow = files.read_features_file(tmp_path / "f.csv", 3)
+    np.testing.assert_array_equal(fast, slow)
+    np.testing.assert_array_equal(fast, [[1, 2, 3], [4, 5, 6], [7, 8, 9.5]])
+    assert fast.dtype == slow.dtype == np.float32

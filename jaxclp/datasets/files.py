@@ -60,13 +60,13 @@ def _rows(path) -> list[tuple[int, list[bytes]]]:
     return out
 
 
-def _fast_columns(path, cols: tuple, dtype, header_cols: int):
-    """Columns ``cols`` of a numeric text file read by numpy's C parser (``np.loadtxt``, ~15x faster than
+def _fast_columns(path, cols: tuple | None, dtype, header_cols: int):
+    """Columns ``cols`` (None: all) of a numeric text file read by numpy's C parser (``np.loadtxt``, ~15x faster than
     :func:`_rows` on a million edges) under :func:`_rows`' rules (separators, blank and ``#`` comment lines) and
     :func:`_drop_header`'s (a first data line whose first ``header_cols`` fields are not all numbers is a header).
 
     Returns:
-        (rows, len(cols)) array, or None when anything is irregular (a short row, a token that does not parse,
+        (rows, len(cols) or every column) array, or None when anything is irregular (a short row, a token that does not parse,
         no data): the caller then reads the file line by line and names the line at fault.
     """
     data = read_bytes(path).translate(_TO_SPACE_CR)
@@ -261,12 +261,21 @@ def _encode_with_unlabelled(raw: np.ndarray, path) -> tuple[np.ndarray, np.ndarr
     return codes, classes
 
 
-def read_features_file(path, num_nodes: int):
+def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     """Reads a features file for ``num_nodes`` nodes (rows in node-index order).
 
     ``.npy``: dense (n, d) numeric array. ``.npz``: a sparse matrix saved by ``scipy.sparse.save_npz``, or
     CSR parts ``attr_data/attr_indices/attr_indptr/attr_shape`` or ``data/indices/indptr/shape``, or a single
-    dense array. Anything else: a numeric text matrix (``,``/TAB/space separated, optional header line).
+    dense array. ``.json``: ``{"<node id>": [feature ids, ...]}`` (the MUSAE layout: binary features keyed by the
+    node ids of ``index``, so no row order is assumed; a node absent from the file gets a zero row; one column
+    per feature id that occurs). Anything else: a numeric text matrix (``,``/TAB/space separated, optional
+    header line).
+
+    Args:
+        path: the file.
+        num_nodes: n.
+        index: the node ids (:class:`IdIndex` of the labels file) a ``.json`` file's keys are mapped through
+            (default: ids 0..n-1).
 
     Returns:
         (n, d) float32 array or CSR matrix.
@@ -306,6 +315,12 @@ def read_features_file(path, num_nodes: int):
                 raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
             raise
         x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x
+    elif p.endswith(".json"):
+        from jaxclp.datasets.musae import read_multihot_json
+
+        x, _ = read_multihot_json(path, index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1"))
+    elif (fast := _fast_columns(path, None, np.float32, 1)) is not None and fast.shape[0] > 0:
+        x = fast  # numpy's C reader; irregular files go line by line below, which names the line
     else:
         rows = _drop_header(_rows(path), path, 1)
         if not rows:
@@ -413,7 +428,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             edge_index = idx.index(edges, f"edges of {path}").reshape(2, -1)
         except ValueError as err:
             raise ValueError(f"{err} (labels file {labels})") from None
-        feats = None if features is None else read_features_file(features, len(idx))
+        feats = None if features is None else read_features_file(features, len(idx), idx)
         raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
                       features=feats, node_ids=None if idx.is_identity else idx.ids,
                       info={"label_values": classes.tolist()}, edge_weight=weights)

@@ -45,7 +45,8 @@ def read_multihot_json(path, index: IdIndex, vocab="used") -> tuple[sp.csr_matri
 
     Args:
         path: json file.
-        index: id -> node index map (nodes missing from the json get an all-zero row).
+        index: id -> node index map (nodes missing from the json get an all-zero row); its ids may be strings
+            (the JSON keys are then matched as strings).
         vocab: ``"used"`` (one column per feature id that occurs, in increasing id order), ``"global"``
             (column = feature id, width max id + 1) or an int width (column = feature id).
 
@@ -57,7 +58,8 @@ def read_multihot_json(path, index: IdIndex, vocab="used") -> tuple[sp.csr_matri
     if not isinstance(obj, dict):
         raise ValueError(f"{basename(path)}: expected a JSON object {{node id: [feature ids]}}")
     try:
-        keys = np.array([int(k) for k in obj.keys()], dtype=np.int64)
+        keys = (np.array(list(obj.keys())) if index.ids.dtype.kind in "US"  # string node ids
+                else np.array([int(k) for k in obj.keys()], dtype=np.int64))
         lists = [np.asarray(v, dtype=np.int64).reshape(-1) for v in obj.values()]
     except (TypeError, ValueError) as err:
         raise ValueError(f"{basename(path)}: bad entry ({err})") from None
