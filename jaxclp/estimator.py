@@ -195,6 +195,7 @@ class CLP:
         authors_: None, or where the authors' propagation was chosen, its ``start``, ``post``, ``echo``, ``weight``
             and ``layer`` (``alpha_`` its alpha, ``normalization_`` "authors-<weight>", ``method_`` "authors").
         beliefs_: (n, K) propagated beliefs of the selected configuration.
+        train_mask_, val_mask_: (n,) bool masks the fit used (given, or made by :func:`jaxclp.datasets.holdout_split`).
     """
 
     def __init__(self, *, hidden: Sequence[int] = (64,), dropout: float = 0.5, lr: float = 0.01,
@@ -244,7 +245,8 @@ class CLP:
         if num_classes is not None:
             _checks.num_classes(num_classes)
 
-    def fit(self, graph: Graph, features, labels, train_mask, val_mask, *, key=None, prior=None) -> "CLP":
+    def fit(self, graph: Graph, features, labels, train_mask=None, val_mask=None, *, key=None, prior=None,
+            val_fraction: float = 0.2) -> "CLP":
         """Fits the prior, estimates H and selects alpha and the variant on validation.
 
         Args:
@@ -257,11 +259,15 @@ class CLP:
                 ``sparse_features=True`` CSR, or :class:`jaxclp.features.SparseFeatures`; sparse input is never
                 densified), or None when the prior needs none (an array, or ``"link"``).
             labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
-            train_mask, val_mask: (n,) bool, disjoint; train nonempty, val nonempty.
+            train_mask, val_mask: (n,) bool, disjoint; train nonempty, val nonempty. Both None (default): every
+                labelled node is used, ``val_fraction`` of them held out for the choices
+                (:func:`jaxclp.datasets.holdout_split` with ``seed``; every class keeps a training node); the
+                masks are kept as ``train_mask_``, ``val_mask_``.
             key: PRNG key (default ``jax.random.key(seed)``).
             prior: overrides the constructor's ``prior`` for this fit (any form it accepts), e.g. an (n, K)
                 precomputed prior: floating, nonnegative, rows summing to 1 (refused otherwise, not rescaled),
                 columns in the order of ``classes_``.
+            val_fraction: the hold-out share when no masks are given.
 
         Returns:
             self.
@@ -270,11 +276,21 @@ class CLP:
             ValueError: naming the argument that is wrong (shapes against ``graph.num_nodes``, dtypes, labels).
         """
         n = graph.num_nodes
+        if (train_mask is None) != (val_mask is None):
+            raise ValueError("pass both train_mask and val_mask, or neither (then every labelled node is used, "
+                             "val_fraction of them for validation)")
+        if train_mask is None:
+            from jaxclp.datasets.splits import holdout_split
+
+            y_all = _checks.integer_labels("labels", labels)
+            _checks.shape("labels", y_all, (n,))
+            train_mask, val_mask = holdout_split(y_all, val_fraction, self.seed)
         _checks.mask("train_mask", train_mask, n)
         _checks.mask("val_mask", val_mask, n)
         tm, vm = np.asarray(train_mask), np.asarray(val_mask)
         if np.any(tm & vm):
             raise ValueError("train_mask and val_mask overlap")
+        self.train_mask_, self.val_mask_ = tm, vm
         y_user = _checks.integer_labels("labels", labels)
         _checks.shape("labels", y_user, (n,))
         source = self.prior if prior is None else prior

@@ -748,6 +748,37 @@ def test_random_splits_of_the_labelled_nodes():
         D.random_splits(n, "medium", labelled=np.zeros(n, bool))
 
 
+def test_holdout_split_uses_every_labelled_node():
+    """Labelled nodes (label != -1) permuted by default_rng(seed): the first round(f * m) validation, the rest
+    training; then a class without a training node gets its first validation node moved to training."""
+    labels = np.array([0, -1, 1, 1, -1, 0, 2, 2, 0, 1, -1, 2])
+    tr, va = D.holdout_split(labels, 0.25, seed=3)
+    lab = labels != -1
+    assert not (tr & va).any() and np.array_equal(tr | va, lab)
+    perm = np.flatnonzero(lab)[np.random.default_rng(3).permutation(9)]  # the documented procedure
+    want_val = set(perm[:2].tolist())
+    for c in np.unique(labels[lab]):  # the fix-up, by hand
+        if not any(labels[i] == c for i in perm[2:]):
+            want_val.discard(next(i for i in perm[:2] if labels[i] == c))
+    assert set(np.flatnonzero(va)) == want_val
+    assert all(tr[labels == c].any() for c in (0, 1, 2))
+    t2, v2 = D.holdout_split(labels, 0.25, seed=3)
+    assert np.array_equal(t2, tr) and np.array_equal(v2, va)
+    assert D.holdout_split(labels, 0.01, 0)[1].sum() == 1   # at least one validation node
+    # a singleton class goes to training whatever the permutation says
+    y = np.array([5, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    for seed in range(20):
+        t, v = D.holdout_split(y, 0.5, seed)
+        assert t[0] and v.sum() >= 1 and (t | v).all()
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="val_fraction must lie in"):
+            D.holdout_split(labels, bad, 0)
+    with pytest.raises(ValueError, match="1 labelled node"):
+        D.holdout_split(np.array([-1, 0, -1]), 0.5, 0)
+    with pytest.raises(ValueError, match="no validation node left"):
+        D.holdout_split(np.array([0, 1]), 0.5, 0)  # each class has one node: both must train
+
+
 def test_random_splits_not_class_balanced():
     labels = np.r_[np.zeros(900, int), np.ones(100, int)]
     counts = [np.bincount(labels[m], minlength=2)[1] for m in D.random_splits(1000, "medium", 20, 0).train]

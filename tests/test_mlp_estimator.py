@@ -72,6 +72,24 @@ def test_estimator_selects_on_validation_only():
     assert m1.H_.shape == (3, 3) and m1.spectral_.rho.shape == (3,)
 
 
+def test_estimator_without_masks_holds_out_labelled_nodes():
+    """``fit(graph, x, labels)`` with -1 for unlabelled nodes: the masks are
+    ``jaxclp.datasets.holdout_split(labels, val_fraction, seed)``, and the fit equals one given those masks."""
+    g, x, y, _, _ = _data()
+    y_part = np.where(np.random.default_rng(1).random(y.size) < 0.6, -1, y)  # 40 % labelled
+    kw = dict(alphas=(0.3, 0.9), seed=4, **FAST)
+    m = jaxclp.CLP(**kw).fit(g, x, y_part, val_fraction=0.25)
+    tm, vm = jaxclp.datasets.holdout_split(y_part, 0.25, 4)
+    np.testing.assert_array_equal(m.train_mask_, tm)
+    np.testing.assert_array_equal(m.val_mask_, vm)
+    assert np.array_equal(tm | vm, y_part != -1) and vm.sum() == round(0.25 * (y_part != -1).sum())
+    m2 = jaxclp.CLP(**kw).fit(g, x, y_part, tm, vm)
+    np.testing.assert_array_equal(np.asarray(m.beliefs_), np.asarray(m2.beliefs_))
+    assert (m.predict()[y_part == -1] == y[y_part == -1]).mean() > 0.5  # the unlabelled nodes, 3 classes
+    with pytest.raises(ValueError, match="pass both train_mask and val_mask, or neither"):
+        jaxclp.CLP(**kw).fit(g, x, y_part, tm)
+
+
 def test_estimator_with_given_prior_matches_clp_beliefs():
     g, x, y, tm, vm = _data()
     rng = np.random.default_rng(3)

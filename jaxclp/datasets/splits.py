@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Splits", "SPLIT_KINDS", "random_splits", "published_splits", "split_sizes"]
+__all__ = ["Splits", "SPLIT_KINDS", "random_splits", "published_splits", "split_sizes", "holdout_split"]
 
 SPLIT_KINDS: dict[str, tuple[float, float]] = {
     "sparse": (0.05, 0.05),
@@ -152,6 +152,48 @@ def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 
         perm = np.random.default_rng(s).permutation(n)
         role[i, perm] = ranks
     return Splits(train=role == 0, val=role == 1, test=role == 2, seeds=seeds, name=name)
+
+
+def holdout_split(labels, val_fraction: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Every labelled node in training or validation: what a model fitted for predicting a graph's unlabelled
+    nodes uses (``jaxclp predict``, :meth:`jaxclp.CLP.fit` without masks).
+
+    The m labelled nodes (label != -1) are permuted by ``numpy.random.default_rng(seed)``; the first
+    ``min(max(1, round(val_fraction * m)), m - 1)`` are validation, the rest training. Then every class without
+    a training node gets one: its first validation node in permutation order moves to training (a class seen
+    only on validation could not be learned).
+
+    Args:
+        labels: (n,) integer labels, -1 for unlabelled nodes.
+        val_fraction: in (0, 1).
+        seed: permutation seed.
+
+    Returns:
+        ``(train, val)``: (n,) bool masks, disjoint, covering exactly the labelled nodes.
+
+    Raises:
+        ValueError: ``val_fraction`` outside (0, 1); fewer than 2 labelled nodes; no validation node left.
+    """
+    y = np.asarray(labels)
+    if not 0.0 < float(val_fraction) < 1.0:
+        raise ValueError(f"val_fraction must lie in (0, 1); got {val_fraction}")
+    idx = np.flatnonzero(y != -1)
+    if idx.size < 2:
+        raise ValueError(f"{idx.size} labelled node(s): a hold-out needs at least one training and one "
+                         "validation node")
+    perm = idx[np.random.default_rng(int(seed)).permutation(idx.size)]
+    n_val = min(max(1, round(float(val_fraction) * idx.size)), idx.size - 1)
+    train, val = np.zeros(y.shape[0], bool), np.zeros(y.shape[0], bool)
+    val[perm[:n_val]] = True
+    train[perm[n_val:]] = True
+    for c in np.unique(y[idx]):
+        if not np.any(train & (y == c)):
+            first = perm[:n_val][y[perm[:n_val]] == c][0]
+            val[first], train[first] = False, True
+    if not val.any():
+        raise ValueError("holdout_split: no validation node left after giving every class a training node; "
+                         "label more nodes or raise val_fraction")
+    return train, val
 
 
 def published_splits(dataset) -> Splits:
