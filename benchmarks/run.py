@@ -14,7 +14,8 @@ import traceback
 
 from jaxclp.benchmarks import _common as C
 
-ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "gnn", "sparse_features", "rng", "fixes")
+ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "gnn", "sparse_features", "rng", "fixes",
+         "file_reader")
 
 
 def main(argv=None) -> int:

@@ -416,7 +416,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
     return out
 
 
-OTHER = ("lean", "halo", "sharded", "sharded_csr", "sharded_lean", "gnn", "sparse_features", "rng", "fixes",
+OTHER = ("lean", "halo", "sharded", "sharded_csr", "sharded_lean", "gnn", "sparse_features", "rng", "fixes", "file_reader",
          "compile_time", "parity", "device", "device_tests")
 
 

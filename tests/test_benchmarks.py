@@ -289,3 +289,14 @@ def test_summary_indexes_the_other_results(tmp_path):
     assert "- [`gnn.md`](gnn.md): Tuned GNNs" in lines and "- [`rng.md`](rng.md): Dropout masks on CPU" in lines
     assert not any("lean.md" in ln for ln in lines)
     assert summary.other_results(tmp_path / "empty") == []
+
+
+def test_file_reader_quick_paths_agree(tmp_path):
+    """benchmarks/file_reader.py --quick: numpy's C reader and the line-by-line reader give the same edges,
+    features and graph, and the result files are written."""
+    from jaxclp.benchmarks import file_reader
+
+    payload = file_reader.main(["--quick", "--out", str(tmp_path)])
+    assert all(payload[k]["equal"] for k in ("edges", "features", "load_file"))
+    assert payload["edges"]["edges"] == 10_000 and payload["load_file"]["graph_edges"] > 0
+    assert "| edge list, 10,000 lines" in (tmp_path / "file_reader.md").read_text()
