@@ -15,7 +15,7 @@ import jax
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS
 from jaxclp.experiments.runner import RESULTS_FILE, is_writer, read_records, replacing_stale, run
-from jaxclp.experiments.summary import write_summary
+from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
@@ -305,6 +305,9 @@ def _main(a, argv) -> int:
             replace_stale=a.replace_stale)
         if is_writer():
             print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
+            png = plot_summary(a.out, title=f"jaxclp run ({name}, {a.split})")
+            if png is not None:
+                print(png)
         else:
             print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
                   f"records and the summary", file=sys.stderr)

@@ -306,3 +306,47 @@ def write_summary(out_dir, title: str = "", filename: str = "summary.md", method
     path = out_dir / filename
     path.write_text(text + "\n")
     return path
+
+
+def plot_summary(out_dir, filename: str = "summary.png", title: str = "") -> Path | None:
+    """A dot plot of ``out_dir``'s records beside its summary.md: one panel per (dataset, split), one point per method
+    (mean test score over the runs, error bar ± 1 sample std, the number of runs beside it; points rather than bars,
+    the axis not starting at 0), methods in :data:`METHOD_ORDER`. Returns the PNG's path, or None when there is no
+    result record."""
+    from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
+
+    out_dir = Path(out_dir)
+    agg, last = aggregate(read_records(out_dir / RESULTS_FILE))
+    if not agg:
+        return None
+    metric = {(d, s): r.get("metric", "accuracy") for (d, s, _, _), r in last.items()}
+    panels = sorted({(d, s) for d, s, _ in agg})
+    per = {p: [m for m in METHOD_ORDER if p + (m,) in agg]
+           + sorted(m for dd, ss, m in agg if (dd, ss) == p and m not in METHOD_ORDER) for p in panels}
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), squeeze=False,
+                             figsize=(sum(max(3.0, 0.42 * len(per[p]) + 1.0) for p in panels), 3.8))
+    for ax, (d, s) in zip(axes[0], panels):
+        methods = per[(d, s)]
+        means = [float(np.mean(agg[(d, s, m)])) for m in methods]
+        stds = [_std(agg[(d, s, m)]) for m in methods]
+        colors = [METHOD_STYLE.get(m, ("tab:blue", "o"))[0] or "tab:blue" for m in methods]
+        x = np.arange(len(methods))
+        for xi, mu, sd, c, m in zip(x, means, stds, colors, methods):
+            ax.errorbar([xi], [mu], yerr=[sd], fmt="o", color=c, capsize=3, markersize=5)
+            ax.annotate(f"{mu:.1f}\nn={len(agg[(d, s, m)])}", (xi, mu + sd), textcoords="offset points", xytext=(0, 3),
+                        ha="center", va="bottom", fontsize=6)
+        ax.set_ylim(max(0.0, min(mu - sd for mu, sd in zip(means, stds)) - 3.0),
+                    min(104.0, max(mu + sd for mu, sd in zip(means, stds)) + 6.0))
+        ax.set_xlim(-0.6, len(methods) - 0.4)
+        ax.set_xticks(x, [METHOD_LABELS.get(m, m) for m in methods], rotation=60, ha="right", fontsize=8)
+        ax.set_title(f"{d} / {s}", fontsize=9)
+        ax.set_ylabel(f"test {metric[(d, s)].replace('_', '-')} (%)", fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = out_dir / filename
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

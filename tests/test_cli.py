@@ -164,6 +164,7 @@ def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
                          "--no-progress"]) == 0
     recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
     assert len(recs) == 6 and all(np.isfinite(r["test"]) for r in recs)
+    assert (out / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the run's plot beside summary.md
     with pytest.warns(UserWarning):
         ds = load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
     sp = runner.get_splits(ds, "medium", 2, 0)

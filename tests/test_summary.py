@@ -173,3 +173,9 @@ def test_machines_groups_results_by_the_header_before_them(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     text = summary.write_summary(tmp_path, title="t").read_text()
     assert "- gpu (cuda:0), jax 0.11.2: 4 result record(s); deezer-europe, minesweeper" in text
+
+
+def test_plot_summary_without_records_is_none(tmp_path):
+    from jaxclp.experiments.summary import plot_summary
+
+    assert plot_summary(tmp_path) is None and not (tmp_path / "summary.png").exists()
