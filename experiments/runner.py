@@ -474,12 +474,15 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
     test = score_test(ctx.metric, cands[cfg_m], labels, test_mask)
     seconds = time.perf_counter() - t0 + (mlp_seconds if method in NEEDS_PRIOR else 0.0)
     fields = {"method": method, "metric": ctx.metric, "val": val, "test": test,
-              "params": _params(cfg_m, method, ctx.mlp_depth), "seconds": seconds, "num_candidates": len(cands)}
+              "params": chosen_params(cfg_m, method, ctx.mlp_depth), "seconds": seconds,
+              "num_candidates": len(cands)}
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
     return fields, (cfg_m, val, cands[cfg_m])
 
 
-def _params(cfg, method, depth) -> dict:
+def chosen_params(cfg, method, depth) -> dict:
+    """A record's ``params``: the chosen candidate key ``cfg`` of ``method`` as a dict (with the MLP depth the
+    split chose where the method builds on the MLP prior)."""
     p = {"mlp_depth": cfg[1]} if method == "mlp" else {}
     if method != "mlp" and method in NEEDS_PRIOR:
         p["mlp_depth"] = depth

@@ -21,8 +21,8 @@ says how many): it stays in the graph, propagation runs through it, it is in no 
 
 Node index: the labels file defines the nodes. If its ids are exactly 0..n-1, index = id; otherwise index = row of
 the labels file. Ids are integers, or any other tokens (e.g. ``user_17``, a DOI) when none of the labels file's ids
-is an integer; ids mixing both are refused. Edges are mapped through this explicit map (never by order of appearance). npz files are
-read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
+is an integer; ids mixing both are refused. Edges are mapped through this explicit map (never by order of
+appearance). npz files are read with ``numpy.load(allow_pickle=False)``: nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def _fast_columns(path, cols: tuple | None, dtype, header_cols: int):
     :func:`_drop_header`'s (a first data line whose first ``header_cols`` fields are not all numbers is a header).
 
     Returns:
-        (rows, len(cols) or every column) array, or None when anything is irregular (a short row, a token that does not parse,
-        no data): the caller then reads the file line by line and names the line at fault.
+        (rows, len(cols) or every column) array, or None when anything is irregular (a short row, a token that
+        does not parse, no data): the caller then reads the file line by line and names the line at fault.
     """
     data = read_bytes(path).translate(_TO_SPACE_CR)
     start = 0
