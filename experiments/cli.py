@@ -69,6 +69,16 @@ def _nonnegative_int(text: str) -> int:
     return v
 
 
+def _split_arg(text: str) -> str:
+    """argparse type: :func:`jaxclp.datasets.splits.parse_split` (a split kind, ``published`` or rates)."""
+    from jaxclp.datasets.splits import parse_split
+
+    try:
+        return parse_split(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 PASS_THROUGH = ("anchors", "bench")
 """Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``, ``jaxclp.benchmarks.run``)."""
 
@@ -100,9 +110,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run methods on one dataset (or a graph file) and split")
     _add_graph_source(r)
-    r.add_argument("--split", default="medium", choices=["sparse", "medium", "dense", "published"],
-                   help="label rate (sparse 5/5/90, medium 10/10/80, dense 48/32/20) or the published masks "
-                        "(also the masks of a --graph .npz)")
+    r.add_argument("--split", default="medium", type=_split_arg, metavar="SPLIT",
+                   help="label rate: sparse (5/5/90), medium (10/10/80, default), dense (48/32/20) or your own "
+                        "TRAIN/VAL/TEST rates (e.g. 60/20/20); or published: the dataset's masks (also the masks of "
+                        "a --graph .npz)")
     r.add_argument("--methods", default=ALL_METHODS, help=f"comma list from {sorted(METHODS)}")
     r.add_argument("--runs", type=_positive_int, default=10, help="number of random splits (>= 1)")
     r.add_argument("--seed", type=int, default=0, help="base seed: split i uses seed + i")

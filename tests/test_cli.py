@@ -305,3 +305,19 @@ def test_cli_prints_user_warnings_as_one_line():
             "jaxclp: warning: 2 of 9 nodes unlabelled\n"
         assert "x.py:3: DeprecationWarning: old" in warnings.formatwarning("old", DeprecationWarning, "x.py", 3)
     assert warnings.formatwarning is before
+
+
+def test_cli_run_with_custom_label_rates(tmp_path, capsys):
+    """``--split 60/20/20`` (percents or fractions): random splits of those rates, records keyed by the canonical
+    name "0.6/0.2/0.2"; impossible rates are a one-line argparse error."""
+    _platonov_npz(tmp_path / "g.npz")
+    out = tmp_path / "out"
+    assert cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", "60/20/20", "--methods", "lp", "--runs",
+                     "2", "--out", str(out), "--no-progress"]) == 0
+    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert [r["split"] for r in recs] == ["0.6/0.2/0.2"] * 2
+    assert all(round(12 * r["test"]) == pytest.approx(12 * r["test"], abs=1e-4) for r in recs)  # 12 test nodes
+    for bad in ("60/30/20", "0.7/0.4", "huge"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", bad, "--out", str(out)])
+        assert e.value.code == 2 and "argument --split" in capsys.readouterr().err

@@ -785,6 +785,24 @@ def test_random_splits_not_class_balanced():
     assert len(set(counts)) > 1  # per-class counts vary: uniform, not stratified
 
 
+@pytest.mark.parametrize("text,name", [("60/20/20", "0.6/0.2/0.2"), ("0.6,0.2", "0.6/0.2/0.2"),
+                                       ("5/5/90", "0.05/0.05/0.9"), ("medium", "medium"), ("published", "published")])
+def test_parse_split(text, name):
+    assert D.parse_split(text) == name
+    if name not in ("medium", "published"):  # random_splits takes the canonical name: those rates, that name
+        sp = D.random_splits(200, name, num_splits=2, seed=0)
+        tr, va = (float(v) for v in name.split("/")[:2])
+        assert sp.name == name and sp.sizes()[0].tolist() == [round(200 * tr), round(200 * va),
+                                                              200 - round(200 * tr) - round(200 * va)]
+
+
+def test_parse_split_errors():
+    for bad, match in (("60/30/20", "must be 1"), ("0.7/0.4", "train \\+ val < 1"), ("0.6/0", "0 < val"),
+                       ("x", "TRAIN/VAL"), ("1/2/3/4", "TRAIN/VAL")):
+        with pytest.raises(ValueError, match=match):
+            D.parse_split(bad)
+
+
 def test_random_splits_errors():
     with pytest.raises(ValueError, match="unknown split kind"):
         D.random_splits(10, "huge")

@@ -30,13 +30,14 @@ from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
 from jaxclp.datasets.registry import ALIASES, FILES, REGISTRY, DatasetSpec, FileSpec, get_spec
 from jaxclp.datasets.sdcn import read_sdcn
 from jaxclp.datasets.shchur import read_shchur_npz
-from jaxclp.datasets.splits import SPLIT_KINDS, Splits, holdout_split, published_splits, random_splits
+from jaxclp.datasets.splits import SPLIT_KINDS, Splits, holdout_split, parse_split, published_splits, random_splits
 from jaxclp.datasets.struc2vec import read_struc2vec
 from jaxclp.datasets.synthetic import SYNTHETIC_DEGREES, gaussian_features, sample_edges, synthetic
 from jaxclp.datasets.tadw import read_tadw
 
 __all__ = [
     "Dataset", "RawData", "Splits", "load", "available", "random_splits", "published_splits", "holdout_split",
+    "parse_split",
     "synthetic",
     "sample_edges", "gaussian_features", "edge_homophily", "undirected_edges", "REGISTRY", "FILES", "ALIASES",
     "DatasetSpec", "FileSpec", "get_spec", "fetch", "fetch_file", "file_url", "data_root", "processed_dir",

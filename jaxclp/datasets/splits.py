@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Splits", "SPLIT_KINDS", "random_splits", "published_splits", "split_sizes", "holdout_split"]
+__all__ = ["Splits", "SPLIT_KINDS", "random_splits", "published_splits", "split_sizes", "holdout_split", "parse_split"]
 
 SPLIT_KINDS: dict[str, tuple[float, float]] = {
     "sparse": (0.05, 0.05),
@@ -83,6 +83,8 @@ def split_sizes(num_nodes: int, train: float, val: float) -> tuple[int, int, int
 
 
 def _fractions(kind_or_fractions) -> tuple[float, float, str]:
+    if isinstance(kind_or_fractions, str) and "/" in kind_or_fractions:
+        kind_or_fractions = [float(v) for v in kind_or_fractions.split("/")[:2]]
     if isinstance(kind_or_fractions, str):
         if kind_or_fractions not in SPLIT_KINDS:
             raise ValueError(f"unknown split kind {kind_or_fractions!r}; use one of {list(SPLIT_KINDS)} or a "
@@ -99,6 +101,37 @@ def _fractions(kind_or_fractions) -> tuple[float, float, str]:
     return tr, va, f"{tr:g}/{va:g}/{1 - tr - va:g}"
 
 
+def parse_split(text: str) -> str:
+    """A split name as the runner and its records use it: ``"sparse"``, ``"medium"``, ``"dense"``, ``"published"``,
+    or label rates ``TRAIN/VAL[/TEST]`` as fractions or percents (``"0.6/0.2/0.2"``, ``"60/20/20"``, ``"60,20"``)
+    in the canonical form ``"0.6/0.2/0.2"`` (what :func:`random_splits` names such splits).
+
+    Raises:
+        ValueError: anything else, a test share that does not complete train + val to 1 (100 %), or shares
+            outside ``0 < train``, ``0 < val``, ``train + val < 1``.
+    """
+    t = str(text).strip()
+    if t in SPLIT_KINDS or t == "published":
+        return t
+    parts = t.replace(",", "/").split("/")
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        vals = []
+    if len(vals) not in (2, 3):
+        raise ValueError(f"split must be one of {list(SPLIT_KINDS) + ['published']} or TRAIN/VAL[/TEST] label rates "
+                         f"(e.g. 0.6/0.2/0.2 or 60/20/20); got {text!r}")
+    if max(vals) > 1:
+        vals = [v / 100.0 for v in vals]
+    if len(vals) == 3 and abs(sum(vals) - 1.0) > 1e-6:
+        raise ValueError(f"split {text!r}: train + val + test must be 1 (100 %); got {sum(vals):g}")
+    tr, va = vals[0], vals[1]
+    if not (0 < tr < 1 and 0 < va < 1 and tr + va < 1):
+        raise ValueError(f"split {text!r}: need 0 < train, 0 < val (selection needs validation nodes) and "
+                         f"train + val < 1; got ({tr:g}, {va:g})")
+    return _fractions((tr, va))[2]
+
+
 def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 10, seed: int = 0,
                   labelled=None) -> Splits:
     """Random, not class-balanced, train/val/test splits.
@@ -110,8 +143,9 @@ def random_splits(num_nodes: int, kind_or_fractions="sparse", num_splits: int = 
 
     Args:
         num_nodes: n.
-        kind_or_fractions: ``"sparse"`` (5/5/90), ``"medium"`` (10/10/80), ``"dense"`` (48/32/20) or a
-            ``(train, val)`` pair of fractions (test = the rest).
+        kind_or_fractions: ``"sparse"`` (5/5/90), ``"medium"`` (10/10/80), ``"dense"`` (48/32/20), a
+            ``(train, val)`` pair of fractions (test = the rest), or a :func:`parse_split` name such as
+            ``"0.6/0.2/0.2"``.
         num_splits: number of splits.
         seed: base seed; the seeds used are recorded in ``Splits.seeds``.
         labelled: optional (num_nodes,) bool mask of the nodes that have a label (e.g. ``dataset.labels >= 0``).
