@@ -331,6 +331,9 @@ def _main(a, argv) -> int:
         dataset = _graph_source(a)
         if isinstance(dataset, str):
             dataset = load(dataset, root=a.data_root)
+        n_lab = int((dataset.labels >= 0).sum())
+        print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
+              f"{a.val_fraction:g} of them for validation)...", file=sys.stderr, flush=True)
         pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
         n_unl = int((dataset.labels < 0).sum())
