@@ -102,7 +102,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     cands = METHODS[method](ctx)
     chosen, val_score = (getattr(cands, "rule", None) or select)(cands, np.asarray(ctx.labels), val, ds.metric)
     scores = _normalize(cands[chosen])
-    classes = np.asarray(ds.info.get("label_values", np.arange(ds.num_classes)))
+    classes = ds.label_values
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=runner.chosen_params(chosen, method, ctx.mlp_depth),
                       val_score=float(val_score), num_candidates=len(cands))

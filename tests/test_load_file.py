@@ -326,3 +326,12 @@ def test_features_json_keyed_by_node_id_and_csv_fast_path(tmp_path, monkeypatch)
     np.testing.assert_array_equal(fast, slow)
     np.testing.assert_array_equal(fast, [[1, 2, 3], [4, 5, 6], [7, 8, 9.5]])
     assert fast.dtype == slow.dtype == np.float32
+
+
+def test_dataset_label_values(tmp_path):
+    e, lab = tmp_path / "g.csv", tmp_path / "y.csv"
+    e.write_text("0,1\n1,2\n")
+    lab.write_text("0,bee\n1,ant\n2,bee\n")
+    ds = D.load_file(e, labels=lab)
+    assert ds.label_values.tolist() == ["ant", "bee"] and ds.label_values[ds.labels].tolist() == ["bee", "ant", "bee"]
+    assert D.synthetic(h=0.5, avg_degree=2, num_classes=3, nodes_per_class=4, seed=0).label_values.tolist() == [0, 1, 2]

@@ -126,6 +126,12 @@ class Dataset:
         return int(self.graph.num_nodes)
 
     @property
+    def label_values(self) -> np.ndarray:
+        """(num_classes,) the original label of each class code: ``info["label_values"]`` (a user's file, e.g.
+        ``["ant", "bee"]``), else the codes 0..C-1. ``label_values[labels]`` maps codes back (labelled nodes)."""
+        return np.asarray(self.info.get("label_values", np.arange(self.num_classes)))
+
+    @property
     def num_features(self) -> int:
         """d, or 0 when there are no features."""
         return 0 if self.features is None else int(self.features.shape[1])
