@@ -159,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in the target's folders to results.stale.jsonl "
                         "and recompute them, instead of refusing")
-    s = sub.add_parser("summarize", help="write summary.md for a results directory")
+    s = sub.add_parser("summarize", help="write summary.md and summary.png for a results directory")
     s.add_argument("dir")
     d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached")
     d.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
@@ -353,6 +353,9 @@ def _main(a, argv) -> int:
             raise UserError(f"summarize: {d} holds no result records ({d / RESULTS_FILE} is missing or empty); "
                             f"run `jaxclp run --out {d} ...` first")
         print(write_summary(d))
+        png = plot_summary(d)
+        if png is not None:
+            print(png)
     elif a.cmd == "datasets":
         print(datasets_table(a.data_root))
     elif a.cmd == "anchors":

@@ -45,8 +45,9 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
         assert (a[k]["params"], a[k]["val"], a[k]["test"]) == (b[k]["params"], b[k]["val"], b[k]["test"]), k
     header = json.loads((tmp_path / "cli" / runner.RESULTS_FILE).read_text().splitlines()[0])
     assert header["argv"][:3] == ["jaxclp", "run", "--dataset"]
-    assert cli.main(["summarize", str(tmp_path / "cli")]) == 0  # rewrites the same summary
-    assert summary.read_text() == text
+    (tmp_path / "cli" / "summary.png").unlink()
+    assert cli.main(["summarize", str(tmp_path / "cli")]) == 0  # rewrites the same summary, and the plot
+    assert summary.read_text() == text and (tmp_path / "cli" / "summary.png").stat().st_size > 1000
 
 
 def test_cli_user_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
