@@ -34,7 +34,7 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("JAXCLP_DATA_URL", SHARED.as_uri())
     assert cli.main(ARGS + ["--out", str(tmp_path / "cli")]) == 0
     summary = tmp_path / "cli" / "summary.md"
-    assert capsys.readouterr().out.strip().endswith(str(summary))
+    assert capsys.readouterr().out.strip().splitlines()[-2:] == [str(summary), str(summary.with_suffix(".png"))]
     text = summary.read_text()
     assert "texas" in text and "clp" in text and "±" in text
     runner.run("texas", "medium", ["mlp", "clp_mlp"], 2, tmp_path / "direct", epochs=5, progress=False)
