@@ -38,30 +38,7 @@ mkdir -p "$OUT/$TARGET"
 ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
 timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/install.log" 2>&1
 { nvidia-smi -L; $PY -c "import jax, flax, optax; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"; } > "$OUT/env.txt" 2>&1
-$PY - "$TARGET" "$DATASETS" "$OUT" <<'PY'
-import json, sys
-target, datasets, out = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3]
-import os
-from jaxclp.experiments.reproduce import SHARES
-from jaxclp.paper import DAGGER_SUFFIX
-for t in (target,) + SHARES.get(target, ()):  # the target, and the targets it copies records from
-    try:
-        lines = open(f"results/{t}/results.jsonl").read().splitlines()
-    except FileNotFoundError:
-        lines = []
-    # a dataset's † variant ("<name>+dagger", which table_homophily runs for <name>) is seeded with it
-    keep = [l for l in lines if "-" in datasets
-            or (json.loads(l).get("dataset") or "").removesuffix(DAGGER_SUFFIX) in datasets]
-    os.makedirs(f"{out}/{t}", exist_ok=True)
-    open(f"{out}/{t}/results.jsonl", "w").write("".join(l + "\n" for l in keep))
-    print(f"seeded {len(keep)} record(s) of {t}")
-from jaxclp.experiments.analyses import TARGETS as FIGURES
-if target in FIGURES:  # figure targets keep their records under figures/records/<name>/: seed them all
-    import shutil
-    if os.path.isdir("results/figures/records"):
-        shutil.copytree("results/figures/records", f"{out}/figures/records", dirs_exist_ok=True)
-        print("seeded results/figures/records")
-PY
+$PY -m benchmarks.merge_records --seed "$OUT" "$TARGET" "$DATASETS"
 start=$(date +%s)
 DS_ARGS=(--datasets "$DATASETS"); [ "$DATASETS" = "-" ] && DS_ARGS=()
 timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" "${DS_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1

@@ -258,6 +258,30 @@ def test_merge_records_appends_only_the_new_lines(tmp_path):
     assert dst.read_text().count("\n") == 4  # nothing written
 
 
+def test_seed_records_for_a_device_run(tmp_path):
+    """``merge_records --seed``: the records of the datasets asked for, with their † variants (session 18: CS†
+    records were not seeded and a device run recomputed one), every record for "-", figure records for a figure."""
+    import json
+
+    from benchmarks.merge_records import seed
+
+    res = tmp_path / "results"
+    (res / "table_homophily").mkdir(parents=True)
+    recs = [{"type": "header", "dataset": "a"}, {"type": "result", "dataset": "a", "run": 0},
+            {"type": "result", "dataset": "a+dagger", "run": 0}, {"type": "result", "dataset": "b", "run": 0},
+            {"type": "result", "dataset": "ab", "run": 0}]
+    (res / "table_homophily" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "out"
+    counts = seed(out, "table_homophily", "a", results=res)
+    got = [json.loads(ln)["dataset"] for ln in (out / "table_homophily" / "results.jsonl").read_text().splitlines()]
+    assert got == ["a", "a", "a+dagger"] and counts["table_homophily"] == 3
+    assert seed(tmp_path / "all", "table_homophily", "-", results=res)["table_homophily"] == 5
+    (res / "figures" / "records" / "synthetic").mkdir(parents=True)
+    (res / "figures" / "records" / "synthetic" / "results.jsonl").write_text('{"x": 1}\n{"x": 2}\n')
+    assert seed(tmp_path / "fig", "fig5", "-", results=res)["figures/records"] == 2
+    assert (tmp_path / "fig" / "figures" / "records" / "synthetic" / "results.jsonl").exists()
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
 def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
     """benchmarks/rng.py --quick: a child with jaxclp's Threefry lowering and one with JAX's rolled
