@@ -282,6 +282,33 @@ def test_clp_dagger_sparse_features_stay_sparse_and_match_dense():
     np.testing.assert_allclose(np.abs(got[:, 16:]), np.abs(dense.features[:, 16:]), atol=1e-4)  # SVD signs
 
 
+def test_clp_dagger_block_scale():
+    """``block_scale="x_std"``: the appended standardized columns take X's mean column std (numpy, dense and CSR
+    alike); ``"unit"`` (the default, every committed † record) leaves them at unit variance."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    from jaxclp.experiments.analyses.dagger import QUICK_DAGGER, block_scale, dagger_dataset, load_dataset
+
+    ds = load_dataset("quick-syn")
+    rng = np.random.default_rng(1)
+    x = (rng.random((ds.num_nodes, 12)) < 0.2).astype(np.float32)  # binary, like bag-of-words
+    want = float(x.astype(np.float64).std(axis=0).mean())
+    assert block_scale(x, "x_std") == pytest.approx(want, rel=1e-12)
+    assert block_scale(sp.csr_matrix(x), "x_std") == pytest.approx(want, rel=1e-9)
+    assert block_scale(x, "unit") == 1.0 and block_scale(np.zeros((3, 2)), "x_std") == 1.0
+    with pytest.raises(ValueError, match="block_scale must be"):
+        block_scale(x, "huge")
+    unit, _ = dagger_dataset(dataclasses.replace(ds, features=x), QUICK_DAGGER)
+    scaled, info = dagger_dataset(dataclasses.replace(ds, features=x), dataclasses.replace(QUICK_DAGGER,
+                                                                                         block_scale="x_std"))
+    assert info["block_scale"] == pytest.approx(want, rel=1e-12)
+    np.testing.assert_array_equal(scaled.features[:, :12], x)
+    np.testing.assert_allclose(unit.features[:, 12:].std(axis=0), 1.0, rtol=1e-4)
+    np.testing.assert_allclose(scaled.features[:, 12:], want * unit.features[:, 12:], rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_clp_dagger_quick(tmp_path):
     from jaxclp.experiments.analyses import clp_dagger
