@@ -35,8 +35,10 @@ mkdir -p "$JAX_COMPILATION_CACHE_DIR" "$OUT"
   2>/dev/null && echo "xla cache seeded: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries" >> "$OUT/seed.txt"
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
 mkdir -p "$OUT/$TARGET"
-ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
-timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/install.log" 2>&1
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then  # benchmarks/device_queue.sh installs once, for its first spec
+  ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1
+  timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/install.log" 2>&1
+fi
 { nvidia-smi -L; $PY -c "import jax, flax, optax; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"; } > "$OUT/env.txt" 2>&1
 $PY -m benchmarks.merge_records --seed "$OUT" "$TARGET" "$DATASETS"
 start=$(date +%s)
