@@ -288,7 +288,7 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     for key, b in M.method_clp(M.with_prior(ctx, link), **small).items():
         np.testing.assert_allclose(np.asarray(cands[("base_prior", "link") + key]), np.asarray(b))
     cfg, val = M.select(cands, np.asarray(ctx.labels), vm, "accuracy")
-    params = runner._params(cfg, "clp", 1)
+    params = runner.chosen_params(cfg, "clp", 1)
     assert params["base_prior"] == cfg[1] and params["mlp_depth"] == 1 and "alpha" in params
     assert val == max(float(jaxclp.accuracy(jnp.asarray(b), jnp.asarray(np.where(vm, y, 0)), jnp.asarray(vm)))
                       for b in cands.values())
