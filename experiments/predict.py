@@ -24,7 +24,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, select
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -99,8 +99,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     cfg = TrainConfig(epochs=int(epochs), metric=ds.metric)
     setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR)
     ctx = setup.context(0)
-    cands = METHODS[method](ctx)
-    chosen, val_score = (getattr(cands, "rule", None) or select)(cands, np.asarray(ctx.labels), val, ds.metric)
+    cands, chosen, val_score = runner.choose(ctx, method)
     scores = _normalize(cands[chosen])
     classes = ds.label_values
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,

@@ -192,8 +192,7 @@ def get_splits(ds: Dataset, split: str, runs: int, seed: int):
             raise ValueError(f"{ds.name}: the published splits contain {bad.size} unlabelled node(s) (label -1), "
                              f"e.g. node index {bad[:5].tolist()}")
         return sp
-    return random_splits(ds.num_nodes, split, num_splits=runs, seed=seed,
-                         labelled=None if labelled.all() else labelled)
+    return random_splits(ds.num_nodes, split, num_splits=runs, seed=seed, labelled=labelled)
 
 
 def is_writer() -> bool:
@@ -468,9 +467,8 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
         num_candidates and references, if any) and the chosen candidate with its (n, K) scores.
     """
     t0 = time.perf_counter()
-    cands = METHODS[method](ctx)
+    cands, cfg_m, val = choose(ctx, method)
     y_vis, val_mask = np.asarray(ctx.labels), np.asarray(ctx.val)
-    cfg_m, val = (getattr(cands, "rule", None) or select)(cands, y_vis, val_mask, ctx.metric)
     test = score_test(ctx.metric, cands[cfg_m], labels, test_mask)
     seconds = time.perf_counter() - t0 + (mlp_seconds if method in NEEDS_PRIOR else 0.0)
     fields = {"method": method, "metric": ctx.metric, "val": val, "test": test,
@@ -478,6 +476,15 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
               "num_candidates": len(cands)}
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
     return fields, (cfg_m, val, cands[cfg_m])
+
+
+def choose(ctx: Context, method: str) -> tuple:
+    """``method``'s candidates on ``ctx`` and its choice on validation (its own rule, e.g. ``clp``'s predictor
+    first, else :func:`select`): ``(candidates, chosen key, validation score)``. Test labels are not involved."""
+    cands = METHODS[method](ctx)
+    chosen, val = (getattr(cands, "rule", None) or select)(cands, np.asarray(ctx.labels), np.asarray(ctx.val),
+                                                           ctx.metric)
+    return cands, chosen, val
 
 
 def chosen_params(cfg, method, depth) -> dict:

@@ -201,12 +201,20 @@ def check_unlabelled(labels: np.ndarray, where: str) -> None:
     if labels.size and labels.min() < -1:
         raise ValueError(f"{where}: negative labels other than -1 (the unlabelled mark), e.g. "
                          f"{np.unique(labels[labels < -1])[:5].tolist()}")
-    unl = int((labels == -1).sum())
-    if unl and unl == labels.size:
-        raise ValueError(f"{where}: every node is unlabelled (label -1); nothing to train on or score")
-    if unl:
-        warnings.warn(f"{where}: {unl} of {labels.size} node(s) have label -1 and are treated as unlabelled (in "
-                      "the graph, in no split, never scored; scikit-learn's convention)", stacklevel=3)
+    report_unlabelled(labels == -1, where)
+
+
+def report_unlabelled(unlabelled: np.ndarray, where: str, marks: str = "-1", hint: str = "") -> None:
+    """The one report of a file's unlabelled nodes (``unlabelled``: (n,) bool): ValueError naming ``where`` when every
+    node is unlabelled, else a warning with their count (none without any); ``marks`` names the label values that
+    mark them, ``hint`` is appended to the warning."""
+    k = int(np.sum(unlabelled))
+    if k and k == np.size(unlabelled):
+        raise ValueError(f"{where}: every node is unlabelled (label {marks}); nothing to train on or score")
+    if k:
+        warnings.warn(f"{where}: {k} of {np.size(unlabelled)} node(s) have label {marks} and are treated as "
+                      f"unlabelled (in the graph, in no split, never scored; scikit-learn's convention){hint}",
+                      stacklevel=4)
 
 
 def encode_labels(raw) -> tuple[np.ndarray, np.ndarray]:

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels
+from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, report_unlabelled
 from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
 
 __all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_labels_file", "read_features_file", "UNLABELLED"]
@@ -251,11 +251,7 @@ def _encode_with_unlabelled(raw: np.ndarray, path) -> tuple[np.ndarray, np.ndarr
     unl = np.isin(raw, [u for u in UNLABELLED if isinstance(u, int) == numeric])
     if not unl.any():
         return encode_labels(raw)
-    if unl.all():
-        raise ValueError(f"{path}: every node is unlabelled (label -1 or '?'); nothing to train on or score")
-    warnings.warn(f"{path}: {int(unl.sum())} of {raw.size} node(s) have label -1 or '?' and are treated as "
-                  "unlabelled (in the graph, in no split, never scored; scikit-learn's convention). If -1 is a "
-                  "class of yours (e.g. -1/+1 labels), recode it", stacklevel=3)
+    report_unlabelled(unl, str(path), "-1 or '?'", ". If -1 is a class of yours (e.g. -1/+1 labels), recode it")
     codes = np.full(raw.shape, -1, dtype=np.int32)
     codes[~unl], classes = encode_labels(raw[~unl])
     return codes, classes
