@@ -34,6 +34,9 @@ mkdir -p "$JAX_COMPILATION_CACHE_DIR" "$OUT"
 [ -f .devcache/xla-cache.tgz ] && tar xzf .devcache/xla-cache.tgz -C "$JAX_COMPILATION_CACHE_DIR" --skip-old-files \
   2>/dev/null && echo "xla cache seeded: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries" >> "$OUT/seed.txt"
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
+# Derived (†) features computed here and carried in .devdata/cache (`python -m benchmarks.dagger_blocks --cache
+# .devdata/cache NAMES`): the device then uses this machine's arrays, so its † records join the CPU-made ones
+[ -d .devdata/cache ] && export JAXCLP_CACHE=${JAXCLP_CACHE:-$PWD/.devdata/cache}
 mkdir -p "$OUT/$TARGET"
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then  # benchmarks/device_queue.sh installs once, for its first spec
   ls .whl/*.whl >/dev/null 2>&1 && $PY -m pip install -q --no-deps .whl/*.whl > "$OUT/install.log" 2>&1

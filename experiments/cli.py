@@ -156,6 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--runs", type=_positive_int, default=10)
     q.add_argument("--datasets", default=None, help="comma list overriding the target's datasets")
     q.add_argument("--data-root", default=None)
+    q.add_argument("--splits", default=None,
+                   help="comma list of split kinds to run, a subset of the target's (e.g. dense for table4)")
     q.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in the target's folders to results.stale.jsonl "
                         "and recompute them, instead of refusing")
@@ -341,9 +343,18 @@ def _main(a, argv) -> int:
               f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n{json_path}")
     elif a.cmd == "reproduce":
         datasets = a.datasets.split(",") if a.datasets else None
+        kw = {}
+        if a.splits is not None:
+            if a.target not in reproduce.SPLITS or len(reproduce.SPLITS[a.target]) < 2:
+                raise UserError(f"reproduce {a.target}: --splits is for the tables with several split kinds "
+                                f"({', '.join(t for t, s in reproduce.SPLITS.items() if len(s) > 1)})")
+            try:
+                kw["splits"] = reproduce.pick_splits(a.target, [s for s in a.splits.split(",") if s])
+            except ValueError as e:
+                raise UserError(f"reproduce --splits: {e}") from None
         with replacing_stale(a.replace_stale):
             for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
-                                                    data_root=a.data_root, argv=["jaxclp", *argv]):
+                                                    data_root=a.data_root, argv=["jaxclp", *argv], **kw):
                 print(path)
     elif a.cmd == "summarize":
         d = Path(a.dir)

@@ -34,6 +34,26 @@ i.e. the same computation) is copied into the other instead of being recomputed 
 e.g. table2's and table_gnn's ``mlp``/``gcn``/``h2gcn``, table5's and table_homophily's ACM and DBLP)."""
 
 
+SPLITS = {"table2": ("medium",), "table4": ("sparse", "dense"), "table5": ("sparse", "medium", "dense"),
+          "table_homophily": ("sparse", "medium", "dense"), "table_gnn": ("medium",), "table_ablation": ("medium",)}
+"""Each table's split kinds, in the order it runs them (``jaxclp reproduce TARGET --splits`` runs a subset)."""
+
+
+def pick_splits(target: str, splits=None) -> tuple:
+    """``splits`` (None: all of the target's, :data:`SPLITS`) in the target's order.
+
+    Raises:
+        ValueError: a split kind the target does not have (naming the target's).
+    """
+    own = SPLITS[target]
+    if splits is None:
+        return own
+    bad = [s for s in splits if s not in own]
+    if bad or not splits:
+        raise ValueError(f"{target} has the splits {', '.join(own)}; got {', '.join(bad) or 'none'}")
+    return tuple(s for s in own if s in splits)
+
+
 def _table(out: Path, target: str, datasets, splits, runs, data_root, argv, title, methods=METHODS):
     d = out / target
     reuse = [out / t for t in SHARES.get(target, ())]
@@ -50,15 +70,15 @@ def table2(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
                   "Heterophily datasets, medium split (10/10/80)")
 
 
-def table4(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
-    """Sparse (5/5/90) and dense (48/32/20) splits on the heterophily datasets."""
-    return _table(out, "table4", datasets or HETEROPHILY, ("sparse", "dense"), runs, data_root, argv,
+def table4(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, splits=None):
+    """Sparse (5/5/90) and dense (48/32/20) splits on the heterophily datasets (``splits``: a subset)."""
+    return _table(out, "table4", datasets or HETEROPHILY, pick_splits("table4", splits), runs, data_root, argv,
                   "Heterophily datasets, sparse (5/5/90) and dense (48/32/20) splits")
 
 
-def table5(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
-    """ACM and DBLP, all three label rates."""
-    return _table(out, "table5", datasets or CITATION, ("sparse", "medium", "dense"), runs, data_root, argv,
+def table5(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, splits=None):
+    """ACM and DBLP, all three label rates (``splits``: a subset)."""
+    return _table(out, "table5", datasets or CITATION, pick_splits("table5", splits), runs, data_root, argv,
                   "ACM and DBLP, sparse/medium/dense splits")
 
 
@@ -97,19 +117,22 @@ def table_ablation(out: Path, *, runs=10, datasets=None, data_root=None, argv=No
                           methods=ABLATION_METHODS, only=True)]
 
 
-def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, dagger: bool = True):
+def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, dagger: bool = True,
+                    splits=None):
     """The paper's homophily-graph table: DBLP, Coauthor CS, ACM, Coauthor Physics at sparse, medium and dense.
 
     WikiCS, the paper's fifth column, is not obtainable here (its files are not in any repository available to
     us), so it is left out. The paper reports sparse and dense only; medium is ours. With ``dagger`` the paper's
     † rows are added: C&S and CLP on ``<name>+dagger`` (features ``[X, 32 Laplacian eigenvectors, diffusion of a
     rank-64 SVD of X]``, :mod:`jaxclp.experiments.analyses.dagger`) for every dataset; sparse features (Coauthor
-    Physics) stay sparse, with the 96 dense † columns appended.
+    Physics) stay sparse, with the 96 dense † columns appended (their blocks cached per machine,
+    :func:`~jaxclp.experiments.analyses.dagger.dagger_blocks`). ``splits``: a subset of the split kinds.
     """
+    splits = pick_splits("table_homophily", splits)
     d = out / "table_homophily"
     names = datasets or HOMOPHILY
     reuse = [out / t for t in SHARES["table_homophily"]]
-    for split in ("sparse", "medium", "dense"):
+    for split in splits:
         for name in names:
             run(name, split, METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
                 reuse=reuse)
@@ -121,7 +144,7 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
         for name in names:
             ds = load(name, root=data_root)
             dds, _ = _dagger.dagger_dataset(ds, dataclasses.replace(_dagger.FULL_DAGGER, datasets=(name,)))
-            for split in ("sparse", "medium", "dense"):
+            for split in splits:
                 run(dds, split, DAGGER_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv)
     title = ("Homophily datasets (the paper's appendix table without WikiCS, which is not obtainable), "
              "sparse/medium/dense splits; † = spectral + diffusion features")

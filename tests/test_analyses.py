@@ -300,6 +300,7 @@ def test_clp_dagger_block_scale():
     assert block_scale(x, "unit") == 1.0 and block_scale(np.zeros((3, 2)), "x_std") == 1.0
     with pytest.raises(ValueError, match="block_scale must be"):
         block_scale(x, "huge")
+    assert QUICK_DAGGER.block_scale == "unit"
     unit, _ = dagger_dataset(dataclasses.replace(ds, features=x), QUICK_DAGGER)
     scaled, info = dagger_dataset(dataclasses.replace(ds, features=x), dataclasses.replace(QUICK_DAGGER,
                                                                                          block_scale="x_std"))
@@ -307,6 +308,53 @@ def test_clp_dagger_block_scale():
     np.testing.assert_array_equal(scaled.features[:, :12], x)
     np.testing.assert_allclose(unit.features[:, 12:].std(axis=0), 1.0, rtol=1e-4)
     np.testing.assert_allclose(scaled.features[:, 12:], want * unit.features[:, 12:], rtol=1e-6, atol=1e-7)
+
+
+def test_clp_dagger_blocks_cache(tmp_path, monkeypatch):
+    """The † blocks are cached per (recipe, source arrays): a second call serves the same bits without computing
+    (the eigensolver is disabled), a foreign or damaged entry is recomputed with a warning, another recipe or
+    another X is another entry, and ``cache=False`` writes nothing."""
+    import dataclasses
+
+    from jaxclp.experiments.analyses import dagger as D
+
+    ds = D.load_dataset("quick-syn")
+    cache = tmp_path / "c"
+    a, ia = D.dagger_dataset(ds, D.QUICK_DAGGER, cache=cache)
+    (entry,) = (cache / "dagger").glob("*.npz")
+    assert entry.name == f"quick-syn+dagger-{D.blocks_key(ds, D.QUICK_DAGGER)}.npz" and ia["from_cache"] is False
+
+    def boom(*args, **kw):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(D, "spectral_embedding", boom)
+    b, ib = D.dagger_dataset(ds, D.QUICK_DAGGER, cache=cache)
+    assert ib["from_cache"] is True and ib["block_scale"] == ia["block_scale"]
+    np.testing.assert_array_equal(a.features, b.features)
+    from jaxclp.experiments import runner
+
+    assert runner.dataset_sha256(a) == runner.dataset_sha256(b)
+    # another recipe or another X: another key (nothing served across them)
+    assert D.blocks_key(ds, dataclasses.replace(D.QUICK_DAGGER, block_scale="x_std")) != entry.stem.split("-")[-1]
+    other = dataclasses.replace(ds, features=np.asarray(ds.features) * 2)
+    assert D.blocks_key(other, D.QUICK_DAGGER) != D.blocks_key(ds, D.QUICK_DAGGER)
+    monkeypatch.undo()
+    # an entry renamed under this key (another dataset's blocks) is not served
+    entry.unlink()
+    D.dagger_dataset(other, D.QUICK_DAGGER, cache=cache)
+    (other_entry,) = (cache / "dagger").glob("*.npz")
+    other_entry.rename(entry)
+    with pytest.warns(UserWarning, match="not served"):
+        c, ic = D.dagger_dataset(ds, D.QUICK_DAGGER, cache=cache)
+    assert ic["from_cache"] is False
+    np.testing.assert_array_equal(a.features, c.features)
+    (cache / "dagger" / entry.name).write_bytes(b"damaged")
+    with pytest.warns(UserWarning, match="not served"):
+        D.dagger_dataset(ds, D.QUICK_DAGGER, cache=cache)
+    n = len(list((cache / "dagger").glob("*.npz")))
+    d, _ = D.dagger_dataset(ds, D.QUICK_DAGGER, cache=False)
+    np.testing.assert_array_equal(a.features, d.features)
+    assert len(list((cache / "dagger").glob("*.npz"))) == n
 
 
 @pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow

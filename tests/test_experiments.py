@@ -382,6 +382,44 @@ def test_run_releases_compiled_executables_near_the_mapping_limit(tmp_path, monk
     assert f._cache_size() == 0
 
 
+def test_reproduce_splits_runs_a_subset_in_the_targets_order(tmp_path, monkeypatch, capsys):
+    """``--splits`` (``splits=``) runs only the named split kinds of a multi-split table, in the target's own
+    order (plain and † rows of table_homophily alike); a split kind the target lacks, or a one-split target, is
+    a clear error before anything runs."""
+    from jaxclp.experiments import cli
+    from jaxclp.experiments import reproduce as R
+
+    ran = []
+    monkeypatch.setattr(R, "run", lambda name, split, *a, **k: ran.append((getattr(name, "name", name), split)))
+    monkeypatch.setattr(R, "write_summary", lambda *a, **k: tmp_path / "summary.md")
+    R.table4(tmp_path, datasets=["texas", "wiki"], splits=["dense"])
+    assert ran == [("texas", "dense"), ("wiki", "dense")]
+    ran.clear()
+    R.table5(tmp_path, datasets=["acm"], splits=["dense", "sparse"])
+    assert ran == [("acm", "sparse"), ("acm", "dense")]  # the target's order, not the argument's
+    ran.clear()
+    from jaxclp.experiments.analyses import dagger as D
+
+    monkeypatch.setattr(R, "load", lambda name, root=None: D.load_dataset("quick-syn"))
+    monkeypatch.setattr(D, "dagger_dataset", lambda ds, cfg, cache=True: (dataclasses.replace(
+        ds, name=ds.name + "+dagger"), {}))
+    R.table_homophily(tmp_path, datasets=["acm"], splits=["medium"])
+    assert ran == [("acm", "medium"), ("quick-syn+dagger", "medium")]
+    assert R.pick_splits("table_homophily") == ("sparse", "medium", "dense")
+    with pytest.raises(ValueError, match="table4 has the splits sparse, dense; got medium"):
+        R.pick_splits("table4", ["medium", "dense"])
+    ran.clear()
+    assert cli.main(["reproduce", "table4", "--splits", "medium", "--out", str(tmp_path)]) != 0
+    assert "table4 has the splits sparse, dense; got medium" in capsys.readouterr().err
+    assert cli.main(["reproduce", "table2", "--splits", "medium", "--out", str(tmp_path)]) != 0
+    assert "--splits is for the tables with several split kinds (table4, table5, table_homophily)" in \
+        capsys.readouterr().err
+    assert ran == []
+    assert cli.main(["reproduce", "table4", "--splits", "dense", "--datasets", "texas", "--out",
+                     str(tmp_path)]) == 0
+    assert ran == [("texas", "dense")]
+
+
 def test_targets_over_the_same_splits_reuse_each_other(tmp_path, monkeypatch):
     from jaxclp.experiments import reproduce as R
 

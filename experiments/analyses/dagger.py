@@ -10,14 +10,21 @@ Features of the † variant: ``[X, spectral, diffusion]``, where
   SVD of X instead of X itself (our deviation: diffusing thousands of bag-of-words columns would double the
   MLP's input width and its cost on 2 CPU cores);
 
-each appended column standardized (zero mean, unit variance). Both variants run through
+each appended column standardized (zero mean, unit variance; :attr:`DaggerConfig.block_scale` offers X's
+mean column standard deviation instead). The two appended blocks are cached (:func:`dagger_blocks`), so a † dataset
+is computed once per machine and can be carried to another one bit for bit. Both variants run through
 :func:`jaxclp.experiments.runner.run` (dataset names ``<name>`` and ``<name>+dagger``), medium split.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -42,12 +49,12 @@ class DaggerConfig:
     diffusion_steps: int = 10
     diffusion_alpha: float = 0.5
     block_scale: str = "unit"
-    """Scale of the appended (standardized) spectral and diffusion columns: ``"unit"`` (unit variance, what every
-    committed † record used) or ``"x_std"`` (the mean column standard deviation of X, so the 96 dense columns do
-    not outweigh X's: binary bag-of-words columns have std ~0.17 on DBLP/ACM). Session 18's diagnostic (the MLP
-    alone, 5 splits, README "Homophily graphs"): with "unit" DBLP sparse falls 3.4 points below X alone, with
-    "x_std" it gains 1.5; x_std helps on ACM and at dense too. Changing it changes every † dataset's arrays (its
-    records become stale)."""
+    """Scale of the appended (standardized) spectral and diffusion columns: ``"unit"`` (unit variance; the
+    default, every committed † record) or ``"x_std"`` (the mean column standard deviation of X, so the 96 dense
+    columns do not outweigh X's: binary bag-of-words columns have std ~0.17 on DBLP/ACM). Neither wins on
+    validation everywhere (session 19, the runner's ``mlp`` on 5 splits, README "Homophily graphs"): ``"x_std"``
+    is higher on DBLP sparse/medium (+3.9/+2.0 validation points), ``"unit"`` on ACM (+1.1/+0.2/+0.3) and DBLP
+    dense (+0.2). Changing it changes every † dataset's arrays (their records become stale)."""
 
 
 # Full: 10 splits, as the tables (twitch-en: 7126 nodes x 2545 dense features).
@@ -125,26 +132,105 @@ def block_scale(x, how: str) -> float:
     return s if s > 0 else 1.0
 
 
-def dagger_dataset(ds, cfg: DaggerConfig):
-    """``ds`` with ``[X, spectral, diffusion]`` features, named ``<name>+dagger``; also returns timing info."""
+BLOCKS_VERSION = 1
+"""Version of the :func:`dagger_blocks` cache entries (part of their key)."""
+
+_RECIPE_FIELDS = ("num_eigenvectors", "svd_dim", "diffusion_steps", "diffusion_alpha", "block_scale")
+
+
+def _base_features(ds):
+    """X as the † features use it: the runner's node features, a sparse X kept CSR float32."""
     x, kind = runner.node_features(ds)
     if sp.issparse(ds.features):  # keep a sparse X sparse (the runner densifies small ones itself)
         x = sp.csr_matrix(ds.features, dtype=np.float32)
+    return x, kind
+
+
+def blocks_key(ds, cfg: DaggerConfig) -> str:
+    """Cache key of ``ds``'s † blocks: the cache version, the recipe (:data:`_RECIPE_FIELDS` of ``cfg``) and the
+    sha256 of the source dataset's arrays (graph, labels, features, published splits)."""
+    recipe = {f: getattr(cfg, f) for f in _RECIPE_FIELDS}
+    blob = json.dumps({"v": BLOCKS_VERSION, "recipe": recipe, "source": runner.dataset_sha256(ds)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _compute_blocks(ds, x, cfg: DaggerConfig) -> tuple[np.ndarray, np.ndarray, dict]:
     t0 = time.perf_counter()
     spec = spectral_embedding(ds.graph, cfg.num_eigenvectors)
     t1 = time.perf_counter()
     diff = diffusion_embedding(ds.graph, x, cfg.svd_dim, cfg.diffusion_steps, cfg.diffusion_alpha)
     t2 = time.perf_counter()
     scale = block_scale(x, cfg.block_scale)
-    blocks = [(scale * standardize(b)).astype(np.float32) for b in (spec, diff)]
+    spec, diff = [(scale * standardize(b)).astype(np.float32) for b in (spec, diff)]
+    return spec, diff, {"block_scale": scale, "spectral_seconds": t1 - t0, "diffusion_seconds": t2 - t1}
+
+
+def dagger_blocks(ds, cfg: DaggerConfig, cache=True) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The two appended blocks of ``ds``'s † features: (n, num_eigenvectors) spectral and (n, svd_dim) diffusion
+    columns, float32, standardized and scaled (:attr:`DaggerConfig.block_scale`), and an info dict.
+
+    They come from the host's scipy (ARPACK ``eigsh``, ``svds``), whose bits differ between machines (another
+    numpy/BLAS), and the runner identifies a derived dataset by a hash of its arrays: computed on two machines,
+    one † dataset would be two configurations. So the blocks are cached as ``<cache>/dagger/<name>+dagger-<key>.npz``
+    (:func:`blocks_key`; numeric arrays only, written atomically, the entry's own name recorded and checked): the
+    first computation is reused on later calls, and a cache folder carried to another machine (e.g. ``JAXCLP_CACHE``
+    pointing at it there) gives that machine the same arrays, hence the same configuration.
+
+    Args:
+        ds: the source :class:`~jaxclp.datasets.Dataset`.
+        cfg: the recipe (:class:`DaggerConfig`).
+        cache: True for ``$JAXCLP_CACHE`` (default ``<user cache dir>/_processed``), a directory, or False to
+            compute without caching. An unreadable or foreign entry is recomputed with a warning.
+    """
+    x, _ = _base_features(ds)
+    if cache is False:
+        spec, diff, info = _compute_blocks(ds, x, cfg)
+        return spec, diff, dict(info, from_cache=False)
+    from jaxclp.datasets.fetch import processed_dir
+
+    key = blocks_key(ds, cfg)
+    path = processed_dir(cache) / "dagger" / f"{ds.name}+dagger-{key}.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(bytes(z["meta"]).decode())
+                if meta.get("entry") != path.stem:
+                    raise ValueError(f"the entry was written as {meta.get('entry')!r}, not {path.stem!r}")
+                spec, diff = z["spectral"], z["diffusion"]
+            if spec.shape[0] != ds.num_nodes or diff.shape[0] != ds.num_nodes:
+                raise ValueError(f"{spec.shape[0]}/{diff.shape[0]} rows for {ds.num_nodes} nodes")
+            return spec, diff, dict(meta["info"], from_cache=True)
+        except Exception as e:  # noqa: BLE001  (damaged, foreign or old entry: recompute)
+            warnings.warn(f"{path}: not served ({e}); recomputing the † blocks", stacklevel=2)
+    spec, diff, info = _compute_blocks(ds, x, cfg)
+    meta = {"entry": path.stem, "version": BLOCKS_VERSION, "info": info}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            np.savez(out, spectral=spec, diffusion=diff,
+                     meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return spec, diff, dict(info, from_cache=False)
+
+
+def dagger_dataset(ds, cfg: DaggerConfig, cache=True):
+    """``ds`` with ``[X, spectral, diffusion]`` features, named ``<name>+dagger``; also returns an info dict
+    (dimensions, the block scale, the seconds the blocks took where computed). ``cache``: as
+    :func:`dagger_blocks`."""
+    x, kind = _base_features(ds)
+    spec, diff, binfo = dagger_blocks(ds, cfg, cache)
+    blocks = [spec, diff]
     if sp.issparse(x):  # deezer-europe, Coauthor Physics: keep X sparse, append the 2 dense blocks as CSR
         feats = sp.hstack([x.astype(np.float32)] + [sp.csr_matrix(b) for b in blocks], format="csr")
     else:
         feats = np.hstack([x] + blocks).astype(np.float32)
-    info = {"base_features": kind, "base_dim": int(x.shape[1]), "block_scale": scale,
+    info = {"base_features": kind, "base_dim": int(x.shape[1]), **binfo,
             "spectral_dim": int(spec.shape[1]),
-            "diffusion_dim": int(diff.shape[1]), "dagger_dim": int(feats.shape[1]),
-            "spectral_seconds": t1 - t0, "diffusion_seconds": t2 - t1}
+            "diffusion_dim": int(diff.shape[1]), "dagger_dim": int(feats.shape[1])}
     return dataclasses.replace(ds, name=f"{ds.name}+dagger", features=feats), info
 
 
