@@ -153,14 +153,15 @@ def test_fig6_quick_distance_decreases_with_labels(tmp_path):
     assert rows[0.01]["single_class_runs"] == [0, 1] and rows[0.48]["single_class_runs"] == []
     recs = common.last_results(tmp_path / "figures" / "records" / "fig6_quick" / runner.RESULTS_FILE)
     for i in (0, 1):
-        flag = recs[("quick-syn-h0", "1/1/98", i, "clp")]["single_class"]
+        flag = recs[("quick-syn-h0", "1/1/98", i, "clp_mlp")]["single_class"]
         assert sorted(flag) == ["train", "validation"] and all(len(v) == 1 for v in flag.values())
-        assert "single_class" not in recs[("quick-syn-h0", "48/32/20", i, "clp")]
+        assert "single_class" not in recs[("quick-syn-h0", "48/32/20", i, "clp_mlp")]
     dist = {f: r["distance"]["mean"] for f, r in rows.items()}
     assert dist[0.48] < dist[0.1] < dist[0.01], dist
     assert dist[0.48] < 0.5 * rows[0.48]["distance_uniform"]["mean"]
     for r in rows.values():
-        assert r["clp"]["n"] == 2 and 0.0 <= r["clp"]["mean"] <= 1.0
+        assert r["clp_mlp"]["n"] == 2 and 0.0 <= r["clp_mlp"]["mean"] <= 1.0
+        assert "clp" not in r  # Fig. 6's CLP is CLP on the MLP prior
 
 
 def test_fig5_quick_paired_differences(tmp_path):
@@ -199,9 +200,9 @@ def test_fig4_quick(tmp_path):
     assert all(_png_ok(p) for p in paths[1:])
     data = json.loads(paths[0].read_text())
     rows = data["rows"]
-    gauss = {"mlp", "lp", "cs", "clp_star", "clp", "gcn"}
+    gauss = {"mlp", "lp", "cs", "clp_star", "clp_mlp", "gcn"}  # Fig. 4's CLP: on the MLP prior
     assert {(r["features"], r["method"]) for r in rows} == \
-        {("gaussian", m) for m in gauss} | {("quick-real", "mlp"), ("quick-real", "clp")}
+        {("gaussian", m) for m in gauss} | {("quick-real", "mlp"), ("quick-real", "clp_mlp")}
     assert len(rows) == 3 * (len(gauss) + 2) and all(r["n"] == 2 for r in rows)
     assert all(abs(r["h_realized"] - r["h"]) < 0.01 for r in rows)  # the generator hits the grid
     _rows_match_records(rows, Path(data["records"]), lambda r, i: (r["dataset"], r["split"], i, r["method"]))

@@ -31,9 +31,11 @@ QUICK_ENV = "JAXCLP_ANALYSES_QUICK"
 QUICK = os.environ.get(QUICK_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 METHOD_LABELS = {"mlp": "MLP", "link": "LINK", "lp": "LP", "cs": "C&S", "clp_star": "CLP*", "clp": "CLP",
+                 "clp_mlp": "CLP (MLP prior)",
                  "clp_paper": "CLP (paper update)", "gcn": "GCN", "h2gcn": "H2GCN"}
 METHOD_STYLE = {"mlp": ("tab:gray", "o"), "link": ("tab:olive", "v"), "lp": ("tab:brown", "s"),
                 "cs": ("tab:green", "^"), "clp_star": ("tab:orange", "D"), "clp": ("tab:red", "*"),
+                "clp_mlp": ("tab:red", "*"),
                 "clp_paper": ("tab:pink", "P"), "gcn": ("tab:blue", "x"), "h2gcn": ("tab:purple", "+")}
 
 
