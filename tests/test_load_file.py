@@ -276,11 +276,12 @@ def test_edge_list_fast_reader_equals_the_line_by_line_one(tmp_path, monkeypatch
 
     def read_all():
         out = []
-        for f in (files.read_edge_list, files.read_edge_weights):
+        for f in (files.read_edge_list, files.read_edge_weights, files.read_weighted_edge_list):
             try:
-                out.append(f(p))
+                got = f(p)
+                out.extend(got if isinstance(got, tuple) else (got,))
             except ValueError as err:
-                out.append(str(err))
+                out.extend((str(err),) * (2 if f is files.read_weighted_edge_list else 1))
         return out
 
     fast = read_all()
@@ -296,6 +297,14 @@ def test_edge_list_fast_reader_equals_the_line_by_line_one(tmp_path, monkeypatch
             np.testing.assert_array_equal(a, b)
     if "Directed" in text:
         np.testing.assert_array_equal(fast[0], [[0, 1, 2], [1, 2, 3]])
+    # the one-pass weighted reader gives what the two separate readers give (edges or their error, then weights
+    # or theirs; the first error wins when both fail)
+    err = next((x for x in fast[:2] if isinstance(x, str)), None)
+    for got, want in zip(fast[2:], (err, err) if err else fast[:2]):
+        if isinstance(want, str):
+            assert got == want
+        else:
+            np.testing.assert_array_equal(got, want)
 
 
 def test_features_json_keyed_by_node_id_and_csv_fast_path(tmp_path, monkeypatch):

@@ -38,7 +38,8 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, report_unlabelled
 from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
 
-__all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_labels_file", "read_features_file", "UNLABELLED"]
+__all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_weighted_edge_list", "read_labels_file",
+           "read_features_file", "UNLABELLED"]
 
 UNLABELLED = (-1, "-1", "?")
 """Label values of a labels file that mark an unlabelled node."""
@@ -121,10 +122,31 @@ def read_edge_weights(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row without a third field, a weight that is not a finite nonnegative number (file, line).
     """
+    return read_weighted_edge_list(path, node_ids)[1]
+
+
+_WEIGHTED_ROW = np.dtype([("u", np.int64), ("v", np.int64), ("w", np.float64)])
+
+
+def read_weighted_edge_list(path, node_ids=None) -> tuple[np.ndarray, np.ndarray]:
+    """An edge list with a weight column, parsed once: what :func:`read_edge_list` and :func:`read_edge_weights`
+    return, i.e. ``((2, m) node ids as listed, (m,) float64 weights)``, same rules and errors (a large file is read
+    by numpy's C parser in one pass; anything irregular goes to the line-by-line reader, which names the line).
+
+    Raises:
+        ValueError: as :func:`read_edge_list` and :func:`read_edge_weights`.
+    """
     if node_ids is None:
-        fast = _fast_columns(path, (2,), np.float64, 2)
-        if fast is not None and np.all(np.isfinite(fast)) and (fast.size == 0 or fast.min() >= 0):
-            return fast[:, 0]
+        fast = _fast_columns(path, (0, 1, 2), _WEIGHTED_ROW, 2)
+        if fast is not None:
+            fast = fast.ravel()
+            w = np.ascontiguousarray(fast["w"])
+            if np.all(np.isfinite(w)) and (w.size == 0 or w.min() >= 0):
+                return np.stack([fast["u"], fast["v"]]), w
+    return read_edge_list(path, node_ids), _weights_line_by_line(path, node_ids)
+
+
+def _weights_line_by_line(path, node_ids) -> np.ndarray:
     rows = _edge_rows(path, node_ids)
     w = np.empty(len(rows), np.float64)
     for j, (line, toks) in enumerate(rows):
@@ -414,8 +436,10 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         by_index[row_to_index] = raw_labels
         codes, classes = _encode_with_unlabelled(by_index, labels)
         string_ids = None if ids.dtype.kind in "iu" else ids
-        edges = read_edge_list(path, string_ids)
-        weights = read_edge_weights(path, string_ids) if weighted else None
+        if weighted:
+            edges, weights = read_weighted_edge_list(path, string_ids)
+        else:
+            edges, weights = read_edge_list(path, string_ids), None
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
