@@ -94,8 +94,9 @@ def _add_graph_source(parser) -> None:
                           "'?' marks an unlabelled node)")
     parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
     parser.add_argument("--features", metavar="FILE",
-                        help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in the "
-                             "labels file's order) or .json ({node id: [feature ids]})")
+                        help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "
+                             "order: by id for ids 0..n-1, else the labels file's row order; or, for non-integer "
+                             "ids, a first column of node ids) or .json ({node id: [feature ids]})")
     parser.add_argument("--directed", action="store_true",
                         help="keep the edge direction of --graph (default: undirected, both directions stored)")
     parser.add_argument("--weighted", action="store_true",

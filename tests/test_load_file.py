@@ -195,6 +195,39 @@ def test_edge_list_with_string_node_ids(tmp_path):
     np.testing.assert_array_equal(ds3.labels, [1, -1, 1, 0])
 
 
+def test_features_csv_keyed_by_string_node_ids(tmp_path):
+    """With string node ids, a features CSV whose first column is the node id places each row by id (any order,
+    header or not); a node without a row, a repeated or unknown id, a ragged row and an id column on a graph
+    with integer ids are errors naming the file and the ids."""
+    e, lab, f = tmp_path / "g.csv", tmp_path / "y.csv", tmp_path / "x.csv"
+    lab.write_text("bob,red\nann,blue\ncy,red\n")
+    e.write_text("ann,bob\nbob,cy\n")
+    f.write_text("node,f1,f2\ncy,3,30\nbob,1,10\nann,2,20\n")
+    ds = D.load_file(e, labels=lab, features=f)
+    np.testing.assert_array_equal(ds.node_ids, ["bob", "ann", "cy"])
+    np.testing.assert_array_equal(ds.features, [[1, 10], [2, 20], [3, 30]])  # by id, not by row
+    f.write_text("cy,3,30\nbob,1,10\nann,2,20\n")  # no header
+    np.testing.assert_array_equal(D.load_file(e, labels=lab, features=f).features, ds.features)
+    for text, msg in [("cy,3,30\nbob,1,10\n", r"x\.csv: 1 of 3 nodes have no features row, e\.g\. \['ann'\]"),
+                      ("cy,3,30\nbob,1,10\nann,2,20\nbob,1,11\n", r"x\.csv: 1 node id\(s\) have more than one.*bob"),
+                      ("cy,3,30\nbob,1,10\nann,2,20\nzed,0,0\n", r"x\.csv: the features rows' ids contain 1 node.*zed"),
+                      ("cy,3,30\nbob,1\nann,2,20\n", r"x\.csv: line 2: expected a node id and 2 numbers"),
+                      ("cy,3,30\nbob,1,ten\nann,2,20\n", r"x\.csv: line 2: non-numeric value")]:
+        f.write_text(text)
+        with pytest.raises(ValueError, match=msg):
+            D.load_file(e, labels=lab, features=f)
+    lab.write_text("10,red\n20,blue\n30,red\n")  # integer ids: an id column of strings is refused
+    e.write_text("10,20\n")
+    f.write_text("n10,1,2\nn20,3,4\nn30,5,6\n")
+    msg = r"x\.csv: line 1: the first column holds non-numeric ids \('n10'\) but the graph's node ids are integers"
+    with pytest.raises(ValueError, match=msg):
+        D.load_file(e, labels=lab, features=f)
+    lab.write_text("0,red\n1,blue\n2,red\n")  # ids 0..n-1
+    e.write_text("0,1\n")
+    with pytest.raises(ValueError, match=msg):
+        D.load_file(e, labels=lab, features=f)
+
+
 def test_weighted_edge_list(tmp_path):
     """``weighted=True``: the third column is the edge weight; both directions of an undirected edge carry it, a
     repeated edge keeps its largest weight, and the symmetric normalization is the weighted one (numpy)."""

@@ -287,7 +287,8 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     dense array. ``.json``: ``{"<node id>": [feature ids, ...]}`` (the MUSAE layout: binary features keyed by the
     node ids of ``index``, so no row order is assumed; a node absent from the file gets a zero row; one column
     per feature id that occurs). Anything else: a numeric text matrix (``,``/TAB/space separated, optional
-    header line).
+    header line), rows in node-index order — or, when the labels file's ids are not integers (``n17``), rows
+    keyed by a first column of node ids, in any order (every node exactly once).
 
     Args:
         path: the file.
@@ -340,7 +341,12 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     elif (fast := _fast_columns(path, None, np.float32, 1)) is not None and fast.shape[0] > 0:
         x = fast  # numpy's C reader; irregular files go line by line below, which names the line
     else:
-        rows = _drop_header(_rows(path), path, 1)
+        rows = _rows(path)
+        if rows and len(rows[0][1]) > 1 and not any(_is_number(t) for t in rows[0][1][1:]):
+            rows = rows[1:]  # a header line: no number after its first field
+        if rows and not _is_number(rows[0][1][0]) and all(_is_number(t) for t in rows[0][1][1:]):
+            return _id_keyed_features(path, rows, num_nodes, index)
+        rows = _drop_header(rows, path, 1)
         if not rows:
             raise ValueError(f"{path}: empty features file")
         d = len(rows[0][1])
@@ -357,6 +363,44 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     if not sp.issparse(x) and not np.all(np.isfinite(x)):
         raise ValueError(f"{path}: features contain NaN or inf")
     return x
+
+
+def _id_keyed_features(path, rows, num_nodes: int, index) -> np.ndarray:
+    """A text features file whose first column is the node id (``id,x1,x2,...`` per line, ids as in the labels
+    file, e.g. ``n17``): rows placed by id, in any order. Every node needs exactly one row.
+
+    Raises:
+        ValueError: ids unknown to the labels file, repeated ids, nodes without a row, ragged or non-numeric rows
+            (file, line and ids named).
+    """
+    d = len(rows[0][1]) - 1
+    ids = np.array([t[0].decode(errors="replace") for _, t in rows])
+    if index is None or np.issubdtype(index.ids.dtype, np.integer):
+        raise ValueError(f"{path}: line {rows[0][0]}: the first column holds non-numeric ids ({str(ids[0])!r}) but "
+                         "the graph's node ids are integers: give the features in node order, without an id column")
+    x = np.empty((len(rows), d), np.float32)
+    for j, (line, toks) in enumerate(rows):
+        if len(toks) != d + 1:
+            raise ValueError(f"{path}: line {line}: expected a node id and {d} numbers like the first row, got "
+                             f"{len(toks)} fields")
+        try:
+            x[j] = [float(t) for t in toks[1:]]
+        except ValueError:
+            raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
+    uniq, counts = np.unique(ids, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"{path}: {int(np.sum(counts > 1))} node id(s) have more than one features row, e.g. "
+                         f"{uniq[counts > 1][:5].tolist()}")
+    at = index.index(ids, f"{path}: the features rows' ids")
+    if at.size != num_nodes:
+        missing = np.setdiff1d(np.arange(num_nodes), at)
+        raise ValueError(f"{path}: {missing.size} of {num_nodes} nodes have no features row, e.g. "
+                         f"{index.ids[missing[:5]].tolist()}")
+    out = np.empty_like(x)
+    out[at] = x
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{path}: features contain NaN or inf")
+    return out
 
 
 def _npz_kind(path) -> str:
