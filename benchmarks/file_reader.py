@@ -5,6 +5,9 @@
   a temporary file; :func:`read_edge_list` with the fast path, and with it disabled (the line-by-line reader);
   alternating, median (min) of ``repeats`` each, the two arrays checked equal.
 * ``features``: a CSV features matrix of ``nodes`` x ``dim`` floats, :func:`read_features_file` likewise.
+* ``weighted``: a weighted edge list (``u,v,w`` lines) parsed in one pass (:func:`read_weighted_edge_list`, what
+  ``load_file(..., weighted=True)`` uses) vs two (:func:`read_edge_list`, then the weight column: how it was read
+  before session 19), both by the C reader; alternating, the arrays checked equal.
 * ``load_file``: the whole :func:`jaxclp.datasets.load_file` (labels file + edge list: parsing, id map, graph).
 
 Usage: ``python -m jaxclp.benchmarks.file_reader [--quick] [--out DIR]`` (also ``python -m jaxclp.benchmarks.run
@@ -91,6 +94,38 @@ def features(cfg: dict) -> dict:
     return row
 
 
+def weighted(cfg: dict) -> dict:
+    from jaxclp.datasets import files
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "w.csv"
+        rng = np.random.default_rng(2)
+        e = rng.integers(0, cfg["nodes"], (cfg["edges"], 2))
+        with open(path, "w") as f:
+            f.write("src,dst,weight\n")
+            f.write("\n".join(f"{a},{b},{w:.6f}" for (a, b), w in zip(e, rng.random(cfg["edges"]))) + "\n")
+        two = lambda: (files.read_edge_list(path), files._fast_columns(path, (2,), np.float64, 2)[:, 0])  # noqa: E731
+        times = {"fast": [], "slow": []}
+        foreign = {"fast": [], "slow": []}
+        out = {}
+        for _ in range(cfg["repeats"]):
+            for mode, fn in (("fast", lambda: files.read_weighted_edge_list(path)), ("slow", two)):
+                with C.CpuMonitor() as mon:
+                    t = time.perf_counter()
+                    out[mode] = fn()
+                    times[mode].append(time.perf_counter() - t)
+                foreign[mode].append(mon.foreign_cores)
+        row = {}
+        for mode in ("fast", "slow"):
+            row[f"{mode}_s"] = statistics.median(times[mode])
+            row[f"{mode}_min_s"] = min(times[mode])
+            row[f"{mode}_foreign_cores"] = statistics.median(foreign[mode])
+        row["speedup"] = row["slow_s"] / row["fast_s"]
+        row.update(edges=cfg["edges"], file_mib=path.stat().st_size / 2**20,
+                   equal=all(np.array_equal(a, b) for a, b in zip(out["fast"], out["slow"])))
+    return row
+
+
 def load_file(cfg: dict) -> dict:
     from jaxclp.datasets import load_file as load
 
@@ -110,7 +145,11 @@ def write_markdown(path: Path, payload: dict) -> None:
                       ("features", lambda r: f"CSV features {r['shape'][0]:,} x {r['shape'][1]} "
                                              f"({r['file_mib']:.1f} MiB)"),
                       ("load_file", lambda r: f"load_file: labels + edge list ({r['nodes']:,} nodes, "
-                                              f"{r['edges']:,} lines -> {r['graph_edges']:,} directed edges)")):
+                                              f"{r['edges']:,} lines -> {r['graph_edges']:,} directed edges)"),
+                      ("weighted", lambda r: f"weighted edge list, {r['edges']:,} lines ({r['file_mib']:.1f} MiB): "
+                                             "one pass (C reader column) vs two passes (C reader column)")):
+        if key not in payload:
+            continue
         r = payload[key]
         rows.append([what(r), s(r, "fast"), s(r, "slow"), f"{r['speedup']:.1f}x",
                      f"{r['fast_foreign_cores']:.1f} / {r['slow_foreign_cores']:.1f}", "yes" if r["equal"] else "NO"])
@@ -123,7 +162,8 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict:
-    return C.sections_main("file_reader", __doc__, {"edges": edges, "features": features, "load_file": load_file},
+    return C.sections_main("file_reader", __doc__, {"edges": edges, "features": features, "load_file": load_file,
+                                                    "weighted": weighted},
                            FULL, QUICK, write_markdown, argv, out)
 
 

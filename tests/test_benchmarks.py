@@ -321,6 +321,7 @@ def test_file_reader_quick_paths_agree(tmp_path):
     from jaxclp.benchmarks import file_reader
 
     payload = file_reader.main(["--quick", "--out", str(tmp_path)])
-    assert all(payload[k]["equal"] for k in ("edges", "features", "load_file"))
+    assert all(payload[k]["equal"] for k in ("edges", "features", "load_file", "weighted"))
     assert payload["edges"]["edges"] == 10_000 and payload["load_file"]["graph_edges"] > 0
-    assert "| edge list, 10,000 lines" in (tmp_path / "file_reader.md").read_text()
+    md = (tmp_path / "file_reader.md").read_text()
+    assert "| edge list, 10,000 lines" in md and "| weighted edge list, 10,000 lines" in md
