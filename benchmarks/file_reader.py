@@ -29,8 +29,9 @@ FULL = {"nodes": 200_000, "edges": 1_000_000, "dim": 32, "repeats": 5}
 QUICK = {"nodes": 2_000, "edges": 10_000, "dim": 8, "repeats": 2}
 
 
-def _alternate(fast_fn, slow_fn, repeats: int) -> tuple[dict, object, object]:
-    """Runs fast, slow, fast, slow, ... ``repeats`` times each (each pair under the same load)."""
+def _alternate(fast_fn, slow_fn, repeats: int, disable_fast_path: bool = True) -> tuple[dict, object, object]:
+    """Runs fast, slow, fast, slow, ... ``repeats`` times each (each pair under the same load); with
+    ``disable_fast_path`` the C reader is switched off while ``slow_fn`` runs (the line-by-line reader)."""
     from jaxclp.datasets import files
 
     times = {"fast": [], "slow": []}
@@ -39,7 +40,7 @@ def _alternate(fast_fn, slow_fn, repeats: int) -> tuple[dict, object, object]:
     original = files._fast_columns
     for _ in range(repeats):
         for mode, fn in (("fast", fast_fn), ("slow", slow_fn)):
-            if mode == "slow":
+            if mode == "slow" and disable_fast_path:
                 files._fast_columns = lambda *a, **k: None
             try:
                 with C.CpuMonitor() as mon:
@@ -105,24 +106,10 @@ def weighted(cfg: dict) -> dict:
             f.write("src,dst,weight\n")
             f.write("\n".join(f"{a},{b},{w:.6f}" for (a, b), w in zip(e, rng.random(cfg["edges"]))) + "\n")
         two = lambda: (files.read_edge_list(path), files._fast_columns(path, (2,), np.float64, 2)[:, 0])  # noqa: E731
-        times = {"fast": [], "slow": []}
-        foreign = {"fast": [], "slow": []}
-        out = {}
-        for _ in range(cfg["repeats"]):
-            for mode, fn in (("fast", lambda: files.read_weighted_edge_list(path)), ("slow", two)):
-                with C.CpuMonitor() as mon:
-                    t = time.perf_counter()
-                    out[mode] = fn()
-                    times[mode].append(time.perf_counter() - t)
-                foreign[mode].append(mon.foreign_cores)
-        row = {}
-        for mode in ("fast", "slow"):
-            row[f"{mode}_s"] = statistics.median(times[mode])
-            row[f"{mode}_min_s"] = min(times[mode])
-            row[f"{mode}_foreign_cores"] = statistics.median(foreign[mode])
-        row["speedup"] = row["slow_s"] / row["fast_s"]
+        row, a, b = _alternate(lambda: files.read_weighted_edge_list(path), two, cfg["repeats"],
+                               disable_fast_path=False)
         row.update(edges=cfg["edges"], file_mib=path.stat().st_size / 2**20,
-                   equal=all(np.array_equal(a, b) for a, b in zip(out["fast"], out["slow"])))
+                   equal=all(np.array_equal(x, y) for x, y in zip(a, b)))
     return row
 
 
