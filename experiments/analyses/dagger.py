@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -182,10 +180,15 @@ def dagger_blocks(ds, cfg: DaggerConfig, cache=True) -> tuple[np.ndarray, np.nda
         cache: True for ``$JAXCLP_CACHE`` (default ``<user cache dir>/_processed``), a directory, or False to
             compute without caching. An unreadable or foreign entry is recomputed with a warning.
     """
-    x, _ = _base_features(ds)
+    return _blocks(ds, _base_features(ds)[0], cfg, cache)
+
+
+def _blocks(ds, x, cfg: DaggerConfig, cache) -> tuple[np.ndarray, np.ndarray, dict]:
+    """:func:`dagger_blocks` with X (:func:`_base_features`) given."""
     if cache is False:
         spec, diff, info = _compute_blocks(ds, x, cfg)
         return spec, diff, dict(info, from_cache=False)
+    from jaxclp.datasets.cache import atomic_savez
     from jaxclp.datasets.fetch import processed_dir
 
     key = blocks_key(ds, cfg)
@@ -204,16 +207,7 @@ def dagger_blocks(ds, cfg: DaggerConfig, cache=True) -> tuple[np.ndarray, np.nda
             warnings.warn(f"{path}: not served ({e}); recomputing the † blocks", stacklevel=2)
     spec, diff, info = _compute_blocks(ds, x, cfg)
     meta = {"entry": path.stem, "version": BLOCKS_VERSION, "info": info}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            np.savez(out, spectral=spec, diffusion=diff,
-                     meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_savez(path, spectral=spec, diffusion=diff, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
     return spec, diff, dict(info, from_cache=False)
 
 
@@ -222,7 +216,7 @@ def dagger_dataset(ds, cfg: DaggerConfig, cache=True):
     (dimensions, the block scale, the seconds the blocks took where computed). ``cache``: as
     :func:`dagger_blocks`."""
     x, kind = _base_features(ds)
-    spec, diff, binfo = dagger_blocks(ds, cfg, cache)
+    spec, diff, binfo = _blocks(ds, x, cfg, cache)
     blocks = [spec, diff]
     if sp.issparse(x):  # deezer-europe, Coauthor Physics: keep X sparse, append the 2 dense blocks as CSR
         feats = sp.hstack([x.astype(np.float32)] + [sp.csr_matrix(b) for b in blocks], format="csr")

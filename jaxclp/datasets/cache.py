@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import RawData
 from jaxclp.datasets.registry import DatasetSpec
 
-__all__ = ["CACHE_VERSION", "cache_key", "cache_path", "save_raw", "load_raw", "source_identity"]
+__all__ = ["CACHE_VERSION", "atomic_savez", "cache_key", "cache_path", "save_raw", "load_raw", "source_identity"]
 
 CACHE_VERSION = 2  # 2: entries record their own name/key and source sha256s (content check)
 
@@ -99,6 +99,13 @@ def save_raw(path: Path, raw: RawData, sources: list | None = None) -> None:
         arrays.update(split_train=raw.splits[0], split_val=raw.splits[1], split_test=raw.splits[2])
     if raw.node_ids is not None:
         arrays["node_ids"] = np.asarray(raw.node_ids)
+    atomic_savez(path, **arrays)
+
+
+def atomic_savez(path: Path, **arrays) -> None:
+    """``np.savez(path, **arrays)`` through a temporary file in the same folder and a rename, so a reader never
+    sees a partial file (folders created as needed)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:

@@ -143,11 +143,11 @@ def read_weighted_edge_list(path, node_ids=None) -> tuple[np.ndarray, np.ndarray
             w = np.ascontiguousarray(fast["w"])
             if np.all(np.isfinite(w)) and (w.size == 0 or w.min() >= 0):
                 return np.stack([fast["u"], fast["v"]]), w
-    return read_edge_list(path, node_ids), _weights_line_by_line(path, node_ids)
-
-
-def _weights_line_by_line(path, node_ids) -> np.ndarray:
     rows = _edge_rows(path, node_ids)
+    return _ids_from_rows(rows, path, node_ids), _weights_from_rows(rows, path)
+
+
+def _weights_from_rows(rows, path) -> np.ndarray:
     w = np.empty(len(rows), np.float64)
     for j, (line, toks) in enumerate(rows):
         try:
@@ -196,7 +196,11 @@ def read_edge_list(path, node_ids=None) -> np.ndarray:
         fast = _fast_columns(path, (0, 1), np.int64, 2)
         if fast is not None:
             return np.ascontiguousarray(fast.T)
-    rows = _edge_rows(path, node_ids)
+    return _ids_from_rows(_edge_rows(path, node_ids), path, node_ids)
+
+
+def _ids_from_rows(rows, path, node_ids) -> np.ndarray:
+    """(2, m) node ids of :func:`_edge_rows`' rows: str with ``node_ids``, else int64 (errors name the line)."""
     if node_ids is not None:
         return np.array([[t[0].decode(errors="replace") for _, t in rows],
                          [t[1].decode(errors="replace") for _, t in rows]]).reshape(2, len(rows))
@@ -344,20 +348,12 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         rows = _rows(path)
         if rows and len(rows[0][1]) > 1 and not any(_is_number(t) for t in rows[0][1][1:]):
             rows = rows[1:]  # a header line: no number after its first field
-        if rows and not _is_number(rows[0][1][0]) and all(_is_number(t) for t in rows[0][1][1:]):
-            return _id_keyed_features(path, rows, num_nodes, index)
-        rows = _drop_header(rows, path, 1)
+        keyed = bool(rows) and not _is_number(rows[0][1][0]) and all(_is_number(t) for t in rows[0][1][1:])
+        if not keyed:
+            rows = _drop_header(rows, path, 1)
         if not rows:
             raise ValueError(f"{path}: empty features file")
-        d = len(rows[0][1])
-        x = np.empty((len(rows), d), np.float32)
-        for j, (line, toks) in enumerate(rows):
-            if len(toks) != d:
-                raise ValueError(f"{path}: line {line}: expected {d} numbers like the first row, got {len(toks)}")
-            try:
-                x[j] = [float(t) for t in toks]
-            except ValueError:
-                raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
+        x = _features_by_id(path, rows, num_nodes, index) if keyed else _numeric_rows(path, rows)
     if x.shape[0] != num_nodes:
         raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes")
     if not sp.issparse(x) and not np.all(np.isfinite(x)):
@@ -365,28 +361,36 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     return x
 
 
-def _id_keyed_features(path, rows, num_nodes: int, index) -> np.ndarray:
-    """A text features file whose first column is the node id (``id,x1,x2,...`` per line, ids as in the labels
-    file, e.g. ``n17``): rows placed by id, in any order. Every node needs exactly one row.
+def _numeric_rows(path, rows, id_column: bool = False) -> np.ndarray:
+    """(len(rows), d) float32 of text rows of d numbers each (after a node id with ``id_column``); a ragged or
+    non-numeric row is an error naming the file and line."""
+    skip = int(id_column)
+    d = len(rows[0][1]) - skip
+    want = f"a node id and {d} numbers" if id_column else f"{d} numbers"
+    x = np.empty((len(rows), d), np.float32)
+    for j, (line, toks) in enumerate(rows):
+        if len(toks) != d + skip:
+            raise ValueError(f"{path}: line {line}: expected {want} like the first row, got {len(toks)}")
+        try:
+            x[j] = [float(t) for t in toks[skip:]]
+        except ValueError:
+            raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
+    return x
+
+
+def _features_by_id(path, rows, num_nodes: int, index) -> np.ndarray:
+    """The rows of a text features file whose first column is the node id (``id,x1,x2,...`` per line, ids as in the
+    labels file, e.g. ``n17``), placed by id, in any order. Every node needs exactly one row.
 
     Raises:
-        ValueError: ids unknown to the labels file, repeated ids, nodes without a row, ragged or non-numeric rows
-            (file, line and ids named).
+        ValueError: integer node ids (no id column then), ragged or non-numeric rows, repeated ids, ids unknown to
+            the labels file, nodes without a row (file, line and ids named).
     """
-    d = len(rows[0][1]) - 1
     ids = np.array([t[0].decode(errors="replace") for _, t in rows])
     if index is None or np.issubdtype(index.ids.dtype, np.integer):
         raise ValueError(f"{path}: line {rows[0][0]}: the first column holds non-numeric ids ({str(ids[0])!r}) but "
                          "the graph's node ids are integers: give the features in node order, without an id column")
-    x = np.empty((len(rows), d), np.float32)
-    for j, (line, toks) in enumerate(rows):
-        if len(toks) != d + 1:
-            raise ValueError(f"{path}: line {line}: expected a node id and {d} numbers like the first row, got "
-                             f"{len(toks)} fields")
-        try:
-            x[j] = [float(t) for t in toks[1:]]
-        except ValueError:
-            raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
+    x = _numeric_rows(path, rows, id_column=True)
     uniq, counts = np.unique(ids, return_counts=True)
     if np.any(counts > 1):
         raise ValueError(f"{path}: {int(np.sum(counts > 1))} node id(s) have more than one features row, e.g. "
@@ -398,8 +402,6 @@ def _id_keyed_features(path, rows, num_nodes: int, index) -> np.ndarray:
                          f"{index.ids[missing[:5]].tolist()}")
     out = np.empty_like(x)
     out[at] = x
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"{path}: features contain NaN or inf")
     return out
 
 
