@@ -304,7 +304,8 @@ def test_link_gcn_h2gcn_routes_are_bit_identical():
 @pytest.mark.slow
 def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatch):
     """clp_mlp, clp, link, gcn, h2gcn in one run: with the per-split cache LINK, GCN and H2GCN are fitted once
-    (not twice) and clp_mlp's grid is computed once per split; the records equal those without the cache
+    (not twice) and clp_mlp's grid is computed once per split (clp reuses it when validation chooses the MLP as its
+    base predictor); the records equal those without the cache
     (in both orders of the methods)."""
     import jaxclp.baselines
     import jaxclp.gnn
@@ -340,9 +341,14 @@ def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatc
         out[cache, methods[0]] = (strip(recs), dict(counts))
     (on, c_on), (off, c_off), (rev, c_rev) = out[True, "clp_mlp"], out[False, "clp_mlp"], out[True, "h2gcn"]
     assert on == off == rev and len(on) == 5
-    # off: link/gcn/h2gcn twice (baseline + base predictor); grid: clp_mlp + 5 priors of clp
-    assert c_off == {"fit_link": 2, "fit_gcn": 2, "fit_h2gcn": 2, "clp_grid": 6}, c_off
-    assert c_on == c_rev == {"fit_link": 1, "fit_gcn": 1, "fit_h2gcn": 1, "clp_grid": 5}, (c_on, c_rev)
+    # clp computes only the grid of the base predictor validation chose (select_prior_first): off, that is one
+    # grid besides clp_mlp's; on, clp_mlp's grid is reused when the chosen predictor is the MLP
+    chosen = [json.loads(r)["params"]["base_prior"] for r in on if json.loads(r)["method"] == "clp"]
+    assert len(chosen) == 1
+    grids_on = 1 if chosen[0] == "mlp" else 2
+    # off: link/gcn/h2gcn twice (baseline + base predictor)
+    assert c_off == {"fit_link": 2, "fit_gcn": 2, "fit_h2gcn": 2, "clp_grid": 2}, c_off
+    assert c_on == c_rev == {"fit_link": 1, "fit_gcn": 1, "fit_h2gcn": 1, "clp_grid": grids_on}, (c_on, c_rev)
 
 
 def test_link_early_stops_on_the_task_metric(monkeypatch):
