@@ -16,6 +16,12 @@ Rules (each chooses one (n, K) score matrix from the split's candidates; ties go
 * ``two_stage_or_prior``: as ``two_stage``, but the chosen prior alone is a candidate too (CLP must beat it).
 * ``prior``: the best prior alone (no CLP).
 * ``mlp_clp``: CLP's variants on the MLP prior only (the runner's ``clp_mlp``).
+* ``one_se``: the one-standard-error rule (Hastie, Tibshirani, Friedman, *Elements of Statistical Learning*,
+  7.10) in both stages: the first prior in declared order (simplest first: MLP, LINK, LINKX, GCN, H2GCN, tuned
+  GCN, tuned SAGE) whose score is within one standard error of the best prior's, the SE being that of their
+  paired score difference on the same nodes (:func:`paired_se`); then CLP's best candidate on it only where it
+  beats that prior alone by more than one SE of their difference, else the prior alone. A margin against the
+  winner's curse: a more complex choice must earn its place by more than the noise of the nodes that choose it.
 
 The candidates are exactly table2's ``clp`` candidates (same splits, keys and priors: :func:`split_candidates`
 rebuilds them with the runner's own functions), so ``joint`` on the full validation set reproduces the choice
@@ -44,7 +50,7 @@ from jaxclp.experiments.methods import METHODS
 from jaxclp.metrics import evaluate
 from jaxclp.train import TrainConfig
 
-RULES = ("joint", "two_stage", "two_stage_or_prior", "prior", "mlp_clp")
+RULES = ("joint", "two_stage", "two_stage_or_prior", "prior", "mlp_clp", "one_se")
 DEFAULT_DATASETS = ("texas", "wisconsin", "cornell", "brazil-airports", "europe-airports", "usa-airports",
                     "twitch-ru", "chameleon")
 QUICK_DATASETS = ("texas",)
@@ -73,9 +79,53 @@ def _scores(metric: str, mats: list, y: jax.Array, mask: np.ndarray) -> np.ndarr
     return np.where(np.isfinite(s), s, -np.inf)
 
 
-def choose(rule: str, keys: list, sel: np.ndarray, ref_names: list, ref_sel: np.ndarray) -> tuple[str, object]:
+def _delong_placements(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong's structural components of the AUC of scores ``s`` (m,) for binary labels ``y`` (m,): for each
+    positive the share of negatives it outranks (ties one half), for each negative the share of positives that
+    outrank it. Their means are both the AUC."""
+    pos, neg = np.sort(s[y == 1]), np.sort(s[y == 0])
+    v10 = (np.searchsorted(neg, s[y == 1], "left") + np.searchsorted(neg, s[y == 1], "right")) / (2.0 * len(neg))
+    v01 = 1.0 - (np.searchsorted(pos, s[y == 0], "left") + np.searchsorted(pos, s[y == 0], "right")) / (2.0 * len(pos))
+    return v10, v01
+
+
+def paired_se(metric: str, a, b, labels: np.ndarray, mask: np.ndarray) -> float:
+    """Standard error of ``score(a) - score(b)`` over the nodes of ``mask``, both scored on the same nodes.
+
+    Accuracy: the sample std (ddof 1) of the per-node difference of correctness (argmax, first index on ties,
+    as :func:`jaxclp.metrics.accuracy`), over sqrt(nodes). ROC-AUC (binary; column 1 of (n, 2) scores): DeLong,
+    DeLong and Clarke-Pearson (1988)'s variance of the difference of two correlated AUCs. 0.0 with fewer than two
+    nodes (or of either class, for ROC-AUC).
+
+    Args:
+        metric: "accuracy" or "roc_auc".
+        a, b: (n, K) scores.
+        labels: (n,) int labels (read on ``mask`` only).
+        mask: (n,) bool.
+    """
+    a, b, y, m = np.asarray(a), np.asarray(b), np.asarray(labels), np.asarray(mask, bool)
+    if metric == "accuracy":
+        d = (a[m].argmax(1) == y[m]).astype(float) - (b[m].argmax(1) == y[m]).astype(float)
+        return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
+    if metric != "roc_auc":
+        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    col = (lambda x: x[:, 1] if x.ndim == 2 else x)
+    ym = y[m]
+    npos, nneg = int((ym == 1).sum()), int((ym == 0).sum())
+    if npos < 2 or nneg < 2:
+        return 0.0
+    (v10a, v01a), (v10b, v01b) = _delong_placements(col(a)[m], ym), _delong_placements(col(b)[m], ym)
+    var = np.var(v10a - v10b, ddof=1) / npos + np.var(v01a - v01b, ddof=1) / nneg
+    return float(np.sqrt(max(var, 0.0)))
+
+
+def choose(rule: str, keys: list, sel: np.ndarray, ref_names: list, ref_sel: np.ndarray,
+           se=None) -> tuple[str, object]:
     """What ``rule`` picks, given the selection-half scores ``sel`` of the CLP candidates (``keys``, each
     starting ``("base_prior", name)``) and ``ref_sel`` of the priors alone (``ref_names``).
+
+    ``se(x, y)``, needed by ``one_se`` only: the standard error of the score difference of two choices on the
+    selection nodes, each ``("clp", index into keys)`` or ``("prior", index into ref_names)``.
 
     Returns:
         ``("clp", index into keys)`` or ``("prior", index into ref_names)``.
@@ -91,6 +141,16 @@ def choose(rule: str, keys: list, sel: np.ndarray, ref_names: list, ref_sel: np.
     p = int(np.argmax(ref_sel))
     if rule == "prior":
         return "prior", p
+    if rule == "one_se":
+        if se is None:
+            raise ValueError("rule 'one_se' needs se(x, y), the standard error of a paired score difference")
+        p = next(q for q in range(len(ref_names))
+                 if q == p or ref_sel[q] >= ref_sel[p] - se(("prior", p), ("prior", q)))
+        on_p = [i for i, k in enumerate(keys) if k[1] == ref_names[p]]
+        if not on_p:
+            return "prior", p
+        c = best(on_p)
+        return ("clp", c) if sel[c] - ref_sel[p] > se(("clp", c), ("prior", p)) else ("prior", p)
     on_p = [i for i, k in enumerate(keys) if k[1] == ref_names[p]]
     c = best(on_p)
     if rule == "two_stage_or_prior" and ref_sel[p] >= sel[c]:
@@ -113,12 +173,17 @@ def cross_fit(cands, labels_visible: np.ndarray, val_mask: np.ndarray, metric: s
     for name, mask in (("a", a), ("b", b)):
         half_scores[name] = (_scores(metric, mats, y, mask), _scores(metric, refs, y, mask))
     folds = []
-    for s_half, h_half in (("a", "b"), ("b", "a")):
+    for s_half, h_half, s_mask in (("a", "b", a), ("b", "a", b)):
         sel, ref_sel = half_scores[s_half]
         held, ref_held = half_scores[h_half]
+
+        def se(u, v, s_mask=s_mask):
+            mat = (lambda c: mats[c[1]] if c[0] == "clp" else refs[c[1]])
+            return paired_se(metric, mat(u), mat(v), labels_visible, s_mask)
+
         fold = {}
         for rule in RULES:
-            kind, i = choose(rule, keys, sel, ref_names, ref_sel)
+            kind, i = choose(rule, keys, sel, ref_names, ref_sel, se)
             if kind == "clp":
                 fold[rule] = {"selection": float(sel[i]), "heldout": float(held[i]), "prior": keys[i][1]}
             else:
@@ -156,7 +221,7 @@ def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) ->
     _, kind = runner.node_features(ds)
     config = runner.run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
                                runner.data_identity(name, ds, data_root))
-    config = config | {"analysis": "selection", "clp_method_hash": runner.method_hash("clp")}
+    config = config | {"analysis": "selection", "clp_method_hash": runner.method_hash("clp"), "rules": list(RULES)}
     return ds, config, runner.config_hash(config)
 
 
@@ -211,12 +276,16 @@ def summarize(records: list[dict], table2: Path | None = None) -> str:
     for ds in sorted(by):
         runs = [by[ds][i] for i in sorted(by[ds])]
         scale = 100.0
+        # a rule added after some records were made (e.g. one_se) has no value in them: "–" for that dataset
         per = {rule: np.array([np.mean([f[rule]["heldout"] for f in r["folds"]]) for r in runs]) * scale
-               for rule in RULES}
+               for rule in RULES if all(rule in f for r in runs for f in r["folds"])}
         row = [ds, len(runs), runs[0]["metric"]]
-        row += [f"{per[rule].mean():.1f} ± {per[rule].std():.1f}" for rule in RULES]
+        row += [f"{per[rule].mean():.1f} ± {per[rule].std():.1f}" if rule in per else "–" for rule in RULES]
         for rule in RULES:
             if rule == "joint":
+                continue
+            if rule not in per:
+                row.append("–")
                 continue
             d = per[rule] - per["joint"]
             totals[rule].append(d.mean())
@@ -237,7 +306,7 @@ def summarize(records: list[dict], table2: Path | None = None) -> str:
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     if rows:
         lines += ["", "Mean over datasets of the per-dataset mean difference to `joint`: " +
-                  ", ".join(f"{r} {np.mean(v):+.2f}" for r, v in totals.items()) + "."]
+                  ", ".join(f"{r} {np.mean(v):+.2f}" for r, v in totals.items() if v) + "."]
     return "\n".join(lines) + "\n"
 
 
