@@ -99,6 +99,7 @@ class Paired(NamedTuple):
 
 PAIRED = {
     "clp-paired": Paired(("results/table2", "results/table_gnn"), "medium"),
+    **{f"clp-paired-{s}": Paired(("results/table4",), s) for s in ("sparse", "dense")},
 }
 
 

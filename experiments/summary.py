@@ -164,13 +164,17 @@ def paper_cell(dataset: str, split: str, method: str, values) -> str:
 
 
 def variant_table(last) -> str:
-    """How often each CLP variant (normalization, per-step L1, prior) won on validation."""
+    """How often each CLP variant (normalization, per-step L1, prior) won on validation; "prior alone (alpha 0)"
+    where ``clp`` kept its chosen base predictor without propagation."""
     counts = collections.Counter()
     per_ds = collections.defaultdict(collections.Counter)
     for r in last.values():
         if r["method"] in ("clp", "clp_mlp"):
             p = r["params"]
-            v = f"{p.get('normalization')}/{'l1' if p.get('l1') else 'linear'}/{p.get('prior')}"
+            if p.get("alpha") == 0.0 and p.get("normalization") is None:  # validation kept the prior alone
+                v = "prior alone (alpha 0)"
+            else:
+                v = f"{p.get('normalization')}/{'l1' if p.get('l1') else 'linear'}/{p.get('prior')}"
             counts[v] += 1
             per_ds[r["dataset"]][v] += 1
     base = collections.defaultdict(collections.Counter)

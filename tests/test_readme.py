@@ -41,7 +41,8 @@ def test_readme_tables_match_the_records():
     from jaxclp.experiments import readme
 
     text = (REPO / "README.md").read_text()
-    for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired"):
+    for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
+                 "clp-paired-dense"):
         assert f"<!-- jaxclp:{name} -->" in text, name
     from jaxclp.experiments.reproduce import GNN_METHODS
 

@@ -81,8 +81,23 @@ def test_base_prior_counts_of_clp():
     text = summary.markdown(recs, "t")
     assert "### clp: base prior chosen on validation" in text
     assert "| chameleon | gcn ×2, link ×1 |" in text
+    assert "| prior alone (alpha 0) |" not in text  # no record kept its prior alone
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
     assert header.index("clp") > 0
+
+
+def test_variant_counts_name_the_prior_alone():
+    """A clp record that kept its base predictor alone (alpha 0, no CLP variant) is counted as such, not as a
+    variant of Nones; the others by normalization / step / prior source."""
+    recs = _records("texas", "medium", "clp", [0.5, 0.6, 0.55])
+    recs[0]["params"] = {"alpha": 0.0, "base_prior": "h2gcn", "mlp_depth": 1}
+    recs[1]["params"] = {"alpha": 0.0, "base_prior": "mlp", "mlp_depth": 1}
+    recs[2]["params"] = {"alpha": 0.5, "base_prior": "mlp", "normalization": "sym", "l1": True, "prior": "mlp"}
+    text = summary.markdown(recs, "t")
+    assert "| prior alone (alpha 0) | 2 |" in text
+    assert "| sym/l1/mlp | 1 |" in text
+    assert "None/linear/None" not in text
+    assert "| texas | prior alone (alpha 0) ×2, sym/l1/mlp ×1 |" in text
 
 
 def _paired_row(text, dataset):
