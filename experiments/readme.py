@@ -88,18 +88,19 @@ class Paired(NamedTuple):
         results: folders of the records; the first holds ``method``'s, the others add baselines (e.g. the tuned
             GNNs of ``results/table_gnn``) for the datasets whose configuration (``config_hash``: data, splits,
             training settings) equals the first folder's, run by run: the same splits.
-        split: the split of the rows.
+        split: the split of the rows, or a tuple of splits (one row per dataset and split).
         method: the method compared (:func:`jaxclp.experiments.summary.paired_table`).
     """
 
     results: tuple
-    split: str
+    split: str | tuple
     method: str = "clp"
 
 
 PAIRED = {
     "clp-paired": Paired(("results/table2", "results/table_gnn"), "medium"),
     **{f"clp-paired-{s}": Paired(("results/table4",), s) for s in ("sparse", "dense")},
+    "clp-paired-table5": Paired(("results/table5",), ("sparse", "medium", "dense")),
 }
 
 
@@ -109,7 +110,8 @@ def paired_markdown(record_sets, paired: Paired) -> str:
     its method, is left out, so a row appears once re-run), later folders only where their ``config_hash``
     equals the first folder's for that dataset, and a (dataset, split, method) only from the first folder
     that has it. "–" without any current record of ``paired.method``."""
-    sets = [[r for r in records if r.get("type") == "result" and r.get("split") == paired.split]
+    splits = (paired.split,) if isinstance(paired.split, str) else tuple(paired.split)
+    sets = [[r for r in records if r.get("type") == "result" and r.get("split") in splits]
             for records in record_sets]
     hashes = current_hashes({r["method"] for results in sets for r in results})  # None: never current
     first = {r["dataset"]: r.get("config_hash") for r in (sets[0] if sets else [])}

@@ -198,8 +198,14 @@ def variant_table(last) -> str:
 
 
 def _pm(d) -> str:
+    """``mean ± sample std`` of paired differences; the mean alone for a single run (no spread to state)."""
     d = np.asarray(d, dtype=float)
-    return f"{d.mean():+.1f} ± {_std(d):.1f}"
+    return f"{d.mean():+.1f} ± {_std(d):.1f}" if d.size > 1 else f"{d.mean():+.1f}"
+
+
+def _yes_no(ok: bool, ref) -> str:
+    """``yes``/``no`` of a one-std judgment, ``–`` where ``ref`` has a single run (its std is undefined)."""
+    return ("yes" if ok else "no") if np.asarray(ref).size > 1 else "–"
 
 
 def _wlt(d) -> str:
@@ -245,7 +251,8 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
     lines = [f"### `{method}` paired per split", "",
              "Δ in points, mean ± sample std over the runs both methods have; W/L/T = runs won / lost / tied. "
              "'> 1 std' compares the mean gap with the other method's std over runs; 'within 1 std' "
-             "holds when the best baseline's mean is at most one of ITS stds above ours.", ""] if heading else []
+             "holds when the best baseline's mean is at most one of ITS stds above ours ('–' with a single run: "
+             "no std).", ""] if heading else []
     lines += [f"| dataset | split | {method} | Δ vs mlp (W/L/T) | > 1 std | Δ vs chosen prior alone (W/L/T) | "
              "best baseline | Δ vs best (W/L/T) | within 1 std |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -255,7 +262,7 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
         if (d, s, "mlp") in agg:
             dm, mlp = paired(last, d, s, method, "mlp"), agg[(d, s, "mlp")]
             gap_ok = ours.mean() - mlp.mean() > _std(mlp)
-            cells += [f"{_pm(dm)} ({_wlt(dm)})" if dm.size else "–", "yes" if gap_ok else "no"]
+            cells += [f"{_pm(dm)} ({_wlt(dm)})" if dm.size else "–", _yes_no(gap_ok, mlp)]
         else:
             cells += ["–", "–"]
         dp = over_chosen_prior(last, d, s, method)
@@ -267,7 +274,7 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
             db = paired(last, d, s, method, b)
             within = v.mean() - ours.mean() <= _std(v)
             cells += [f"{b} {v.mean():.1f}", f"{_pm(db)} ({_wlt(db)})" if db.size else "–",
-                      "yes" if within else "no"]
+                      _yes_no(within, v)]
         else:
             cells += ["–", "–", "–"]
         lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")

@@ -42,7 +42,7 @@ def test_readme_tables_match_the_records():
 
     text = (REPO / "README.md").read_text()
     for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
-                 "clp-paired-dense"):
+                 "clp-paired-dense", "clp-paired-table5"):
         assert f"<!-- jaxclp:{name} -->" in text, name
     from jaxclp.experiments.reproduce import GNN_METHODS
 
@@ -116,3 +116,10 @@ def test_paired_block_merges_targets_on_the_same_splits_only():
     assert rows["a"][6] == "sage 70.0" and rows["a"][7] == "-8.0 ± 2.0 (0/3/0)" and rows["a"][8] == "no |"
     assert rows["b"][6] == "mlp 51.0" and rows["b"][8] == "yes |"
     assert readme.paired_markdown([[rec("a", "clp", 0, 0.5, stale=True)]], readme.Paired(("x",), "medium")) == "–"
+    # a tuple of splits: one row per (dataset, split), each paired within its own split only
+    other = [dict(r, split="dense", test=r["test"] - 0.1) for r in first if r["dataset"] == "a"]
+    out = readme.paired_markdown([first + other], readme.Paired(("x",), ("medium", "dense")))
+    rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in out.splitlines()[2:]}
+    assert set(rows) == {("| a", "dense"), ("| a", "medium"), ("| b", "medium")}
+    assert rows["| a", "dense"][2] == "52.0" and rows["| a", "dense"][3] == "+11.0 ± 1.0 (3/0/0)"
+    assert readme.paired_markdown([first + other], readme.Paired(("x",), "dense")).count("| a | dense |") == 1

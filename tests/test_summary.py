@@ -127,6 +127,16 @@ def test_paired_table_hand_computed():
     assert row[8] == "yes"                           # 64 - 65 < std of lp
 
 
+def test_paired_table_single_run_states_no_spread():
+    """With one run there is no std: the paired cells give the difference alone and the one-std judgments '–'
+    (not a 'yes'/'no' against a std of 0)."""
+    clp = _records("texas", "medium", "clp", [0.60])
+    clp[0]["params"] = {"base_prior": "mlp"}
+    recs = clp + _records("texas", "medium", "mlp", [0.50]) + _records("texas", "medium", "lp", [0.70])
+    row = _paired_row(summary.markdown(recs, "t"), "texas")
+    assert row[3:] == ["+10.0 (1/0/0)", "–", "+10.0 (1/0/0)", "lp 70.0", "-10.0 (0/1/0)", "–"]
+
+
 def test_paired_table_within_one_std_fails_when_far_below():
     recs = (_records("chameleon", "medium", "clp", [0.40, 0.42])
             + _records("chameleon", "medium", "link", [0.56, 0.57]))
