@@ -144,15 +144,15 @@ def choose(rule: str, keys: list, sel: np.ndarray, ref_names: list, ref_sel: np.
     if rule == "one_se":
         if se is None:
             raise ValueError("rule 'one_se' needs se(x, y), the standard error of a paired score difference")
+        # the first (simplest) prior within one standard error of the best one
         p = next(q for q in range(len(ref_names))
                  if q == p or ref_sel[q] >= ref_sel[p] - se(("prior", p), ("prior", q)))
-        on_p = [i for i, k in enumerate(keys) if k[1] == ref_names[p]]
-        if not on_p:
-            return "prior", p
-        c = best(on_p)
-        return ("clp", c) if sel[c] - ref_sel[p] > se(("clp", c), ("prior", p)) else ("prior", p)
     on_p = [i for i, k in enumerate(keys) if k[1] == ref_names[p]]
+    if not on_p:
+        return "prior", p
     c = best(on_p)
+    if rule == "one_se":
+        return ("clp", c) if sel[c] - ref_sel[p] > se(("clp", c), ("prior", p)) else ("prior", p)
     if rule == "two_stage_or_prior" and ref_sel[p] >= sel[c]:
         return "prior", p
     if rule in ("two_stage", "two_stage_or_prior"):
