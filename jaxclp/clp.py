@@ -131,13 +131,7 @@ def clp_beliefs(
                                  l1_normalize=l1_normalize, prior_source=prior_source, num_iters=num_iters,
                                  method=method, tol=tol, spectrum=spectrum, spectral_scale=spectral_scale,
                                  compat=compat)
-    check_normalization(normalization)
-    if prior_source not in ("mlp", "b0"):
-        raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
-    if compat not in ("sinkhorn", "refined"):
-        raise ValueError(f"compat must be 'sinkhorn' or 'refined'; got {compat!r}")
-    if compat == "refined" and l1_normalize:
-        raise ValueError("compat='refined' supports the linear variant only (l1_normalize=False)")
+    check_variant(normalization, prior_source, compat, l1_normalize, spectral_scale)
     alphas = jnp.atleast_1d(jnp.asarray(alphas, prior.dtype))
     _checks.alpha(alphas, "alphas")
     labels = jnp.where(train_mask, labels, 0)
@@ -155,6 +149,21 @@ def _iterate_l1(op, d, b0, alphas, num_iters):
     return jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))(alphas)
 
 
+def check_variant(normalization: str, prior_source: str, compat: str, l1_normalize: bool,
+                  spectral_scale: bool) -> None:
+    """Raises ValueError for a :func:`clp_beliefs` variant that does not exist (shared with
+    :func:`jaxclp.shard.clp_beliefs`)."""
+    check_normalization(normalization)
+    if prior_source not in ("mlp", "b0"):
+        raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
+    if compat not in ("sinkhorn", "refined"):
+        raise ValueError(f"compat must be 'sinkhorn' or 'refined'; got {compat!r}")
+    if compat == "refined" and l1_normalize:
+        raise ValueError("compat='refined' supports the linear variant only (l1_normalize=False)")
+    if spectral_scale and l1_normalize:
+        raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
+
+
 def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalization, l1_normalize, num_iters,
               method, tol, spectrum, spectral_scale, compat, estimate=estimate_compatibility,
               operator=clp_operator, solver=solve_operator, iterate_l1=_iterate_l1) -> CLPResult:
@@ -168,8 +177,6 @@ def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalizat
     k = d.shape[1]
     funcs = dict(estimate=estimate, operator=operator, solver=solver)
     if spectral_scale:
-        if l1_normalize:
-            raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
         res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, solver=solver)
         if compat == "refined":
             return _clp_refined(graph, labels, train_mask, b0, d, alphas, res.valid, res.beliefs, H, sk,

@@ -1521,16 +1521,8 @@ def clp_beliefs(sg: ShardedGraph, prior: jax.Array, labels: jax.Array, train_mas
     from jaxclp import clp
     from jaxclp.compat import initial_beliefs
 
-    check_normalization(normalization)
+    clp.check_variant(normalization, prior_source, compat, l1_normalize, spectral_scale)
     _check_exchange(exchange)
-    if prior_source not in ("mlp", "b0"):
-        raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
-    if compat not in ("sinkhorn", "refined"):
-        raise ValueError(f"compat must be 'sinkhorn' or 'refined'; got {compat!r}")
-    if compat == "refined" and l1_normalize:
-        raise ValueError("compat='refined' supports the linear variant only (l1_normalize=False)")
-    if spectral_scale and l1_normalize:
-        raise ValueError("spectral_scale applies to the linear variant only (l1_normalize=False)")
     if method != "auto" and method not in SHARDED_METHODS:
         raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
                          f"{SHARDED_METHODS}")

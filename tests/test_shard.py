@@ -283,6 +283,25 @@ def test_local_csr_tables_rebuild_each_shard_and_its_transpose():
         np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.parametrize("kw, match", [
+    (dict(prior_source="labels"), "prior_source"), (dict(compat="dce"), "compat"),
+    (dict(compat="refined", l1_normalize=True), "refined"), (dict(spectral_scale=True, l1_normalize=True),
+                                                             "spectral_scale"),
+    (dict(normalization="rw"), "normalization")])
+def test_clp_beliefs_rejects_a_variant_that_does_not_exist_on_both_paths(kw, match):
+    """The sharded and the single-device clp_beliefs refuse the same variants with the same message."""
+    import jax
+    from jax.sharding import Mesh
+
+    g = _path_graph(12)
+    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    prior = np.full((12, 3), 1 / 3, np.float32)
+    labels, train = np.arange(12) % 3, np.arange(12) < 6
+    for gr in (g, sg):
+        with pytest.raises(ValueError, match=match):
+            jaxclp.clp_beliefs(gr, prior, labels, train, alphas=(0.5,), **kw)
+
+
 @pytest.mark.parametrize("path", ["kernel", "xla"])
 def test_sharded_product_memory_does_not_scale_with_edges_times_classes(path):
     """One compiled sharded product (and its transpose, the operator's matvec / rmatvec) needs no (E, K)
