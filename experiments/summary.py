@@ -82,7 +82,10 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
                 txt += " ‡"
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
-    lines += ["", variant_table(last), "", paired_table(agg, last), "", compute_table(last, methods)]
+    lines += ["", variant_table(last), "", paired_table(agg, last)]
+    if "clp_e2e" in methods:
+        lines += ["", candidate_table(last)]
+    lines += ["", compute_table(last, methods)]
     return "\n".join(lines).rstrip("\n")
 
 
@@ -278,6 +281,60 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
         else:
             cells += ["–", "–", "–"]
         lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def with_candidate(last, dataset: str, split: str, extra: str = "clp_e2e", method: str = "clp",
+                   base: str = "mlp") -> list[dict]:
+    """What ``method`` would have scored with ``extra`` among its candidates, per run, from the records alone.
+
+    ``clp`` chooses its base predictor on validation first, then CLP's best variant on it (or the predictor
+    alone); ``clp_e2e`` fine-tunes the MLP prior, so it competes only where validation chose ``base``: there it
+    replaces the choice when its validation score is strictly higher (the first candidate wins ties, as
+    :func:`jaxclp.experiments.methods.select`). Both records hold the validation score of their own choice on
+    the same validation nodes, so no fit is needed. Runs that lack either record, or the chosen prior's score,
+    are left out.
+
+    Returns:
+        One dict per run: ``run``, ``switched`` (bool), and the test scores (fractions) ``method``, ``new`` (with
+        the candidate) and ``prior`` (the base predictor validation chose, alone).
+    """
+    out = []
+    for (d, s, m, i), r in sorted(last.items()):
+        e = last.get((d, s, extra, i))
+        if (d, s, m) != (dataset, split, method) or e is None or "base_prior" not in r["params"]:
+            continue
+        chosen = r["params"]["base_prior"]
+        ref = r.get("references", {}).get(chosen) or last.get((d, s, chosen, i))
+        if ref is None:
+            continue
+        switched = chosen == base and e["val"] > r["val"]
+        out.append({"run": i, "switched": bool(switched), method: r["test"],
+                    "new": e["test"] if switched else r["test"], "prior": ref["test"]})
+    return out
+
+
+def candidate_table(last, extra: str = "clp_e2e", method: str = "clp") -> str:
+    """Per graph and split, :func:`with_candidate` as a Markdown table (empty without both methods' records)."""
+    rows = sorted({(d, s) for (d, s, m, _) in last if m == method} & {(d, s) for (d, s, m, _) in last if m == extra})
+    if not rows:
+        return ""
+    lines = [f"### `{method}` with `{extra}` among its candidates (from the records, no new fit)", "",
+             f"Where validation chose the MLP as `{method}`'s base predictor, `{extra}` (the MLP trained through "
+             f"CLP's closed form) replaces `{method}`'s choice when its validation score is strictly higher. "
+             "Δ in points, paired per run (mean ± sample std, W/L/T).", "",
+             f"| dataset | split | runs switched | {method} | with {extra} | Δ (W/L/T) | "
+             f"{method} − chosen prior (W/L/T) | with {extra} − chosen prior (W/L/T) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d, s in rows:
+        runs = with_candidate(last, d, s, extra, method)
+        if not runs:
+            continue
+        col = {k: 100.0 * np.asarray([r[k] for r in runs]) for k in (method, "new", "prior")}
+        dn, do, dp = col["new"] - col[method], col[method] - col["prior"], col["new"] - col["prior"]
+        lines.append(f"| {d} | {s} | {sum(r['switched'] for r in runs)}/{len(runs)} | {col[method].mean():.1f} | "
+                     f"{col['new'].mean():.1f} | {_pm(dn)} ({_wlt(dn)}) | {_pm(do)} ({_wlt(do)}) | "
+                     f"{_pm(dp)} ({_wlt(dp)}) |")
     return "\n".join(lines)
 
 

@@ -204,3 +204,26 @@ def test_plot_summary_without_records_is_none(tmp_path):
     from jaxclp.experiments.summary import plot_summary
 
     assert plot_summary(tmp_path) is None and not (tmp_path / "summary.png").exists()
+
+
+def test_e2e_as_a_candidate_switches_only_on_the_mlp_prior_and_a_strictly_higher_val():
+    clp = _records("texas", "medium", "clp", [0.60, 0.80, 0.60, 0.50])
+    e2e = _records("texas", "medium", "clp_e2e", [0.70, 0.90, 0.40, 0.90])
+    priors = ["mlp", "gcn", "mlp", "mlp"]
+    refs = [0.60, 0.75, 0.65, 0.50]                 # the chosen prior alone, test
+    for r, e, p, t, (cv, ev) in zip(clp, e2e, priors, refs, [(0.5, 0.55), (0.5, 0.9), (0.6, 0.7), (0.7, 0.7)]):
+        r["params"] = {"base_prior": p, "alpha": 0.5}
+        r["references"] = {p: {"test": t, "val": 0.4}}
+        r["val"], e["val"] = cv, ev
+    # run 0: MLP prior, e2e higher on val -> switched (0.70); run 1: a GCN prior -> kept; run 2: switched (0.40);
+    # run 3: a tie on val -> kept (the first candidate wins ties)
+    _, last = summary.aggregate(clp + e2e)
+    runs = summary.with_candidate(last, "texas", "medium")
+    assert [r["switched"] for r in runs] == [True, False, True, False]
+    np.testing.assert_allclose([r["new"] for r in runs], [0.70, 0.80, 0.40, 0.50])
+    text = summary.markdown(clp + e2e, "t")
+    row = _row(text.split("with `clp_e2e` among its candidates")[1], "texas", "medium")
+    # new - clp: +10, 0, -20, 0 -> mean -2.5, std 12.6; new - prior: +10, +5, -25, 0
+    assert row[2:6] == ["2/4", "62.5", "60.0", "-2.5 ± 12.6 (1/1/2)"]
+    assert row[7] == "-2.5 ± 15.5 (2/1/1)"
+    assert "among its candidates" not in summary.markdown(clp, "t")
