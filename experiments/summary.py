@@ -86,7 +86,10 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
     if "clp_e2e" in methods:
         lines += ["", candidate_table(last)]
     lines += ["", compute_table(last, methods)]
-    return "\n".join(lines).rstrip("\n")
+    text = "\n".join(lines).rstrip("\n")
+    while "\n\n\n" in text:  # a section without records (no clp: no variant or paired table) leaves no gap
+        text = text.replace("\n\n\n", "\n\n")
+    return text
 
 
 def current_hashes(methods) -> dict:

@@ -227,3 +227,8 @@ def test_e2e_as_a_candidate_switches_only_on_the_mlp_prior_and_a_strictly_higher
     assert row[2:6] == ["2/4", "62.5", "60.0", "-2.5 ± 12.6 (1/1/2)"]
     assert row[7] == "-2.5 ± 15.5 (2/1/1)"
     assert "among its candidates" not in summary.markdown(clp, "t")
+
+
+def test_sections_without_records_leave_no_blank_run():
+    text = summary.markdown(_records("texas", "medium", "mlp", [0.6, 0.7]), "t")
+    assert "\n\n\n" not in text and "### Compute time" in text
