@@ -82,14 +82,12 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
                 txt += " ‡"
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
-    lines += ["", variant_table(last), "", paired_table(agg, last)]
-    if "clp_e2e" in methods:
-        lines += ["", candidate_table(last)]
-    lines += ["", compute_table(last, methods)]
-    text = "\n".join(lines).rstrip("\n")
-    while "\n\n\n" in text:  # a section without records (no clp: no variant or paired table) leaves no gap
-        text = text.replace("\n\n\n", "\n\n")
-    return text
+    sections = [variant_table(last), paired_table(agg, last),
+                candidate_table(last) if "clp_e2e" in methods else "", compute_table(last, methods)]
+    for sec in sections:  # a section without records (e.g. no clp: no variant table) is left out, not a gap
+        if sec:
+            lines += ["", sec]
+    return "\n".join(lines).rstrip("\n")
 
 
 def current_hashes(methods) -> dict:
@@ -226,6 +224,15 @@ def paired(last, dataset: str, split: str, a: str, b: str) -> np.ndarray:
                        for i in runs])
 
 
+def _prior_alone(last, r: dict) -> dict | None:
+    """The score record (``val``, ``test``) of the base prior validation chose for result ``r``, alone: the
+    record's reference (:func:`jaxclp.experiments.runner.reference_scores`), or for records made before references
+    existed, the same split's record of the method named like the prior; None with neither."""
+    base = r["params"]["base_prior"]
+    ref = r.get("references", {}).get(base)
+    return ref if ref is not None else last.get((r["dataset"], r["split"], base, r["run"]))
+
+
 def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np.ndarray:
     """Paired differences (points) of ``method`` minus the base prior its validation chose, alone, per run.
 
@@ -238,10 +245,7 @@ def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np
     for (d, s, m, i), r in sorted(last.items()):
         if (d, s, m) != (dataset, split, method) or "base_prior" not in r["params"]:
             continue
-        base = r["params"]["base_prior"]
-        ref = r.get("references", {}).get(base)
-        if ref is None and (d, s, base, i) in last:
-            ref = last[(d, s, base, i)]
+        ref = _prior_alone(last, r)
         if ref is not None:
             out.append(100.0 * (r["test"] - ref["test"]))
     return np.asarray(out)
@@ -307,11 +311,10 @@ def with_candidate(last, dataset: str, split: str, extra: str = "clp_e2e", metho
         e = last.get((d, s, extra, i))
         if (d, s, m) != (dataset, split, method) or e is None or "base_prior" not in r["params"]:
             continue
-        chosen = r["params"]["base_prior"]
-        ref = r.get("references", {}).get(chosen) or last.get((d, s, chosen, i))
+        ref = _prior_alone(last, r)
         if ref is None:
             continue
-        switched = chosen == base and e["val"] > r["val"]
+        switched = r["params"]["base_prior"] == base and e["val"] > r["val"]
         out.append({"run": i, "switched": bool(switched), method: r["test"],
                     "new": e["test"] if switched else r["test"], "prior": ref["test"]})
     return out
