@@ -19,5 +19,6 @@ timeout ${TEST_S:-200} $PY -m pytest -q -n ${WORKERS:-12} -p no:cacheprovider --
   tests/test_kernel.py tests/test_operator.py tests/test_propagate.py tests/test_solve.py tests/test_solve_grad.py \
   tests/test_compat.py tests/test_sinkhorn.py tests/test_spectral_norm.py tests/test_gnn.py tests/test_mlp_estimator.py \
   tests/test_priors.py tests/test_authors.py tests/test_clp_refined.py tests/test_baselines.py tests/test_graph.py \
-  tests/test_features.py tests/test_validation.py tests/test_train.py tests/test_sharding.py > "$OUT/tests.log" 2>&1
+  tests/test_features.py tests/test_validation.py tests/test_train.py tests/test_sharding.py \
+  tests/test_paper.py tests/test_rng.py tests/test_homophily_metrics.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/env.txt"

@@ -84,7 +84,9 @@ def test_plan_path_equals_segment_path_and_finite_difference(rng):
     assert f.plan is not None and g.plan is None
     w = jnp.asarray(rng.normal(size=(20, 6)))
     c = jnp.asarray(rng.normal(size=(30, 6)))
-    np.testing.assert_array_equal(np.asarray(jax.jit(matmul)(f, w)), np.asarray(matmul(g, w)))
+    if jax.default_backend() == "cpu":  # same sums in the same order: exact (XLA:GPU's atomic adds reorder them)
+        np.testing.assert_array_equal(np.asarray(jax.jit(matmul)(f, w)), np.asarray(matmul(g, w)))
+    np.testing.assert_allclose(np.asarray(jax.jit(matmul)(f, w)), np.asarray(matmul(g, w)), rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(matmul(f, w)), x.toarray() @ np.asarray(w), rtol=0, atol=1e-12)
     ws = jnp.stack([w, 2 * w, -w])
     np.testing.assert_allclose(np.asarray(jax.vmap(lambda v: matmul(f, v))(ws)),

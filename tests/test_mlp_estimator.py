@@ -72,6 +72,7 @@ def test_estimator_selects_on_validation_only():
     assert m1.H_.shape == (3, 3) and m1.spectral_.rho.shape == (3,)
 
 
+@pytest.mark.cpu_bitwise
 def test_estimator_without_masks_holds_out_labelled_nodes():
     """``fit(graph, x, labels)`` with -1 for unlabelled nodes: the masks are
     ``jaxclp.datasets.holdout_split(labels, val_fraction, seed)``, and the fit equals one given those masks."""
@@ -213,6 +214,7 @@ def _val_accuracy(d, y, vm):
     return float((d.argmax(1) == y)[vm].mean())
 
 
+@pytest.mark.cpu_bitwise
 def test_prior_list_chooses_the_best_prior_on_validation_then_keeps_clp_only_if_it_beats_it():
     g, x, y, tm, vm = _data(h=0.9)
     k, fast = 3, dict(alphas=(0.5, 0.9, 0.99), spectral_scale=True)
@@ -288,6 +290,7 @@ def test_prior_list_forms():
         jaxclp.CLP(prior="linkx", prior_options={"hidden": 8}).fit(g, x, y, tm, vm, prior=("mlp", "linkx"))
 
 
+@pytest.mark.cpu_bitwise
 def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
     g, x, y, tm, vm = _data(h=0.9)
     d = _noisy_prior(y, 3, 0.3, 2)

@@ -309,6 +309,7 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     np.testing.assert_allclose(np.asarray(cands.references["link"]), np.asarray(link))
 
 
+@pytest.mark.cpu_bitwise
 def test_clp_prior_lazy_grids_choose_the_same_and_compute_only_the_chosen_one(monkeypatch):
     """The runner's default: each predictor's CLP grid is a pending group; select_prior_first computes only the
     chosen predictor's. Same choice, same validation score, same scores as computing every grid; a plain

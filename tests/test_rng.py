@@ -50,12 +50,14 @@ def test_rolled_equals_unrolled_on_both_sides_of_the_size_switch():
 
 
 def test_lowering_unrolls_only_large_call_sites():
-    """jaxclp's lowering emits the rolled loop (a while) for small arrays and straight-line code for large ones."""
+    """jaxclp's lowering emits the rolled loop (a while) for small arrays and straight-line code for large ones.
+    It is the CPU platform's lowering, so the program is lowered for CPU whatever the default backend."""
     from jax.extend.random import threefry2x32_p
 
     def hlo(n):
         x = np.zeros(n, np.uint32)
-        return jax.jit(lambda *a: threefry2x32_p.bind(*a)).lower(*_u32(1, 2), x, x).as_text()
+        traced = jax.jit(lambda *a: threefry2x32_p.bind(*a)).trace(*_u32(1, 2), x, x)
+        return traced.lower(lowering_platforms=("cpu",)).as_text()
 
     assert "while" in hlo(16) and "while" not in hlo(_rng.UNROLL_MIN_SIZE)
 
