@@ -1,5 +1,7 @@
 """jaxclp.datasets.load_file: a user's graph from an .npz (Platonov or Shchur layout) or an edge list + labels."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sps
@@ -142,6 +144,28 @@ def test_labels_file_duplicates(tmp_path):
     with pytest.raises(ValueError, match=r"y\.csv: 1 node id\(s\) listed more than once with different labels "
                                          r"\(1: \[0, 1\]\)"):
         D.load_file(e, labels=lab)
+
+
+def test_edge_list_loops_and_repeated_lines_warn(tmp_path):
+    """Self-loop lines are dropped and exact repeats merged (the default graph options), with one warning that
+    counts both and names a loop's node by its id; both directions of an edge are the usual layout: no warning."""
+    lab = tmp_path / "y.csv"
+    lab.write_text("a,0\nb,1\nc,0\nd,1\n")
+    e = tmp_path / "g.csv"
+    e.write_text("a,b\nb,a\nb,c\nc,c\nb,c\nb,c\nd,d\n")  # 2 loops (c, d); "b,c" listed 3 times: 2 repeats
+    with pytest.warns(UserWarning, match=r"g\.csv: 2 self-loop line\(s\) dropped \(e\.g\. node c\); 2 line\(s\) "
+                                         r"repeat an edge listed earlier and were merged into it$"):
+        ds = D.load_file(e, labels=lab)
+    assert ds.graph.num_edges == 4  # a-b and b-c, both directions; no loops
+    e.write_text("0,1\n1,0\n1,2\n")
+    lab.write_text("0,0\n1,1\n2,0\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert D.load_file(e, labels=lab).graph.num_edges == 4
+    e.write_text("0,1,0.5\n0,1,2.0\n")
+    with pytest.warns(UserWarning, match=r"1 line\(s\) repeat an edge listed earlier and were merged into it "
+                                         r"\(its largest weight kept\)$"):
+        D.load_file(e, labels=lab, weighted=True)
 
 
 def test_edge_list_unlabelled_nodes(tmp_path):

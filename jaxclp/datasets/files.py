@@ -423,6 +423,27 @@ def _npz_kind(path) -> str:
                      f"Shchur et al. CSR layout {list(ADJ_KEYS)} + attr_* + labels")
 
 
+def _report_cleanup(path, edge_index: np.ndarray, num_nodes: int, weighted: bool, ids=None) -> None:
+    """Warns about the lines of an edge list that the graph options change (harmless: the graph is what the file
+    means): self-loop lines, dropped, and lines that repeat an earlier (source, target) pair exactly, merged into
+    one edge (a weighted one keeps the largest weight). A pair listed in both directions is an undirected edge
+    written twice, the usual layout, and is not reported. ``ids``: the node ids of the indices (None: the same)."""
+    src, dst = (np.asarray(v, np.int64) for v in edge_index)
+    loop = src == dst
+    keys = src[~loop] * np.int64(num_nodes) + dst[~loop]
+    repeated = int(keys.size - np.unique(keys).size)
+    parts = []
+    if loop.any():
+        first = int(src[loop][0])
+        example = first if ids is None else ids[first]
+        parts.append(f"{int(loop.sum())} self-loop line(s) dropped (e.g. node {example})")
+    if repeated:
+        parts.append(f"{repeated} line(s) repeat an edge listed earlier and were merged into it"
+                     + (" (its largest weight kept)" if weighted else ""))
+    if parts:
+        warnings.warn(f"{path}: " + "; ".join(parts), UserWarning, stacklevel=3)
+
+
 def load_file(path, *, labels=None, features=None, directed: bool = False, weighted: bool = False,
               name: str | None = None) -> Dataset:
     """Loads a user's graph from files (see the module docstring for the formats).
@@ -494,6 +515,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             edge_index = idx.index(edges, f"edges of {path}").reshape(2, -1)
         except ValueError as err:
             raise ValueError(f"{err} (labels file {labels})") from None
+        _report_cleanup(path, edge_index, len(idx), weighted, None if idx.is_identity else idx.ids)
         feats = None if features is None else read_features_file(features, len(idx), idx)
         raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
                       features=feats, node_ids=None if idx.is_identity else idx.ids,
