@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,8 @@ def weighted(cfg: dict) -> dict:
 def load_file(cfg: dict) -> dict:
     from jaxclp.datasets import load_file as load
 
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*(self-loop line|repeat an edge)", UserWarning)  # random edges have both
         e, lab = _write_graph(Path(d), cfg)
         row, a, b = _alternate(lambda: load(e, labels=lab), lambda: load(e, labels=lab), cfg["repeats"])
         row.update(nodes=cfg["nodes"], edges=cfg["edges"], graph_edges=int(a.graph.num_edges),
