@@ -316,6 +316,8 @@ def _main(a, argv) -> int:
     if a.cmd == "run":
         dataset = _graph_source(a)
         name = dataset if isinstance(dataset, str) else dataset.name
+        if not isinstance(dataset, str) and is_writer():
+            print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
         run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
             progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
             replace_stale=a.replace_stale)

@@ -146,6 +146,8 @@ def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     assert len({r["config_hash"] for r in recs}) == 1 and "arrays_sha256" in recs[0]["config"]["data"]
     assert "mygraph" in (out / "summary.md").read_text()
     assert masks.shape == (3, 2, 60)
+    ds = load_file(tmp_path / "mygraph.npz")  # the CLI's first line on stderr describes the graph it read
+    assert f"jaxclp: {ds.describe()}\n" in capsys.readouterr().err and ds.describe().startswith("mygraph: 60 nodes")
 
 
 def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):

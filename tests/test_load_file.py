@@ -1,5 +1,6 @@
 """jaxclp.datasets.load_file: a user's graph from an .npz (Platonov or Shchur layout) or an edge list + labels."""
 
+import re
 import warnings
 
 import numpy as np
@@ -158,7 +159,7 @@ def test_edge_list_loops_and_repeated_lines_warn(tmp_path):
         ds = D.load_file(e, labels=lab)
     assert ds.graph.num_edges == 4  # a-b and b-c, both directions; no loops
     e.write_text("0,1\n1,0\n1,2\n")
-    lab.write_text("0,0\n1,1\n2,0\n")
+    lab.write_text("0,0\n1,0\n2,0\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert D.load_file(e, labels=lab).graph.num_edges == 4
@@ -166,6 +167,33 @@ def test_edge_list_loops_and_repeated_lines_warn(tmp_path):
     with pytest.warns(UserWarning, match=r"1 line\(s\) repeat an edge listed earlier and were merged into it "
                                          r"\(its largest weight kept\)$"):
         D.load_file(e, labels=lab, weighted=True)
+
+
+def test_small_classes_warn_and_describe(tmp_path):
+    """Classes with fewer than 3 labelled nodes are named (label value and count) in one warning; describe() is
+    the hand-counted one-line summary (isolated and unlabelled nodes, unique edges, per-class counts)."""
+    lab = tmp_path / "y.csv"
+    lab.write_text("".join(f"n{i},{c}\n" for i, c in enumerate(["ant"] * 3 + ["bee"] * 2 + ["cat"] + ["?"])))
+    e = tmp_path / "g.csv"
+    e.write_text("n0,n1\nn1,n2\nn2,n3\nn1,n0\n")  # n4, n5, n6 isolated
+    with pytest.warns(UserWarning) as rec:
+        ds = D.load_file(e, labels=lab)
+    msgs = [str(r.message) for r in rec]
+    assert any(re.search(r"y\.csv: 2 class\(es\) with fewer than 3 labelled nodes, label \(count\): bee \(2\), "
+                         r"cat \(1\); no split can put one in each of train, validation", m) for m in msgs)
+    assert any("1 of 7 node(s) have label -1" in m for m in msgs) and len(msgs) == 2
+    assert ds.describe() == ("g: 7 nodes (3 isolated, 1 unlabelled), 3 undirected edges, no features, 3 classes "
+                             "(labelled nodes per class: ant=3, bee=2, cat=1), metric accuracy")
+    with pytest.warns(UserWarning):
+        d = D.load_file(e, labels=lab, directed=True)
+    assert d.describe().startswith("g: 7 nodes (3 isolated, 1 unlabelled), 4 directed edges, no features")
+    lab.write_text("".join(f"{i},{i % 13}\n" for i in range(40)))  # 13 classes: 4 of class 0, 3 of the others
+    e.write_text("0,1\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every class has >= 3 labelled nodes: no warning
+        ds = D.load_file(e, labels=lab)
+    assert ds.describe().endswith("13 classes (labelled nodes per class: min 3 (class 1), median 3, max 4), "
+                                  "metric accuracy")
 
 
 def test_edge_list_unlabelled_nodes(tmp_path):

@@ -145,6 +145,38 @@ class Dataset:
         """Fraction of unique undirected non-loop edges joining two nodes of the same class."""
         return edge_homophily(self.graph, self.labels)
 
+    def describe(self) -> str:
+        """One line for a person: nodes (isolated, unlabelled), unique undirected (or directed) edges, features,
+        classes with their labelled-node counts in code order, published splits, metric.
+
+        Example: ``"edges: 120 nodes (10 isolated), 314 undirected edges, 8 features, 4 classes (labelled nodes
+        per class: 0=35, 1=40, 2=44, 3=1), metric accuracy"`` (classes by their original label values; with
+        more than 12 classes the minimum, median and maximum count).
+        """
+        lab = np.asarray(self.labels)
+        deg = np.bincount(np.asarray(self.graph.receivers), minlength=self.num_nodes) + \
+            np.bincount(np.asarray(self.graph.senders), minlength=self.num_nodes)
+        extra = [f"{int((deg == 0).sum())} isolated"] if (deg == 0).any() else []
+        if (lab < 0).any():
+            extra.append(f"{int((lab < 0).sum())} unlabelled")
+        counts = np.bincount(lab[lab >= 0], minlength=self.num_classes)
+        values = self.label_values
+        if self.num_classes <= 12:
+            per_class = ", ".join(f"{v}={int(c)}" for v, c in zip(values, counts))
+        else:
+            small = int(np.argmin(counts))
+            per_class = f"min {int(counts[small])} (class {values[small]}), median {int(np.median(counts))}, " \
+                        f"max {int(counts.max())}"
+        if self.info.get("directed"):
+            edges = f"{self.graph.num_edges} directed edges"
+        else:
+            edges = f"{self.num_undirected_edges} undirected edges"
+        feats = f"{self.num_features} features" if self.features is not None else "no features"
+        splits = "" if self.splits is None else f", {self.splits.train.shape[0]} published splits"
+        return (f"{self.name}: {self.num_nodes} nodes" + (f" ({', '.join(extra)})" if extra else "") +
+                f", {edges}, {feats}, {self.num_classes} classes (labelled nodes per class: {per_class}){splits}, "
+                f"metric {self.metric}")
+
     def __repr__(self) -> str:
         nsp = None if self.splits is None else self.splits.train.shape[0]
         return (f"Dataset(name={self.name!r}, num_nodes={self.num_nodes}, num_edges={self.graph.num_edges}, "

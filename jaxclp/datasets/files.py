@@ -522,4 +522,19 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
                       info={"label_values": classes.tolist()}, edge_weight=weights)
         info["format"] = "weighted edge list" if weighted else "edge list"
         info["files"].update(labels=str(labels), features=None if features is None else str(features))
-    return build_dataset(raw, name, "accuracy", directed=directed, info=info)
+    ds = build_dataset(raw, name, "accuracy", directed=directed, info=info)
+    _report_small_classes(ds, str(labels if labels is not None else path))
+    return ds
+
+
+def _report_small_classes(ds: Dataset, where: str) -> None:
+    """Warns about classes with fewer than 3 labelled nodes: no split can hold one in each of train, validation
+    and test, so such a class may never be trained on, or never scored."""
+    counts = np.bincount(ds.labels[ds.labels >= 0], minlength=ds.num_classes)
+    small = np.flatnonzero(counts < 3)
+    if small.size:
+        listed = ", ".join(f"{ds.label_values[k]} ({int(counts[k])})" for k in small[:5])
+        more = f" and {small.size - 5} more" if small.size > 5 else ""
+        warnings.warn(f"{where}: {small.size} class(es) with fewer than 3 labelled nodes, label (count): {listed}"
+                      f"{more}; no split can put one in each of train, validation and test, so such a class may "
+                      "go untrained or unscored", UserWarning, stacklevel=3)
