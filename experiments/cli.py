@@ -122,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="maximal training epochs of the MLP and of the base predictors clp fits (>= 1; the GNN "
                         "methods keep 500)")
     r.add_argument("--out", default="results/runs")
+    r.add_argument("--metric", choices=("accuracy", "roc_auc"), default=None,
+                   help="selection and test metric (default: the dataset's; accuracy for a --graph file): roc_auc is "
+                        "binary ROC-AUC, for two-class graphs with rare positives")
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
                         "results.stale.jsonl and recompute them, instead of refusing")
@@ -150,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", required=True, metavar="FILE.csv",
                     help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
                          "names the chosen configuration and its validation score")
+    pr.add_argument("--metric", choices=("accuracy", "roc_auc"), default=None,
+                    help="validation metric of the choice (default: the dataset's; roc_auc: two classes)")
     pr.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")
     q.add_argument("target", choices=sorted(reproduce.TARGETS))
@@ -320,7 +325,7 @@ def _main(a, argv) -> int:
             print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
         run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
             progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
-            replace_stale=a.replace_stale)
+            replace_stale=a.replace_stale, metric=a.metric)
         if is_writer():
             print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
             png = plot_summary(a.out, title=f"jaxclp run ({name}, {a.split})")
@@ -336,6 +341,7 @@ def _main(a, argv) -> int:
         dataset = _graph_source(a)
         if isinstance(dataset, str):
             dataset = load(dataset, root=a.data_root)
+        dataset = dataset.with_metric(a.metric)
         n_lab = int((dataset.labels >= 0).sum())
         print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
               f"{a.val_fraction:g} of them for validation)...", file=sys.stderr, flush=True)

@@ -214,7 +214,7 @@ def _agree_on_done(done: set, name: str, split: str, nruns: int, methods: list) 
 def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = ("mlp", "clp"),
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
         progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
-        replace_stale: bool | None = None, reuse: Sequence[str | Path] = ()) -> list[dict]:
+        replace_stale: bool | None = None, reuse: Sequence[str | Path] = (), metric: str | None = None) -> list[dict]:
     """Runs ``methods`` on ``runs`` splits of one dataset; appends records to ``out/results.jsonl``.
 
     Resumable and safe for concurrent callers on one ``out`` (see the module docstring): only keys of the
@@ -241,6 +241,9 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             configuration (same dataset, split, ``config_hash`` and ``method_hash``: the same computation) that
             ``out`` lacks are copied into ``out/results.jsonl`` with their header records (:func:`reuse_records`)
             instead of being recomputed.
+        metric: ``"accuracy"`` or ``"roc_auc"`` (two classes) for validation selection, early stopping and
+            scoring, instead of the dataset's own (:meth:`jaxclp.datasets.Dataset.with_metric`); part of the
+            configuration, so records of the two metrics never mix.
 
     Returns:
         The new records (not the copied ones).
@@ -259,7 +262,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         raise ValueError(f"runs must be >= 1; got {runs}")
     if int(epochs) < 1:
         raise ValueError(f"epochs must be >= 1; got {epochs}")
-    ds = dataset if isinstance(dataset, Dataset) else load(dataset, root=data_root)
+    ds = (dataset if isinstance(dataset, Dataset) else load(dataset, root=data_root)).with_metric(metric)
     sp = get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
     feats, feat_kind = node_features(ds)

@@ -72,12 +72,12 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
         for m in methods:
             v = agg.get((d, s, m))
             if v is None:
-                cells.append("–" + paper_cell(d, s, m, None))
+                cells.append("–" + paper_cell(d, s, m, None, metric))
                 continue
             txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
-            txt += paper_cell(d, s, m, v)
+            txt += paper_cell(d, s, m, v, metric)
             if (d, s, m) in stale:
                 txt += " ‡"
             cells.append(txt)
@@ -148,15 +148,26 @@ def compute_table(last, methods) -> str:
     return "\n".join(lines)
 
 
-def paper_cell(dataset: str, split: str, method: str, values) -> str:
+def _paper_metric(dataset: str) -> str | None:
+    """The metric of the paper's numbers for ``dataset`` (our registry's, ``<name>+dagger`` as ``<name>``); None
+    for a graph the registry does not know."""
+    from jaxclp.datasets.registry import REGISTRY, canonical_name
+
+    spec = REGISTRY.get(canonical_name(dataset.removesuffix("+dagger")))
+    return None if spec is None else spec.metric
+
+
+def paper_cell(dataset: str, split: str, method: str, values, metric: str | None = None) -> str:
     """``"<br>paper X ± s, Δ +d"`` (with ``⚠`` when |Δ| exceeds the combined spread), or ``""`` if no number.
 
     Args:
         dataset, split, method: our names.
         values: (n,) our test scores in percent, or None (no result of ours: the paper's number alone).
+        metric: the metric of our scores; none of the paper's numbers is shown when it differs from the paper's
+            (e.g. ``jaxclp run --metric roc_auc`` on deezer-europe, whose paper numbers are accuracies).
     """
     p = paper_number(dataset, split, method)
-    if p is None:
+    if p is None or (metric is not None and _paper_metric(dataset) not in (None, metric)):
         return ""
     if values is None:
         return f"<br>paper {p[0]:.1f} ± {p[1]:.1f}"

@@ -150,6 +150,25 @@ def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     assert f"jaxclp: {ds.describe()}\n" in capsys.readouterr().err and ds.describe().startswith("mygraph: 60 nodes")
 
 
+def test_cli_run_metric_roc_auc(tmp_path, capsys):
+    """--metric roc_auc scores a two-class edge list by ROC-AUC (the summary's metric column says so); on three
+    classes it is a one-line error, exit 2."""
+    rng = np.random.default_rng(1)
+    n = 60
+    y = rng.integers(0, 2, n)
+    (tmp_path / "e.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    (tmp_path / "y.csv").write_text("".join(f"{i},{v}\n" for i, v in enumerate(y)))
+    out = tmp_path / "out"
+    args = ["run", "--graph", str(tmp_path / "e.csv"), "--labels", str(tmp_path / "y.csv"), "--methods", "lp",
+            "--runs", "1", "--no-progress"]
+    assert cli.main([*args, "--metric", "roc_auc", "--out", str(out)]) == 0
+    assert "| e | medium | roc_auc |" in (out / "summary.md").read_text()
+    (tmp_path / "y.csv").write_text("".join(f"{i},{i % 3}\n" for i in range(n)))
+    capsys.readouterr()
+    assert cli.main([*args, "--metric", "roc_auc", "--out", str(tmp_path / "o3")]) == 2
+    assert "jaxclp: error: e: metric 'roc_auc' is binary ROC-AUC and needs 2 classes" in capsys.readouterr().err
+
+
 def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
     """A user's edge list whose labels file marks nodes unlabelled (-1): they stay in the graph, the random
     splits cover the labelled nodes only, and every method is scored on labelled test nodes."""

@@ -114,6 +114,26 @@ def _keys(path):
                   if r.get("type") == "result")
 
 
+def test_metric_override_is_part_of_the_configuration(tmp_path):
+    """run(metric="roc_auc") scores a two-class graph by ROC-AUC (records, config and TrainConfig say so); the
+    accuracy records of the same folder are another configuration (refused, never mixed); more than 2 classes
+    or an unknown metric are refused with the reason."""
+    ds = jaxclp.datasets.synthetic(h=0.3, avg_degree=5, num_classes=2, nodes_per_class=40, seed=0)
+    assert ds.metric == "accuracy" and ds.with_metric(None) is ds and ds.with_metric("accuracy") is ds
+    out = tmp_path / "o"
+    acc = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
+    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+        runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False, metric="roc_auc")
+    auc = runner.run(ds, "medium", ["lp"], runs=1, out=tmp_path / "p", epochs=3, progress=False, metric="roc_auc")
+    assert acc[0]["metric"] == "accuracy" and auc[0]["metric"] == "roc_auc" == auc[0]["config"]["metric"]
+    assert auc[0]["config"]["train"]["metric"] == "roc_auc" and 0.0 <= auc[0]["test"] <= 1.0
+    assert auc[0]["config_hash"] != acc[0]["config_hash"]
+    with pytest.raises(ValueError, match=r"'roc_auc' is binary ROC-AUC and needs 2 classes; this dataset has 3"):
+        runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "q", progress=False, metric="roc_auc")
+    with pytest.raises(ValueError, match="metric must be 'accuracy' or 'roc_auc'; got 'f1'"):
+        ds.with_metric("f1")
+
+
 def test_resume_is_keyed_on_the_configuration(tmp_path):
     """A re-run with another --epochs (or seed, ...) into the same folder used to recompute nothing and keep
     the old numbers. Now every record carries its config and hash; another configuration is refused with a

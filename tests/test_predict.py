@@ -61,6 +61,12 @@ def test_cli_predict(tmp_path, capsys):
     with open(out) as f:
         assert [r["predicted"] for r in csv.DictReader(f)] == ["0"] * 6 + ["1"] * 6
     assert json.loads(out.with_suffix(".json").read_text())["argv"][:2] == ["jaxclp", "predict"]
+    with pytest.warns(UserWarning):  # the choice by validation ROC-AUC (two classes): the same labels here
+        assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--method", "lp", "--val-fraction",
+                         "0.34", "--metric", "roc_auc", "--out", str(out)]) == 0
+    assert "validation roc_auc" in capsys.readouterr().out
+    with open(out) as f:
+        assert [r["predicted"] for r in csv.DictReader(f)] == ["0"] * 6 + ["1"] * 6
     assert cli.main(["predict", "--dataset", "texas", "--labels", str(y), "--weighted", "--out", str(out)]) == 2
     assert "--labels, --weighted only apply to --graph FILE" in capsys.readouterr().err
     # --weighted: a third column; the bridge made light, the cliques heavy, the same labels come out

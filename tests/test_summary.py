@@ -48,6 +48,19 @@ def test_paper_cell_threshold():
     assert summary.paper_cell("minesweeper", "medium", "mlp", ours) == ""
 
 
+def test_no_paper_number_beside_another_metric():
+    """The paper's deezer-europe numbers are accuracies: beside ROC-AUC records (``jaxclp run --metric roc_auc``)
+    no paper number is shown, in result cells or empty ones; beside accuracy records it is."""
+    acc = summary.markdown(_records("deezer-europe", "medium", "mlp", [0.66, 0.67]), "t")
+    assert "paper" in _row(acc, "deezer-europe", "medium")[3]
+    auc = summary.markdown(_records("deezer-europe", "medium", "mlp", [0.70, 0.71], metric="roc_auc"), "t",
+                           methods=("mlp", "cs"))
+    row = _row(auc, "deezer-europe", "medium")
+    assert row[2] == "roc_auc" and not any("paper" in c for c in row)
+    assert summary.paper_cell("deezer-europe+dagger", "medium", "clp", None, "roc_auc") == ""
+    assert summary.paper_cell("deezer-europe", "medium", "mlp", None, "accuracy").startswith("<br>paper ")
+
+
 def test_columns_without_results_show_the_paper_number():
     recs = _records("texas", "medium", "mlp", [0.6, 0.7])
     text = summary.markdown(recs, "t", methods=("mlp", "gcn", "h2gcn"))

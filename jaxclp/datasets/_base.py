@@ -145,6 +145,22 @@ class Dataset:
         """Fraction of unique undirected non-loop edges joining two nodes of the same class."""
         return edge_homophily(self.graph, self.labels)
 
+    def with_metric(self, metric: str | None) -> "Dataset":
+        """This dataset scored with ``metric`` (``"accuracy"`` or ``"roc_auc"``; None: unchanged). ROC-AUC is the
+        binary metric (Platonov et al.'s choice for imbalanced two-class graphs): it needs exactly 2 classes.
+
+        Raises:
+            ValueError: an unknown metric, or ``"roc_auc"`` with other than 2 classes.
+        """
+        if metric is None or metric == self.metric:
+            return self
+        if metric not in ("accuracy", "roc_auc"):
+            raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+        if metric == "roc_auc" and self.num_classes != 2:
+            raise ValueError(f"{self.name}: metric 'roc_auc' is binary ROC-AUC and needs 2 classes; this dataset "
+                             f"has {self.num_classes}")
+        return dataclasses.replace(self, metric=metric)
+
     def describe(self) -> str:
         """One line for a person: nodes (isolated, unlabelled), unique undirected (or directed) edges, features,
         classes with their labelled-node counts in code order, published splits, metric.
