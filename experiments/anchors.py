@@ -30,7 +30,7 @@ from jaxclp.datasets import Dataset, load, load_file, node_features
 from jaxclp.datasets.registry import canonical_name
 from jaxclp.features import is_sparse
 from jaxclp.gnn import GNNSpec, fit_gnn_splits
-from jaxclp.metrics import evaluate
+from jaxclp.metrics import METRICS, check_metric, evaluate
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments.runner import release_compiled
@@ -107,8 +107,8 @@ def load_anchor_dataset(source: str, root=None, metric: str | None = None) -> Da
     Raises:
         ValueError: the graph has no published splits, or an unknown metric.
     """
-    if metric not in (None, "accuracy", "roc_auc"):
-        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    if metric is not None:
+        check_metric(metric)
     path = Path(source)
     if path.suffix == ".npz" and path.is_file():
         ds = load_file(path)
@@ -255,7 +255,7 @@ def main(argv=None, prog: str | None = None):
     p.add_argument("--chunk", type=int, default=None, help="splits per vmapped program (memory bound)")
     p.add_argument("--root", default=None, help="data root (default: the library's; missing files are downloaded, "
                    "from $JAXCLP_DATA_URL if set)")
-    p.add_argument("--metric", default=None, choices=["accuracy", "roc_auc"],
+    p.add_argument("--metric", default=None, choices=METRICS,
                    help="default: the registry's; for an .npz file ROC-AUC with two classes, else accuracy")
     p.add_argument("--out", default="results/anchors")
     a = p.parse_args(argv)

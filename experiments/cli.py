@@ -17,6 +17,7 @@ from jaxclp.experiments.methods import METHODS
 from jaxclp.experiments.runner import RESULTS_FILE, is_writer, read_records, replacing_stale, run
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
+from jaxclp.metrics import METRICS
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
 XLA_CACHE_ENV = "JAXCLP_XLA_CACHE"
@@ -122,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="maximal training epochs of the MLP and of the base predictors clp fits (>= 1; the GNN "
                         "methods keep 500)")
     r.add_argument("--out", default="results/runs")
-    r.add_argument("--metric", choices=("accuracy", "roc_auc"), default=None,
+    r.add_argument("--metric", choices=METRICS, default=None,
                    help="selection and test metric (default: the dataset's; accuracy for a --graph file): roc_auc is "
                         "binary ROC-AUC, for two-class graphs with rare positives")
     r.add_argument("--replace-stale", action="store_true",
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", required=True, metavar="FILE.csv",
                     help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
                          "names the chosen configuration and its validation score")
-    pr.add_argument("--metric", choices=("accuracy", "roc_auc"), default=None,
+    pr.add_argument("--metric", choices=METRICS, default=None,
                     help="validation metric of the choice (default: the dataset's; roc_auc: two classes)")
     pr.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")

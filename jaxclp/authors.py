@@ -43,7 +43,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.compat import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, spmm
-from jaxclp.metrics import evaluate
+from jaxclp.metrics import check_metric, evaluate
 
 Start = Literal["prior", "b0", "labels", "prior_train"]
 Post = Literal["clamp", "softmax"]
@@ -266,8 +266,7 @@ def authors_grid(
         _check_choice("posts", p, POSTS)
     for w in weights:
         _check_choice("weights", w, WEIGHTS)
-    if metric not in ("accuracy", "roc_auc"):
-        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    check_metric(metric)
     if int(num_layers) < 1:
         raise ValueError(f"num_layers must be >= 1; got {num_layers}")
     y = jnp.where(labels >= 0, labels, 0)

@@ -15,7 +15,7 @@ from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compat import initial_beliefs
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
-from jaxclp.metrics import evaluate
+from jaxclp.metrics import check_metric, evaluate
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
 from jaxclp.priors import PRIORS, fit_prior
@@ -204,8 +204,7 @@ class CLP:
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
                  spectral_scale=False, authors=False):
-        if metric not in ("accuracy", "roc_auc"):
-            raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+        check_metric(metric)
         several = _check_priors(prior)
         if prior_options is not None and not isinstance(prior_options, dict):
             raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")

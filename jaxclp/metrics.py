@@ -9,6 +9,16 @@ from jaxclp.train import masked_accuracy
 
 accuracy = masked_accuracy
 
+METRICS = ("accuracy", "roc_auc")
+"""The metrics :func:`evaluate` dispatches (``roc_auc``: binary, two classes)."""
+
+
+def check_metric(metric: str) -> str:
+    """``metric`` if it is one of :data:`METRICS`, else ValueError naming the choices."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    return metric
+
 
 def roc_auc(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
     """Binary ROC-AUC over ``mask`` (ties count one half), as ``sklearn.metrics.roc_auc_score``.
@@ -35,6 +45,5 @@ def evaluate(metric: str, scores: jax.Array, labels: jax.Array, mask: jax.Array)
     """Dispatches ``"accuracy"`` or ``"roc_auc"``."""
     if metric == "accuracy":
         return accuracy(scores, labels, mask)
-    if metric == "roc_auc":
+    if check_metric(metric) == "roc_auc":
         return roc_auc(scores, labels, mask)
-    raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")

@@ -47,7 +47,7 @@ import numpy as np
 from jaxclp.datasets import Dataset
 from jaxclp.experiments import runner
 from jaxclp.experiments.methods import METHODS
-from jaxclp.metrics import evaluate
+from jaxclp.metrics import check_metric, evaluate
 from jaxclp.train import TrainConfig
 
 RULES = ("joint", "two_stage", "two_stage_or_prior", "prior", "mlp_clp", "one_se")
@@ -107,8 +107,7 @@ def paired_se(metric: str, a, b, labels: np.ndarray, mask: np.ndarray) -> float:
     if metric == "accuracy":
         d = (a[m].argmax(1) == y[m]).astype(float) - (b[m].argmax(1) == y[m]).astype(float)
         return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
-    if metric != "roc_auc":
-        raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
+    check_metric(metric)  # roc_auc from here on
     col = (lambda x: x[:, 1] if x.ndim == 2 else x)
     ym = y[m]
     npos, nneg = int((ym == 1).sum()), int((ym == 0).sum())

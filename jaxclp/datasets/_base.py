@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.graph import Graph
+from jaxclp.metrics import check_metric
 
 __all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labels", "undirected_edges",
            "DENSE_FEATURES_MAX_BYTES"]
@@ -154,9 +155,7 @@ class Dataset:
         """
         if metric is None or metric == self.metric:
             return self
-        if metric not in ("accuracy", "roc_auc"):
-            raise ValueError(f"metric must be 'accuracy' or 'roc_auc'; got {metric!r}")
-        if metric == "roc_auc" and self.num_classes != 2:
+        if check_metric(metric) == "roc_auc" and self.num_classes != 2:
             raise ValueError(f"{self.name}: metric 'roc_auc' is binary ROC-AUC and needs 2 classes; this dataset "
                              f"has {self.num_classes}")
         return dataclasses.replace(self, metric=metric)
