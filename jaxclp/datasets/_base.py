@@ -133,6 +133,12 @@ class Dataset:
         return np.asarray(self.info.get("label_values", np.arange(self.num_classes)))
 
     @property
+    def class_counts(self) -> np.ndarray:
+        """(num_classes,) labelled nodes per class code (unlabelled nodes, -1, not counted)."""
+        lab = np.asarray(self.labels)
+        return np.bincount(lab[lab >= 0], minlength=self.num_classes)
+
+    @property
     def num_features(self) -> int:
         """d, or 0 when there are no features."""
         return 0 if self.features is None else int(self.features.shape[1])
@@ -174,7 +180,7 @@ class Dataset:
         extra = [f"{int((deg == 0).sum())} isolated"] if (deg == 0).any() else []
         if (lab < 0).any():
             extra.append(f"{int((lab < 0).sum())} unlabelled")
-        counts = np.bincount(lab[lab >= 0], minlength=self.num_classes)
+        counts = self.class_counts
         values = self.label_values
         if self.num_classes <= 12:
             per_class = ", ".join(f"{v}={int(c)}" for v, c in zip(values, counts))

@@ -530,7 +530,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
 def _report_small_classes(ds: Dataset, where: str) -> None:
     """Warns about classes with fewer than 3 labelled nodes: no split can hold one in each of train, validation
     and test, so such a class may never be trained on, or never scored."""
-    counts = np.bincount(ds.labels[ds.labels >= 0], minlength=ds.num_classes)
+    counts = ds.class_counts
     small = np.flatnonzero(counts < 3)
     if small.size:
         listed = ", ".join(f"{ds.label_values[k]} ({int(counts[k])})" for k in small[:5])
