@@ -209,6 +209,7 @@ def run_child(cfg: dict, timeout: float, max_rss_gib: float) -> dict:
     env = dict(os.environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
     env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={cfg['devices']}"])
+    env["JAX_PLATFORMS"] = "cpu"  # the forced host devices exist on the CPU backend only (a GPU machine: 1 device)
     cmd = [sys.executable, "-m", "jaxclp.benchmarks.sharded", "--worker", json.dumps(cfg)]
     t0 = time.time()
     peak_seen = 0.0

@@ -10,10 +10,14 @@ Products, all pure and jittable, differentiable (``custom_vjp``) and fast under 
 **Paths.** On CPU both run a fused C++ kernel called through the XLA FFI (``csrc/jaxclp_kernels.cc``, the
 optional extension ``jaxclp._kernels`` built by ``pip install``): one pass over the CSR, rows split into
 chunks of equal nonzeros over XLA's own CPU thread pool, float32/float64, any K. The kernel is registered for
-the "cpu" platform only and selected with ``jax.lax.platform_dependent``, so GPU/TPU lowerings keep the XLA
-path. The XLA path (also the CPU fallback) is ``jax.experimental.sparse.BCSR @ dense`` with the columns padded
-to a multiple of 8 (XLA:CPU's CSR kernel vectorizes only then) for K >= :data:`CSR_MIN_COLUMNS`, and a gather
-plus sorted ``segment_sum`` for fewer columns. Timings: ``benchmarks/results/throughput.md``.
+the "cpu" platform only and selected with ``jax.lax.platform_dependent``. On CUDA the product is a gather plus
+sorted ``segment_sum``, which XLA:GPU fuses into one scatter-add with no temporary buffer (``JAXCLP_GPU_SPMM``,
+read at trace time: ``segment`` (default), ``cusparse`` (cuSPARSE's SpMM through the ``csr_matmat`` primitive,
+deterministic, slower at K = 5) or ``xla``); BCSR @ dense, XLA's own CSR product, allocates ~16 bytes per edge
+per call there and is 1.2-1.4x faster at K = 5 (an H200: ``benchmarks/results/gpu_spmm.md``). The XLA path
+(other platforms, and the CPU fallback) is ``jax.experimental.sparse.BCSR @ dense`` with the columns padded to
+a multiple of 8 (XLA:CPU's CSR kernel vectorizes only then) for K >= :data:`CSR_MIN_COLUMNS`, and a gather plus
+sorted ``segment_sum`` for fewer columns. Timings: ``benchmarks/results/throughput.md``.
 
 The fallback is used when the extension is not built (one ``RuntimeWarning`` at first use) or when the
 environment variable ``JAXCLP_NO_FFI=1`` is set (read at first use). The path is chosen when a function is
@@ -45,6 +49,7 @@ from jax.experimental import sparse as jsp
 
 CSR_MIN_COLUMNS = 3
 NO_FFI_ENV = "JAXCLP_NO_FFI"
+GPU_SPMM_ENV = "JAXCLP_GPU_SPMM"
 _PAD = 8
 
 # ----------------------------------------------------------------------------------------------- kernel loading
@@ -179,10 +184,57 @@ def _sddmm(indices, rows_of, indptr, g, y):
     return _on_platform(_ffi_sddmm, _xla_sddmm, indices, rows_of, indptr, g, y)
 
 
-def _on_platform(ffi_fn, xla_fn, *args):
-    if not _use_kernel():
+GPU_SPMM_PATHS = ("segment", "cusparse", "xla")
+
+
+def _gpu_spmm() -> str:
+    """The CUDA path, read at trace time from ``JAXCLP_GPU_SPMM`` (default ``"segment"``)."""
+    v = os.environ.get(GPU_SPMM_ENV, "").strip().lower() or "segment"
+    if v not in GPU_SPMM_PATHS:
+        raise ValueError(f"{GPU_SPMM_ENV} must be one of {GPU_SPMM_PATHS}; got {v!r}")
+    return v
+
+
+def _segment_mm(data, indices, rows_of, indptr, y):
+    """Gather + sorted ``segment_sum``: XLA:GPU fuses the (m, K) gather into its scatter-add, so the program
+    holds no (m, K) buffer (BCSR @ dense does: ~16 bytes per edge at K = 5, ``benchmarks/results/gpu_spmm.md``)."""
+    return jax.ops.segment_sum(data[:, None] * y[indices], rows_of, indptr.shape[0] - 1, indices_are_sorted=True)
+
+
+def _cusparse_mm(data, indices, rows_of, indptr, y):
+    """cuSPARSE's CSR SpMM through ``jax.experimental.sparse``'s ``csr_matmat`` primitive (which lowers to
+    cuSPARSE on CUDA for float32/float64 without any configuration flag; BCSR's product does so only under
+    ``jax_bcoo_cusparse_lowering``); other dtypes take the XLA path."""
+    from jax.experimental.sparse import csr as jcsr
+
+    dtype = jnp.result_type(data.dtype, y.dtype)
+    if dtype not in (jnp.float32, jnp.float64):
+        return _xla_mm(data, indices, rows_of, indptr, y)
+    return jcsr._csr_matmat(data.astype(dtype), indices.astype(jnp.int32), indptr.astype(jnp.int32),
+                            y.astype(dtype), shape=(indptr.shape[0] - 1, y.shape[0]))
+
+
+_GPU_MM = {"segment": _segment_mm, "cusparse": _cusparse_mm, "xla": None}
+
+
+def _gpu_scaled(mm):
+    return lambda data, indices, rows_of, indptr, left, right, x: left * mm(data, indices, rows_of, indptr,
+                                                                           right * x)
+
+
+def _on_platform(ffi_fn, xla_fn, *args, cuda_fn=None):
+    """``ffi_fn`` on CPU when the kernel is used, ``cuda_fn`` (if not None) on CUDA, else ``xla_fn``;
+    :func:`xla_path` forces ``xla_fn`` on every platform."""
+    if getattr(_force, "on", False):
         return xla_fn(*args)
-    return jax.lax.platform_dependent(*args, cpu=ffi_fn, default=xla_fn)
+    branches = {}
+    if _use_kernel():
+        branches["cpu"] = ffi_fn
+    if cuda_fn is not None:
+        branches["cuda"] = cuda_fn
+    if not branches:
+        return xla_fn(*args)
+    return jax.lax.platform_dependent(*args, default=xla_fn, **branches)
 
 
 # --------------------------------------------------------------------------------------- batched primitives
@@ -204,7 +256,7 @@ def _unfold(a, b):
 
 @jax.custom_batching.custom_vmap
 def _csr_mm(data, indices, rows_of, indptr, y):
-    return _on_platform(_ffi_mm, _xla_mm, data, indices, rows_of, indptr, y)
+    return _on_platform(_ffi_mm, _xla_mm, data, indices, rows_of, indptr, y, cuda_fn=_GPU_MM[_gpu_spmm()])
 
 
 @_csr_mm.def_vmap
@@ -220,7 +272,9 @@ def _csr_mm_vmap(axis_size, in_batched, data, indices, rows_of, indptr, y):
 
 @jax.custom_batching.custom_vmap
 def _scaled_mm(data, indices, rows_of, indptr, left, right, x):
-    return _on_platform(_ffi_scaled, _xla_scaled, data, indices, rows_of, indptr, left, right, x)
+    mm = _GPU_MM[_gpu_spmm()]
+    return _on_platform(_ffi_scaled, _xla_scaled, data, indices, rows_of, indptr, left, right, x,
+                        cuda_fn=None if mm is None else _gpu_scaled(mm))
 
 
 @_scaled_mm.def_vmap

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -209,14 +210,16 @@ def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
 
 def test_sparse_features_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/sparse_features.py --quick (Texas): the planned CSR product and the segment sum give the same
-    output and gradient, bitwise (same terms, same order), and both are timed."""
+    output and gradient, bitwise on CPU (same terms, same order; XLA:GPU's atomic scatter-adds reorder them:
+    7.6e-6 on an H200 in float32), and both are timed."""
     from jaxclp.benchmarks import sparse_features
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
     payload = sparse_features.main(["--quick", "--out", str(tmp_path)])
     (r,) = payload["product"]
     assert r["dataset"] == "texas" and r["nnz"] > 0 and r["segment_s"] > 0 and r["csr_s"] > 0
-    assert r["max_abs_diff_out"] == 0.0 and r["max_abs_diff_grad"] == 0.0
+    tol = 0.0 if jax.default_backend() == "cpu" else 1e-4
+    assert r["max_abs_diff_out"] <= tol and r["max_abs_diff_grad"] <= tol
     assert "| texas | 183 x 1703 |" in (tmp_path / "sparse_features.md").read_text()
 
 

@@ -299,6 +299,7 @@ def test_gnn_methods_run_on_sparse_features(tmp_path, monkeypatch):
     assert recs[2]["val"] == pytest.approx(dense[0]["val"], abs=1e-6)  # H2GCN drops no input feature
 
 
+@pytest.mark.cpu_bitwise
 def test_link_gcn_h2gcn_routes_are_bit_identical():
     """The baseline rows (labels 0 outside train|val) and clp's base predictors (fit_prior, labels -1 there) fit
     the same model: the per-split cache shares them, so their outputs must agree bit for bit."""

@@ -375,3 +375,37 @@ def test_planned_gradient_under_vmap(path):
         want = jax.grad(dense, argnums=(0, 1))(vs[i], xs[i])
         for g, h in zip(got, want):
             np.testing.assert_allclose(np.asarray(g[i]), np.asarray(h), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("path", ["segment", "cusparse", "xla"])
+def test_gpu_product_paths_equal_scipy(path, rng):
+    """The CUDA paths of the CSR product (``JAXCLP_GPU_SPMM``), called directly (off CUDA the cuSPARSE
+    primitive runs its COO fallback): each equals scipy's product, duplicate edges and empty rows included."""
+    import scipy.sparse as sp
+
+    from jaxclp import sparse as S
+
+    n, m, k = 40, 300, 5
+    r = np.sort(rng.integers(0, n - 3, m))  # the last 3 rows empty
+    s = rng.integers(0, n, m)
+    order = np.lexsort((s, r))
+    r, s = r[order], s[order]
+    v = rng.random(m)
+    y = rng.standard_normal((n, k))
+    want = sp.csr_matrix((v, (r, s)), shape=(n, n)) @ y
+    mm = S._GPU_MM[path] or S._xla_mm
+    ip = S.host_row_pointers(r, n)
+    got = jax.jit(mm)(jnp.asarray(v), jnp.asarray(s, jnp.int32), jnp.asarray(r, jnp.int32), ip, jnp.asarray(y))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+
+
+def test_gpu_product_path_env_is_checked(monkeypatch):
+    from jaxclp import sparse as S
+
+    monkeypatch.setenv(S.GPU_SPMM_ENV, "cuSPARSE")
+    assert S._gpu_spmm() == "cusparse"
+    monkeypatch.delenv(S.GPU_SPMM_ENV)
+    assert S._gpu_spmm() == "segment"
+    monkeypatch.setenv(S.GPU_SPMM_ENV, "bcsr")
+    with pytest.raises(ValueError, match="JAXCLP_GPU_SPMM must be one of"):
+        S._gpu_spmm()

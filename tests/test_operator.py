@@ -1,5 +1,6 @@
 """The factored CLP operator and its spectral radius vs dense numpy matrices."""
 
+import contextlib
 import functools
 
 import jax
@@ -259,3 +260,30 @@ def test_norm_bounds_has_no_edge_by_class_temporary(rng):
 
     assert not has_mk(op)
     assert has_mk(op._replace(graph=_bare(g)))
+
+
+def test_norm_bounds_default_path_has_no_edge_by_class_temporary():
+    """On the default backend's own path (no xla_path: the C++ kernel on CPU, the fused segment sum on CUDA)
+    the compiled norm_bounds allocates no (m, K) temporary: its temporary bytes stay below half of one (m, K)
+    array on a graph with m >> n (on CPU the fallback without the transposed CSR, on the XLA path, allocates
+    one: checked first, so the bound can fail). On a GPU this is the check that XLA's BCSR gather is gone."""
+    from jaxclp.operator import norm_bounds
+    from jaxclp.sparse import kernel_available, xla_path
+
+    n, k = 30, 7
+    s, r = np.nonzero(~np.eye(n, dtype=bool))
+    g = Graph.from_edge_index(np.stack([s, r]), n, symmetrize=False)
+    rng = np.random.default_rng(0)
+    b0 = rng.dirichlet(np.ones(k), n)
+    op = clp_operator(g, jnp.asarray(b0), jnp.asarray(rng.dirichlet(np.ones(k), k)))
+    mk = g.num_edges * k * 8
+
+    def temp(o, force_xla=False):
+        with xla_path() if force_xla else contextlib.nullcontext():
+            return jax.jit(norm_bounds.__wrapped__).lower(o).compile().memory_analysis().temp_size_in_bytes
+
+    if jax.default_backend() == "cpu":  # XLA:GPU fuses this fallback's gather (an H200: 14.6 kB here)
+        assert temp(op._replace(graph=_bare(g)), force_xla=True) >= mk
+        if not kernel_available():
+            pytest.skip("the CPU path without the C++ kernel is XLA's (its lowered text is checked above)")
+    assert temp(op) < mk / 2  # the (m,) permuted values (mk / 7) and a few (n, K) blocks fit below it
