@@ -448,7 +448,8 @@ def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:
     """Sparse product ``Ahat @ x``: ``out[r] = sum_{e: s->r} values[e] * x[s]``.
 
     For one value per edge and an (n, K) block with K >= ``jaxclp.sparse.CSR_MIN_COLUMNS`` this runs
-    :func:`jaxclp.sparse.csr_matmul` (the C++ kernel on CPU where built, else XLA's CSR kernel; custom VJP,
+    :func:`jaxclp.sparse.csr_matmul` (the C++ kernel on CPU where built, a fused segment sum on CUDA, else
+    XLA's CSR kernel; custom VJP,
     fast under vmap, but not linear-transposable, e.g. inside ``jax.scipy.sparse.linalg.gmres``); vectors,
     K < 3 and per-class (m, K) values use a gather and a sorted ``segment_sum`` (transposable).
     :meth:`jaxclp.operator.FactoredOperator.matvec` uses the fused kernel for every K.
