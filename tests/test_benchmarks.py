@@ -328,3 +328,22 @@ def test_file_reader_quick_paths_agree(tmp_path):
     assert payload["edges"]["edges"] == 10_000 and payload["load_file"]["graph_edges"] > 0
     md = (tmp_path / "file_reader.md").read_text()
     assert "| edge list, 10,000 lines" in md and "| weighted edge list, 10,000 lines" in md
+
+
+def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
+    """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
+    called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the
+    norm_bounds/solve rows exist for every JAXCLP_GPU_SPMM value (the caller's value restored afterwards)."""
+    from jaxclp.benchmarks import gpu_spmm
+
+    monkeypatch.setenv("JAXCLP_GPU_SPMM", "xla")
+    gpu_spmm.main(["--quick", "--out", str(tmp_path)])
+    doc = json.loads((tmp_path / "gpu_spmm.json").read_text())
+    rows = {r["variant"]: r for r in doc["rows"]}
+    assert set(rows) == {"segment", "xla", "cusparse"}
+    assert all(r["max_rel_diff_vs_segment"] < 1e-5 and r["temp_bytes"] is not None for r in rows.values())
+    assert rows["cusparse"]["bitwise_repeat"] is True
+    assert [(r["what"], r["path"]) for r in doc["api"]] == [
+        (w, p) for p in ("xla", "segment", "cusparse") for w in ("norm_bounds", "solve(alpha=0.9, tol=1e-6)")]
+    assert os.environ["JAXCLP_GPU_SPMM"] == "xla"
+    assert "| norm_bounds | segment |" in (tmp_path / "gpu_spmm.md").read_text()
