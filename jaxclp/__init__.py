@@ -14,7 +14,7 @@ from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propa
 from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.end_to_end import EndToEndResult, fit_end_to_end
-from jaxclp.estimator import CLP
+from jaxclp.estimator import CLP, NotFittedError
 from jaxclp.features import SparseFeatures, as_features, as_input_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
                         gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph)
@@ -36,7 +36,7 @@ from jaxclp.train import TrainConfig
 __version__ = "0.1.0"
 
 __all__ = [
-    "CLP", "CLPResult", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
+    "CLP", "CLPResult", "NotFittedError", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
     "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
     "two_hop_graph", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "tuned_grid", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
     "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "as_input_features",

@@ -90,6 +90,11 @@ def _check_prior_source(prior):
     return prior
 
 
+class NotFittedError(ValueError, AttributeError):
+    """A fitted attribute or method of an estimator used before ``fit`` (scikit-learn's convention: a
+    ValueError and an AttributeError, so ``hasattr`` and ``except ValueError`` both work)."""
+
+
 class CLP:
     """Compatible Label Propagation on a prior (by default the paper's MLP); every choice is made on validation.
 
@@ -274,6 +279,7 @@ class CLP:
         Raises:
             ValueError: naming the argument that is wrong (shapes against ``graph.num_nodes``, dtypes, labels).
         """
+        self._fitted = False  # set at the end: a fit that raised leaves the estimator unfitted
         n = graph.num_nodes
         if (train_mask is None) != (val_mask is None):
             raise ValueError("pass both train_mask and val_mask, or neither (then every labelled node is used, "
@@ -368,6 +374,7 @@ class CLP:
             self.alpha_, self.val_score_ = 0.0, float(prior_scores[self.prior_index_])
             self.beliefs_ = self.prior_
             self.propagated_ = False
+        self._fitted = True
         return self
 
     def _val_scores(self, beliefs, y, vm) -> np.ndarray:
@@ -450,8 +457,9 @@ class CLP:
         return self._spectral
 
     def _check_fitted(self):
-        if not hasattr(self, "beliefs_"):
-            raise RuntimeError("call fit() first")
+        if not self.__dict__.get("_fitted", False):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(graph, "
+                                 "features, labels, ...) first")
 
     def predict_proba(self) -> jax.Array:
         """(n, K) beliefs of the selected configuration, rows normalized to sum to 1; columns follow
@@ -462,4 +470,5 @@ class CLP:
 
     def predict(self) -> np.ndarray:
         """(n,) predicted labels, in the user's label values (``classes_[argmax(predict_proba())]``)."""
+        self._check_fitted()
         return self.classes_[np.asarray(jnp.argmax(self.predict_proba(), axis=1))]

@@ -327,3 +327,22 @@ def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
     sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes")
     with pytest.raises(ValueError, match="authors=True needs the unsharded graph"):
         jaxclp.CLP(prior=d, alphas=(0.5,), authors=True).fit(sg, None, y, tm, vm)
+
+
+def test_unfitted_estimator_raises_not_fitted_error():
+    """scikit-learn's convention: predict/predict_proba/spectral_ before fit raise NotFittedError, a ValueError and
+    an AttributeError (so hasattr(model, "spectral_") is False); a fit that raised leaves the estimator unfitted."""
+    g, x, y, tr, va = _data()
+    model = jaxclp.CLP(alphas=(0.5,), num_classes=3)
+    for call in (model.predict, model.predict_proba, lambda: model.spectral_):
+        with pytest.raises(jaxclp.NotFittedError, match="not fitted yet"):
+            call()
+    assert not hasattr(model, "spectral_")
+    assert issubclass(jaxclp.NotFittedError, ValueError) and issubclass(jaxclp.NotFittedError, AttributeError)
+    prior = jnp.asarray(np.random.default_rng(3).dirichlet(np.ones(3), len(y)))
+    model.fit(g, None, y, tr, va, prior=prior)
+    assert model.predict().shape == (g.num_nodes,)
+    with pytest.raises(ValueError, match="overlap"):
+        model.fit(g, None, y, tr, tr, prior=prior)
+    with pytest.raises(jaxclp.NotFittedError):
+        model.predict()
