@@ -147,7 +147,9 @@ class Graph:
         """
         ei = np.asarray(edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}")
+            pairs = ei.ndim == 2 and ei.shape[1] == 2
+            hint = " (an (m, 2) list of pairs: pass its transpose, edge_index.T)" if pairs else ""
+            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}{hint}")
         if ei.size and not np.issubdtype(ei.dtype, np.integer):
             if not np.all(np.equal(np.mod(ei, 1), 0)):
                 raise ValueError("edge_index must contain integers")

@@ -615,3 +615,16 @@ def test_too_many_nodes_for_int32_ids_rejected():
     used to wrap around silently in the int32 conversion)."""
     with pytest.raises(ValueError, match=r"num_nodes .* must be < 2\*\*31 - 1"):
         Graph.from_edge_index(np.array([[0], [1]]), 2**31)
+
+
+@pytest.mark.parametrize("shape, hint", [((5, 2), True), ((3,), False), ((3, 4), False)])
+def test_edge_index_shape_error_suggests_the_transpose_of_pairs(shape, hint):
+    """An (m, 2) array of pairs (a common layout) is refused with the fix named; other shapes without it."""
+    ei = np.zeros(shape, np.int64)
+    from jaxclp.datasets import RawData
+
+    for build in (lambda: Graph.from_edge_index(ei, 3),
+                  lambda: RawData(edge_index=ei, num_nodes=3, labels=np.zeros(3, np.int64), num_classes=1)):
+        with pytest.raises(ValueError, match=r"must have shape \(2, m\)") as e:
+            build()
+        assert ("edge_index.T" in str(e.value)) is hint

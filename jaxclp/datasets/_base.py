@@ -60,7 +60,9 @@ class RawData:
         n = int(self.num_nodes)
         ei = np.asarray(self.edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}")
+            pairs = ei.ndim == 2 and ei.shape[1] == 2
+            hint = " (an (m, 2) list of pairs: pass its transpose, edge_index.T)" if pairs else ""
+            raise ValueError(f"edge_index must have shape (2, m); got {ei.shape}{hint}")
         if ei.size and (ei.min() < 0 or ei.max() >= n):
             raise ValueError(f"edge_index has node indices outside [0, {n})")
         lab = np.asarray(self.labels)
