@@ -7,6 +7,8 @@ Every method maps a :class:`Context` (which holds labels with the TEST labels al
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import itertools
@@ -152,10 +154,32 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
     name, s_prior = select(cands.references, labels_visible, val_mask, metric)
     alone = ("base_prior", name, "alpha", 0.0)
     if isinstance(cands, Candidates):
+        status(f"CLP candidates on {name}")
         cands.expand(("base_prior", name))  # only the chosen predictor's CLP grid is ever read
     on_prior = {k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone}
     best, s_best = select(on_prior, labels_visible, val_mask, metric)
     return (alone, s_prior) if s_prior >= s_best else (best, s_best)
+
+
+_STATUS: contextvars.ContextVar = contextvars.ContextVar("jaxclp_experiments_status", default=None)
+
+
+def status(text: str) -> None:
+    """Says what a long method is computing now (``jaxclp run`` shows it beside its progress bar, e.g. which of
+    ``clp``'s base predictors is being fitted); a no-op outside :func:`reporting`."""
+    callback = _STATUS.get()
+    if callback is not None:
+        callback(text)
+
+
+@contextlib.contextmanager
+def reporting(callback: Callable[[str], None] | None):
+    """Sends :func:`status` messages to ``callback`` (None: nowhere) inside the block."""
+    token = _STATUS.set(callback)
+    try:
+        yield
+    finally:
+        _STATUS.reset(token)
 
 
 CACHE = True
@@ -401,10 +425,12 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
-        out[name] = _cached(ctx, _fit_key(name, cfg),
-                            lambda name=name, opts=opts: fit_prior(name, ctx.key, ctx.graph, ctx.features,
-                                                                   ctx.labels, ctx.train, ctx.val, ctx.num_classes,
-                                                                   cfg, **opts).prior)
+        def fit(name=name, opts=opts):
+            status(f"base predictor {name}")
+            return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
+                             ctx.num_classes, cfg, **opts).prior
+
+        out[name] = _cached(ctx, _fit_key(name, cfg), fit)
     return out
 
 

@@ -60,7 +60,7 @@ from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, select, visible_labels
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Context, reporting, select, visible_labels
 from jaxclp.experiments.specs import method_hash, method_spec
 
 RESULTS_FILE = "results.jsonl"
@@ -292,23 +292,54 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         if writer:
             append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
                                                        "config_hash": chash})
-        setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, bool(NEEDS_PRIOR & set(methods)))
         records = []
         bar = _progress(todo, progress, f"{ds.name}/{split}")
-        for j, i in enumerate(bar):
-            ctx = setup.context(j)
-            for m in methods:
-                if (ds.name, split, i, m) in done:
-                    continue
-                fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
-                rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
-                        "seed": None if sp.seeds is None else sp.seeds[i]} | fields
-                       | {"features": feat_kind, "config": config, "config_hash": chash,
-                          "method_spec": method_spec(m), "method_hash": mhash[m]})
-                if writer:
-                    append_record(path, rec)
-                records.append(rec)
-                release_compiled()
+        show = _status_line(bar)
+        with reporting(show):
+            if show is not None and NEEDS_PRIOR & set(methods):
+                show.at("MLP priors")
+            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, bool(NEEDS_PRIOR & set(methods)))
+            records += _run_splits(bar, show, setup, ds, split, sp, methods, done, path, writer, feat_kind, config,
+                                   chash, mhash)
+    return records
+
+
+def _status_line(bar):
+    """A :func:`jaxclp.experiments.methods.status` callback that writes the bar's postfix (``run 3 clp: base
+    predictor gcn_tuned``); ``.at(where)`` sets its first part. None without a bar."""
+    if not hasattr(bar, "set_postfix_str"):
+        return None
+    state = {"at": ""}
+
+    def show(text: str = "") -> None:
+        bar.set_postfix_str(state["at"] + (f": {text}" if text else ""), refresh=True)
+
+    def at(where: str) -> None:
+        state["at"] = where
+        show()
+
+    show.at = at
+    return show
+
+
+def _run_splits(bar, show, setup, ds, split, sp, methods, done, path, writer, feat_kind, config, chash, mhash):
+    records = []
+    for j, i in enumerate(bar):
+        ctx = setup.context(j)
+        for m in methods:
+            if (ds.name, split, i, m) in done:
+                continue
+            if show is not None:
+                show.at(f"run {i} {m}")
+            fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
+            rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
+                    "seed": None if sp.seeds is None else sp.seeds[i]} | fields
+                   | {"features": feat_kind, "config": config, "config_hash": chash,
+                      "method_spec": method_spec(m), "method_hash": mhash[m]})
+            if writer:
+                append_record(path, rec)
+            records.append(rec)
+            release_compiled()
     return records
 
 

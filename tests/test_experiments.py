@@ -462,3 +462,30 @@ def test_targets_over_the_same_splits_reuse_each_other(tmp_path, monkeypatch):
     assert seen[("acm", "sparse")] == [tmp_path / "table5"]
     for a, b in R.SHARES.items():
         assert all(a in R.SHARES[t] for t in b)  # symmetric
+
+
+def test_progress_bar_says_what_a_long_method_is_fitting(tmp_path, monkeypatch):
+    """With a progress bar the runner writes where it is into the bar's postfix: the MLP priors, then per run and
+    method, and inside ``clp`` each base predictor it fits and the predictor whose CLP candidates it computes
+    (methods.status); without a bar, nothing is reported."""
+    from jaxclp.experiments import methods
+
+    seen = []
+
+    class Bar(list):
+        def set_postfix_str(self, text, refresh=True):
+            seen.append(text)
+
+    monkeypatch.setattr(runner, "_progress", lambda items, enabled, desc: Bar(items) if enabled else items)
+    monkeypatch.setattr(methods, "CLP_PRIOR_CANDIDATES", ("mlp", "link"))
+    monkeypatch.setattr(methods.method_clp_prior, "__defaults__",
+                        (("mlp", "link"),) + methods.method_clp_prior.__defaults__[1:])
+    runner.run(_dataset(), "medium", ["mlp", "clp"], runs=1, out=tmp_path / "a", epochs=5, progress=True)
+    assert seen[0] == "MLP priors" and "run 0 mlp" in seen and "run 0 clp" in seen
+    assert "run 0 clp: base predictor link" in seen
+    assert any(t.startswith("run 0 clp: CLP candidates on ") for t in seen)
+    seen.clear()
+    runner.run(_dataset(), "medium", ["mlp"], runs=1, out=tmp_path / "b", epochs=5, progress=False)
+    assert seen == []
+    methods.status("outside any run")  # a no-op outside reporting()
+    assert seen == []
