@@ -157,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--metric", choices=METRICS, default=None,
                     help="validation metric of the choice (default: the dataset's; roc_auc: two classes)")
     pr.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
+    pr.add_argument("--no-progress", action="store_true", help="no line per base predictor while clp fits them")
     q = sub.add_parser("reproduce", help="regenerate a table of results/")
     q.add_argument("target", choices=sorted(reproduce.TARGETS))
     q.add_argument("--out", default="results")
@@ -346,7 +347,11 @@ def _main(a, argv) -> int:
         n_lab = int((dataset.labels >= 0).sum())
         print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
               f"{a.val_fraction:g} of them for validation)...", file=sys.stderr, flush=True)
-        pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
+        from jaxclp.experiments.methods import reporting
+
+        say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
+        with reporting(say):  # clp's base predictors, one line each (they take most of its time)
+            pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
         n_unl = int((dataset.labels < 0).sum())
         print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "

@@ -76,3 +76,27 @@ def test_cli_predict(tmp_path, capsys):
                          "--val-fraction", "0.34", "--out", str(out)]) == 0
     with open(out) as f:
         assert [r["predicted"] for r in csv.DictReader(f)] == ["0"] * 6 + ["1"] * 6
+
+
+def test_cli_predict_reports_what_it_fits(tmp_path, capsys, monkeypatch):
+    """`jaxclp predict` prints the methods' status lines (clp's base predictors) to stderr; --no-progress not."""
+    from jaxclp.experiments import methods
+
+    lp = methods.METHODS["lp"]
+
+    def reporting_lp(ctx, *a, **k):
+        methods.status("base predictor demo")
+        return lp(ctx, *a, **k)
+
+    monkeypatch.setitem(methods.METHODS, "lp", reporting_lp)
+    rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    args = ["predict", "--graph", str(e), "--labels", str(y), "--method", "lp", "--val-fraction", "0.34",
+            "--out", str(tmp_path / "pred.csv")]
+    with pytest.warns(UserWarning):
+        assert cli.main(args) == 0
+    assert "jaxclp: lp: base predictor demo" in capsys.readouterr().err
+    with pytest.warns(UserWarning):
+        assert cli.main(args + ["--no-progress"]) == 0
+    assert "base predictor demo" not in capsys.readouterr().err
