@@ -14,7 +14,7 @@ import jax
 
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS
-from jaxclp.experiments.runner import RESULTS_FILE, is_writer, read_records, replacing_stale, run
+from jaxclp.experiments.runner import RESULTS_FILE, check_methods, is_writer, read_records, replacing_stale, run
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 from jaxclp.metrics import METRICS
@@ -321,6 +321,7 @@ def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
+        check_methods(a.methods.split(","))  # before any file is read (a large --graph takes a while to load)
         dataset = _graph_source(a)
         name = dataset if isinstance(dataset, str) else dataset.name
         if not isinstance(dataset, str) and is_writer():

@@ -253,10 +253,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         StaleResultsError: (a ValueError) ``out`` holds results of another configuration and
             ``replace_stale`` is False.
     """
-    methods = list(methods)
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
+    methods = check_methods(methods)
     replace_stale = replace_stale_default(replace_stale)
     if int(runs) < 1:
         raise ValueError(f"runs must be >= 1; got {runs}")
@@ -302,6 +299,15 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             records += _run_splits(bar, show, setup, ds, split, sp, methods, done, path, writer, feat_kind, config,
                                    chash, mhash)
     return records
+
+
+def check_methods(methods) -> list[str]:
+    """``methods`` as a list; ValueError naming the unknown ones and the choices."""
+    methods = list(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {sorted(METHODS)}")
+    return methods
 
 
 def _status_line(bar):

@@ -58,7 +58,9 @@ def test_cli_user_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
     cases = [(["run", "--dataset", "texas", "--methods", "mlp,nope"], "unknown methods ['nope']"),
              (["run", "--dataset", "no-such-graph"], "unknown dataset 'no-such-graph'; valid names: acm"),
              (["run", "--dataset", "texas", "--labels", "y.csv"], "--labels only apply to --graph FILE"),
-             (["run", "--graph", str(tmp_path / "missing.npz")], "missing.npz")]
+             (["run", "--graph", str(tmp_path / "missing.npz")], "missing.npz"),
+             # the method list is checked before the graph file is read
+             (["run", "--graph", str(tmp_path / "missing.npz"), "--methods", "clpp"], "unknown methods ['clpp']")]
     for args, expect in cases:
         out = tmp_path / "o"
         assert cli.main(args + ["--out", str(out), "--no-progress"]) == 2, args
