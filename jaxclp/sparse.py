@@ -92,10 +92,14 @@ def kernel_available() -> bool:
 
 
 def kernel_status() -> str:
-    """One line: which CPU path :mod:`jaxclp.sparse` uses, and why."""
+    """One line: which paths :mod:`jaxclp.sparse` uses on CPU (and why) and on CUDA."""
+    try:
+        gpu = f"CUDA: {_gpu_spmm()} ({GPU_SPMM_ENV})"
+    except ValueError as e:
+        gpu = f"CUDA: {e}"
     if kernel_available():
-        return "fused C++ kernel (XLA FFI, jaxclp._kernels) on CPU; XLA path on other platforms"
-    return f"XLA path everywhere ({_state['reason']})"
+        return f"fused C++ kernel (XLA FFI, jaxclp._kernels) on CPU; {gpu}; XLA path on other platforms"
+    return f"XLA path on CPU ({_state['reason']}); {gpu}; XLA path on other platforms"
 
 
 @contextlib.contextmanager
