@@ -7,7 +7,8 @@ On CUDA, ``jax.experimental.sparse.BCSR @ dense`` lowers to cuSPARSE only under 
 the default backend, for synthetic CSR matrices (uniform random senders, ``degree`` per row, sorted):
 
 * ``xla``: :func:`jaxclp.sparse._xla_mm` (padded BCSR @ dense, the path every GPU product took before);
-* ``segment``: gather + sorted ``segment_sum`` (the XLA path for K < 3);
+* ``segment``: :func:`jaxclp.sparse._segment_mm`, gather + sorted ``segment_sum`` (the XLA path for K < 3, the CUDA
+  default since session 25);
 * ``cusparse``: :func:`jaxclp.sparse._cusparse_mm` (the ``csr_matmat`` primitive);
 
 per variant: median / min time of ``--repeats`` calls, the compiled program's temporary bytes
@@ -82,21 +83,13 @@ def main(argv=None) -> int:
     cfg = QUICK if a.quick else FULL
     dev = jax.devices()[0]
     rows, notes = [], []
-    variants = {"xla": S._xla_mm, "segment": None, "cusparse": S._cusparse_mm}
     for n, degree, k in cfg["sizes"]:
         values, senders, receivers, indptr = _graph(n, degree)
         y = jax.random.normal(jax.random.key(1), (n, k), jnp.float32)
         m = int(values.shape[0])
         ref = None
         for name in ("segment", "xla", "cusparse"):
-            if name == "segment":
-                def fn(v, s, r, ip, x):
-                    return jax.ops.segment_sum(v[:, None] * x[s], r, n, indices_are_sorted=True)
-            else:
-                f = variants[name]
-
-                def fn(v, s, r, ip, x, f=f):
-                    return f(v, s, r, ip, x)
+            fn = S._GPU_MM[name]  # the CUDA path JAXCLP_GPU_SPMM=name selects, called directly
             try:
                 res, out = _time(fn, (values, senders, receivers, indptr, y), cfg["repeats"])
             except Exception as e:  # a lowering this backend does not have

@@ -13,7 +13,7 @@ from pathlib import Path
 import jax
 
 from jaxclp.experiments import reproduce
-from jaxclp.experiments.methods import METHODS
+from jaxclp.experiments.methods import METHODS, reporting
 from jaxclp.experiments.runner import RESULTS_FILE, check_methods, is_writer, read_records, replacing_stale, run
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
@@ -348,8 +348,6 @@ def _main(a, argv) -> int:
         n_lab = int((dataset.labels >= 0).sum())
         print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
               f"{a.val_fraction:g} of them for validation)...", file=sys.stderr, flush=True)
-        from jaxclp.experiments.methods import reporting
-
         say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
         with reporting(say):  # clp's base predictors, one line each (they take most of its time)
             pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)

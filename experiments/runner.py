@@ -291,13 +291,27 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                                                        "config_hash": chash})
         records = []
         bar = _progress(todo, progress, f"{ds.name}/{split}")
-        show = _status_line(bar)
+        show = _StatusLine(bar)
         with reporting(show):
-            if show is not None and NEEDS_PRIOR & set(methods):
+            needs_prior = bool(NEEDS_PRIOR & set(methods))
+            if needs_prior:
                 show.at("MLP priors")
-            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, bool(NEEDS_PRIOR & set(methods)))
-            records += _run_splits(bar, show, setup, ds, split, sp, methods, done, path, writer, feat_kind, config,
-                                   chash, mhash)
+            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior)
+            for j, i in enumerate(bar):
+                ctx = setup.context(j)
+                for m in methods:
+                    if (ds.name, split, i, m) in done:
+                        continue
+                    show.at(f"run {i} {m}")
+                    fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
+                    rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
+                            "seed": None if sp.seeds is None else sp.seeds[i]} | fields
+                           | {"features": feat_kind, "config": config, "config_hash": chash,
+                              "method_spec": method_spec(m), "method_hash": mhash[m]})
+                    if writer:
+                        append_record(path, rec)
+                    records.append(rec)
+                    release_compiled()
     return records
 
 
@@ -310,43 +324,21 @@ def check_methods(methods) -> list[str]:
     return methods
 
 
-def _status_line(bar):
-    """A :func:`jaxclp.experiments.methods.status` callback that writes the bar's postfix (``run 3 clp: base
-    predictor gcn_tuned``); ``.at(where)`` sets its first part. None without a bar."""
-    if not hasattr(bar, "set_postfix_str"):
-        return None
-    state = {"at": ""}
+class _StatusLine:
+    """A :func:`jaxclp.experiments.methods.status` callback that writes the progress bar's postfix (``run 3 clp:
+    base predictor gcn_tuned``); :meth:`at` sets its first part. A no-op without a bar (``progress=False``)."""
 
-    def show(text: str = "") -> None:
-        bar.set_postfix_str(state["at"] + (f": {text}" if text else ""), refresh=True)
+    def __init__(self, bar):
+        self._set = getattr(bar, "set_postfix_str", None)
+        self._where = ""
 
-    def at(where: str) -> None:
-        state["at"] = where
-        show()
+    def __call__(self, text: str = "") -> None:
+        if self._set is not None:
+            self._set(self._where + (f": {text}" if text else ""), refresh=True)
 
-    show.at = at
-    return show
-
-
-def _run_splits(bar, show, setup, ds, split, sp, methods, done, path, writer, feat_kind, config, chash, mhash):
-    records = []
-    for j, i in enumerate(bar):
-        ctx = setup.context(j)
-        for m in methods:
-            if (ds.name, split, i, m) in done:
-                continue
-            if show is not None:
-                show.at(f"run {i} {m}")
-            fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
-            rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
-                    "seed": None if sp.seeds is None else sp.seeds[i]} | fields
-                   | {"features": feat_kind, "config": config, "config_hash": chash,
-                      "method_spec": method_spec(m), "method_hash": mhash[m]})
-            if writer:
-                append_record(path, rec)
-            records.append(rec)
-            release_compiled()
-    return records
+    def at(self, where: str) -> None:
+        self._where = where
+        self()
 
 
 def reuse_records(src: Path, dst: Path, dataset: str, split: str, chash: str, mhash: dict) -> int:

@@ -144,14 +144,19 @@ def _pad_cols(y):
     return (jnp.pad(y, ((0, 0), (0, kp - k))) if kp != k else y), k
 
 
+def _segment_mm(data, indices, rows_of, indptr, y):
+    """Gather + sorted ``segment_sum``: XLA:GPU fuses the (m, K) gather into its scatter-add, so the program
+    holds no (m, K) buffer (BCSR @ dense does: ~16 bytes per edge at K = 5, ``benchmarks/results/gpu_spmm.md``)."""
+    return jax.ops.segment_sum(data[:, None] * y[indices], rows_of, indptr.shape[0] - 1, indices_are_sorted=True)
+
+
 def _xla_mm(data, indices, rows_of, indptr, y):
-    """The XLA path: padded BCSR @ dense for K >= CSR_MIN_COLUMNS, gather + sorted segment_sum otherwise."""
-    rows = indptr.shape[0] - 1
+    """The XLA path: padded BCSR @ dense for K >= CSR_MIN_COLUMNS, :func:`_segment_mm` otherwise."""
     if y.shape[1] >= CSR_MIN_COLUMNS:
         yp, k = _pad_cols(y)
-        mat = jsp.BCSR((data, indices, indptr), shape=(rows, y.shape[0]), indices_sorted=True)
+        mat = jsp.BCSR((data, indices, indptr), shape=(indptr.shape[0] - 1, y.shape[0]), indices_sorted=True)
         return (mat @ yp)[:, :k]
-    return jax.ops.segment_sum(data[:, None] * y[indices], rows_of, rows, indices_are_sorted=True)
+    return _segment_mm(data, indices, rows_of, indptr, y)
 
 
 def _ffi_mm(data, indices, rows_of, indptr, y):
@@ -165,8 +170,13 @@ def _ffi_scaled(data, indices, rows_of, indptr, left, right, x):
                                                          indptr.astype(jnp.int32), x, left, right)
 
 
-def _xla_scaled(data, indices, rows_of, indptr, left, right, x):
-    return left * _xla_mm(data, indices, rows_of, indptr, right * x)
+def _scaled_by(mm):
+    """The factored step ``left * mm(..., right * x)`` of a product ``mm`` (the paths without a fused kernel)."""
+    return lambda data, indices, rows_of, indptr, left, right, x: left * mm(data, indices, rows_of, indptr,
+                                                                           right * x)
+
+
+_xla_scaled = _scaled_by(_xla_mm)
 
 
 def _ffi_sddmm(indices, rows_of, indptr, g, y):
@@ -199,12 +209,6 @@ def _gpu_spmm() -> str:
     return v
 
 
-def _segment_mm(data, indices, rows_of, indptr, y):
-    """Gather + sorted ``segment_sum``: XLA:GPU fuses the (m, K) gather into its scatter-add, so the program
-    holds no (m, K) buffer (BCSR @ dense does: ~16 bytes per edge at K = 5, ``benchmarks/results/gpu_spmm.md``)."""
-    return jax.ops.segment_sum(data[:, None] * y[indices], rows_of, indptr.shape[0] - 1, indices_are_sorted=True)
-
-
 def _cusparse_mm(data, indices, rows_of, indptr, y):
     """cuSPARSE's CSR SpMM through ``jax.experimental.sparse``'s ``csr_matmat`` primitive (which lowers to
     cuSPARSE on CUDA for float32/float64 without any configuration flag; BCSR's product does so only under
@@ -218,12 +222,7 @@ def _cusparse_mm(data, indices, rows_of, indptr, y):
                             y.astype(dtype), shape=(indptr.shape[0] - 1, y.shape[0]))
 
 
-_GPU_MM = {"segment": _segment_mm, "cusparse": _cusparse_mm, "xla": None}
-
-
-def _gpu_scaled(mm):
-    return lambda data, indices, rows_of, indptr, left, right, x: left * mm(data, indices, rows_of, indptr,
-                                                                           right * x)
+_GPU_MM = {"segment": _segment_mm, "cusparse": _cusparse_mm, "xla": _xla_mm}
 
 
 def _on_platform(ffi_fn, xla_fn, *args, cuda_fn=None):
@@ -276,9 +275,8 @@ def _csr_mm_vmap(axis_size, in_batched, data, indices, rows_of, indptr, y):
 
 @jax.custom_batching.custom_vmap
 def _scaled_mm(data, indices, rows_of, indptr, left, right, x):
-    mm = _GPU_MM[_gpu_spmm()]
     return _on_platform(_ffi_scaled, _xla_scaled, data, indices, rows_of, indptr, left, right, x,
-                        cuda_fn=None if mm is None else _gpu_scaled(mm))
+                        cuda_fn=_scaled_by(_GPU_MM[_gpu_spmm()]))
 
 
 @_scaled_mm.def_vmap
