@@ -10,13 +10,14 @@ suffix). See ``results/figures/README.md``.
 from jaxclp.experiments.analyses.common import QUICK, homophily_bins, run_mirror
 from jaxclp.experiments.analyses.cost import fig7
 from jaxclp.experiments.analyses.dagger import clp_dagger
+from jaxclp.experiments.analyses.ensembles import prior_ensembles
 from jaxclp.experiments.analyses.label_rate import fig6
 from jaxclp.experiments.analyses.micro import fig1
 from jaxclp.experiments.analyses.crossfit import selection
 from jaxclp.experiments.analyses.synthetic_sweep import fig4, fig5
 
-__all__ = ["QUICK", "TARGETS", "clp_dagger", "fig1", "fig4", "fig5", "fig6", "fig7", "homophily_bins", "run_mirror",
-           "selection"]
+__all__ = ["QUICK", "TARGETS", "clp_dagger", "fig1", "fig4", "fig5", "fig6", "fig7", "homophily_bins", "prior_ensembles",
+           "run_mirror", "selection"]
 
 TARGETS = {"fig1": fig1, "fig4": fig4, "fig5": fig5, "fig6": fig6, "fig7": fig7, "clp_dagger": clp_dagger,
-           "selection": selection}
+           "selection": selection, "prior_ensembles": prior_ensembles}

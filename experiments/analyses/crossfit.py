@@ -212,20 +212,23 @@ def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 5
         yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 
 
-def selection_config(name: str, seed: int, data_root=None, epochs: int = 500) -> tuple[Dataset, dict, str]:
+def selection_config(name: str, seed: int, data_root=None, epochs: int = 500, analysis: str = "selection",
+                     rules=RULES) -> tuple[Dataset, dict, str]:
     """``(dataset, config, config_hash)`` of one dataset's selection records: the runner's
     :func:`~jaxclp.experiments.runner.run_config` of its medium split plus the definition of ``clp`` whose
-    candidates are compared (its ``method_hash``), so records of another ``clp`` candidate set are stale."""
+    candidates are compared (its ``method_hash``), so records of another ``clp`` candidate set are stale; the
+    analysis's name and rules too."""
     ds = runner.load(name, root=data_root)
     _, kind = runner.node_features(ds)
     config = runner.run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
                                runner.data_identity(name, ds, data_root))
-    config = config | {"analysis": "selection", "clp_method_hash": runner.method_hash("clp"), "rules": list(RULES)}
+    config = config | {"analysis": analysis, "clp_method_hash": runner.method_hash("clp"), "rules": list(rules)}
     return ds, config, runner.config_hash(config)
 
 
 def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True,
-                replace_stale: bool | None = None):
+                replace_stale: bool | None = None, *, record_type: str = "selection", rules=RULES,
+                candidates=None, fit=None):
     """Appends one record per split of ``name`` not yet in ``out/results.jsonl``.
 
     Config-keyed like the runner: a split is done only if its record has the current ``config_hash``
@@ -233,23 +236,29 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
     hash, written before records had one) make it refuse with :class:`~jaxclp.experiments.runner.StaleResultsError`,
     or with ``replace_stale`` (default: ``runner.replacing_stale()``, i.e. ``--replace-stale``) move them to
     ``results.stale.jsonl`` and recompute. Holds the folder lock.
+
+    Another cross-fitted analysis (``jaxclp reproduce prior_ensembles``) passes its ``record_type``, ``rules`` (in
+    the configuration), ``candidates`` (as :func:`split_candidates`; default it) and ``fit(cands, labels_visible,
+    val_mask, metric, seed) -> dict`` (default :func:`cross_fit`).
     """
     from jaxclp.experiments.reproduce import BASE_SEED
 
+    candidates = split_candidates if candidates is None else candidates
+    fit = cross_fit if fit is None else fit
     seed = BASE_SEED.get(name, 0)
     path = out / runner.RESULTS_FILE
-    ds, config, chash = selection_config(name, seed, data_root, epochs)
+    ds, config, chash = selection_config(name, seed, data_root, epochs, record_type, rules)
     with runner.folder_lock(out):
         runner.stale_records(path, ds.name, "medium", (), config, chash, runner.replace_stale_default(replace_stale),
-                             extra_types=("selection",))
-        done = {r["run"] for r in runner.read_records(path) if r.get("type") == "selection"
+                             extra_types=(record_type,))
+        done = {r["run"] for r in runner.read_records(path) if r.get("type") == record_type
                 and r.get("dataset") == ds.name and r.get("config_hash") == chash}
         todo = [i for i in range(runs) if i not in done]
-        gen = split_candidates(ds, runs, seed, data_root, epochs, todo)
-        for i, ds, ctx, cands in runner._progress(gen, progress, f"selection {name}"):
+        gen = candidates(ds, runs, seed, data_root, epochs, todo)
+        for i, ds, ctx, cands in runner._progress(gen, progress, f"{record_type} {name}"):
             t0 = time.perf_counter()
-            res = cross_fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
-            runner.append_record(path, {"type": "selection", "dataset": ds.name, "split": "medium", "run": i,
+            res = fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
+            runner.append_record(path, {"type": record_type, "dataset": ds.name, "split": "medium", "run": i,
                                         "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0}
                                  | res | {"config_hash": chash})
             runner.release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
