@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     cfg = QUICK if a.quick else FULL
     dev = jax.devices()[0]
-    rows, notes = [], []
+    rows = []
     for n, degree, k in cfg["sizes"]:
         values, senders, receivers, indptr = _graph(n, degree)
         y = jax.random.normal(jax.random.key(1), (n, k), jnp.float32)
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"device": str(dev), "device_kind": getattr(dev, "device_kind", ""), "jax": jax.__version__,
-           "rows": rows, "api": api, "notes": notes}
+           "rows": rows, "api": api}
     (out / "gpu_spmm.json").write_text(json.dumps(doc, indent=1))
     lines = [f"# CSR product lowerings on {getattr(dev, 'device_kind', dev)} (jax {jax.__version__})", "",
              "| n | m | K | variant | median ms | min ms | temp MiB (compiled) | (m, K) MiB | rel diff vs segment |",
