@@ -159,7 +159,7 @@ def test_edge_list_loops_and_repeated_lines_warn(tmp_path):
         ds = D.load_file(e, labels=lab)
     assert ds.graph.num_edges == 4  # a-b and b-c, both directions; no loops
     e.write_text("0,1\n1,0\n1,2\n")
-    lab.write_text("0,0\n1,0\n2,0\n")
+    lab.write_text("0,0\n1,0\n2,0\n3,1\n4,1\n5,1\n")  # two classes of 3 (nodes 3-5 isolated)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert D.load_file(e, labels=lab).graph.num_edges == 4
@@ -167,6 +167,21 @@ def test_edge_list_loops_and_repeated_lines_warn(tmp_path):
     with pytest.warns(UserWarning, match=r"1 line\(s\) repeat an edge listed earlier and were merged into it "
                                          r"\(its largest weight kept\)$"):
         D.load_file(e, labels=lab, weighted=True)
+
+
+def test_labels_of_one_class_are_refused(tmp_path):
+    """A labels file whose labelled nodes all hold one class (or none) is refused with the file and the label:
+    no split can train or select a classifier on it (the runner's per-split message named a seed)."""
+    e = tmp_path / "g.csv"
+    e.write_text("a,b\nb,c\n")
+    lab = tmp_path / "y.csv"
+    lab.write_text("a,cat\nb,cat\nc,?\n")
+    with pytest.raises(ValueError, match=r"y\.csv: every labelled node \(2\) has label 'cat'; a classifier needs "
+                                         r"labelled nodes of at least two classes"):
+        D.load_file(e, labels=lab)
+    lab.write_text("a,?\nb,-1\nc,?\n")
+    with pytest.raises(ValueError, match=r"y\.csv: every node is unlabelled"):  # refused before, by the parser
+        D.load_file(e, labels=lab)
 
 
 def test_small_classes_warn_and_describe(tmp_path):

@@ -528,9 +528,15 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
 
 
 def _report_small_classes(ds: Dataset, where: str) -> None:
-    """Warns about classes with fewer than 3 labelled nodes: no split can hold one in each of train, validation
-    and test, so such a class may never be trained on, or never scored."""
+    """Refuses labels whose labelled nodes hold fewer than two classes (ValueError naming ``where`` and the label);
+    warns about classes with fewer than 3 labelled nodes: no split can hold one in each of train, validation and
+    test, so such a class may never be trained on, or never scored."""
     counts = ds.class_counts
+    present = np.flatnonzero(counts > 0)
+    if present.size < 2:
+        one = f"has label {str(ds.label_values[present[0]])!r}" if present.size else "is unlabelled"
+        raise ValueError(f"{where}: every labelled node ({int(counts.sum())}) {one}; a classifier needs labelled "
+                         "nodes of at least two classes")
     small = np.flatnonzero(counts < 3)
     if small.size:
         listed = ", ".join(f"{ds.label_values[k]} ({int(counts[k])})" for k in small[:5])
