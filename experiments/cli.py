@@ -59,6 +59,17 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _open_fraction(text: str) -> float:
+    """argparse type: a float in (0, 1)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1); got {v}")
+    return v
+
+
 def _nonnegative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     try:
@@ -146,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_graph_source(pr)
     pr.add_argument("--method", default="clp", choices=sorted(METHODS),
                     help="the method (default clp: base predictor, variant and alpha chosen on validation)")
-    pr.add_argument("--val-fraction", type=float, default=0.2,
+    pr.add_argument("--val-fraction", type=_open_fraction, default=0.2,
                     help="share of the labelled nodes held out to choose the configuration (default 0.2)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the hold-out and of the fits")
     pr.add_argument("--epochs", type=_positive_int, default=500,

@@ -82,6 +82,19 @@ def test_cli_epochs_and_runs_must_be_positive(tmp_path, capsys, bad):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "x"])
+def test_predict_val_fraction_is_checked_when_parsed(tmp_path, capsys, bad):
+    """``--val-fraction`` outside (0, 1) is an argparse error (exit 2) before any file is read; it used to print
+    'fitting ... 1.5 of them for validation' and fail in the split."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["predict", "--graph", str(tmp_path / "missing.csv"), "--labels", str(tmp_path / "y.csv"),
+                  "--val-fraction", bad, "--out", str(tmp_path / "p.csv")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --val-fraction:" in err and ("must lie in (0, 1)" in err or "invalid float" in err)
+    assert not (tmp_path / "p.csv").exists()
+
+
 def test_cli_version_datasets_and_help(tmp_path, capsys, monkeypatch):
     import jaxclp
 
