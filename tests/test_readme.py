@@ -19,6 +19,17 @@ def readme_block(section: str, index: int = 0) -> str:
     return re.findall(r"```python\n(.*?)```", body, re.S)[index]
 
 
+def run_fresh(code: str, tmp_path) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh process (float32, as a user's; conftest turns x64 on here), data fetched through
+    the file:// mirror of ../shared into ``tmp_path``; asserts it exits 0."""
+    env = dict(os.environ, JAXCLP_DATA=str(tmp_path / "data"), JAXCLP_DATA_URL=SHARED.as_uri(),
+               JAXCLP_CACHE=str(tmp_path / "parsed"))
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
 def test_library_example_runs(tmp_path):
     code = readme_block("Library example") + (
@@ -26,12 +37,7 @@ def test_library_example_runs(tmp_path):
         "assert 0.3 < float((_np.asarray(model.predict()) == ds.labels)[test].mean()) <= 1.0\n"
         "assert bool(_np.all(_np.asarray(sol.converged))) and sol.value.shape == (ds.num_nodes, ds.num_classes)\n"
         "assert bool(info.converged)\n")
-    # a fresh process: the example runs in float32 as a user's would (conftest turns x64 on here)
-    env = dict(os.environ, JAXCLP_DATA=str(tmp_path / "data"), JAXCLP_DATA_URL=SHARED.as_uri(),
-               JAXCLP_CACHE=str(tmp_path / "parsed"))
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_fresh(code, tmp_path)
     assert "test acc" in done.stdout and "alpha" in done.stdout
 
 
@@ -47,11 +53,7 @@ def test_library_extensions_example_runs(tmp_path):
         "_np.testing.assert_allclose(_np.asarray(own.prior_), _np.asarray(m.prior_), rtol=1e-6)\n"
         "assert e2e.alpha in (0.5, 0.9) and e2e.beliefs.shape == (ds.num_nodes, ds.num_classes)\n"
         "assert 0.3 < float((_np.asarray(e2e.beliefs).argmax(1) == ds.labels)[test].mean()) <= 1.0\n")
-    env = dict(os.environ, JAXCLP_DATA=str(tmp_path / "data"), JAXCLP_DATA_URL=SHARED.as_uri(),
-               JAXCLP_CACHE=str(tmp_path / "parsed"))
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_fresh(code, tmp_path)
     assert "end to end: alpha" in done.stdout and "propagated" in done.stdout
 
 

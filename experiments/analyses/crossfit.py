@@ -193,10 +193,9 @@ def cross_fit(cands, labels_visible: np.ndarray, val_mask: np.ndarray, metric: s
             "joint_full_val": float(full.max())}
 
 
-def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
-    """Yields ``(run, ds, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all): the runner's own
-    loading (``name``: a dataset name, or the Dataset already loaded), splits, features, MLP priors and context, so
-    the candidates are the table's."""
+def split_contexts(name, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
+    """Yields ``(run, ds, ctx)`` for the medium splits ``todo`` (default all): the runner's own loading (``name``:
+    a dataset name, or the Dataset already loaded), splits, features, MLP priors and context, as table2's."""
     ds = name if isinstance(name, Dataset) else runner.load(name, root=data_root)
     sp = runner.get_splits(ds, "medium", runs, seed)
     nruns = min(runs, sp.train.shape[0])
@@ -207,7 +206,13 @@ def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 5
     setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, TrainConfig(epochs=epochs, metric=ds.metric),
                                   True)
     for j, i in enumerate(todo):
-        ctx = setup.context(j)
+        yield i, ds, setup.context(j)
+
+
+def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
+    """Yields ``(run, ds, ctx, cands)`` of table2's ``clp`` for the splits ``todo`` (default all)
+    (:func:`split_contexts`), so the candidates are the table's."""
+    for i, ds, ctx in split_contexts(name, runs, seed, data_root, epochs, todo):
         cands = METHODS["clp"](ctx)
         yield i, ds, ctx, (cands.expand() if hasattr(cands, "expand") else cands)  # every prior's grid
 

@@ -35,11 +35,9 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.datasets import Dataset
 from jaxclp.experiments import runner
 from jaxclp.experiments.analyses import crossfit
 from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES, fit_base_priors
-from jaxclp.train import TrainConfig
 
 RULES = ("prior", "mean_all", "mean_top3", "mean_se", "prior_or_mean")
 DEFAULT_DATASETS = crossfit.DEFAULT_DATASETS + ("twitch-en",)
@@ -106,19 +104,9 @@ def cross_fit(cands: dict, labels_visible: np.ndarray, val_mask: np.ndarray, met
 
 def split_priors(name, runs: int, seed: int, data_root=None, epochs: int = 500, todo=None):
     """Yields ``(run, ds, ctx, priors)`` for the splits ``todo``: table2's ``clp`` base predictors
-    (:func:`~jaxclp.experiments.methods.fit_base_priors` on the runner's own splits, keys and MLP priors), without
-    CLP's grids."""
-    ds = name if isinstance(name, Dataset) else runner.load(name, root=data_root)
-    sp = runner.get_splits(ds, "medium", runs, seed)
-    nruns = min(runs, sp.train.shape[0])
-    todo = list(range(nruns)) if todo is None else list(todo)
-    if not todo:
-        return
-    feats, _ = runner.node_features(ds)
-    setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, TrainConfig(epochs=epochs, metric=ds.metric),
-                                  True)
-    for j, i in enumerate(todo):
-        ctx = setup.context(j)
+    (:func:`~jaxclp.experiments.methods.fit_base_priors` on :func:`crossfit.split_contexts`, the runner's own splits,
+    keys and MLP priors), without CLP's grids."""
+    for i, ds, ctx in crossfit.split_contexts(name, runs, seed, data_root, epochs, todo):
         yield i, ds, ctx, fit_base_priors(ctx, CLP_PRIOR_CANDIDATES)
 
 
