@@ -61,18 +61,30 @@ def test_cross_fit_builds_on_one_half_and_scores_the_other(rng):
 
 
 def test_summarize_pairs_rules_against_prior_and_states_the_criterion():
-    def rec(ds, run, prior, mean):
+    def rec(ds, run, prior, mean, val=(10, 10)):
         fold = {r: {"heldout": prior, "selection": 0.0, "members": ["mlp"]} for r in E.RULES}
         fold["mean_all"] = {"heldout": mean, "selection": 0.0, "members": ["mlp", "link"]}
         return {"type": E.RECORD_TYPE, "dataset": ds, "run": run, "metric": "accuracy", "folds": [fold, fold],
-                "val_sizes": [10, 10]}
+                "val_sizes": list(val)}
 
-    recs = [rec("g", 0, 0.5, 0.6), rec("g", 1, 0.5, 0.5), rec("h", 0, 0.7, 0.68)]
+    big = (E.GATE_NODES // 2, E.GATE_NODES // 2)  # a split of GATE_NODES validation nodes: the gate opens
+    recs = [rec("texas", 0, 0.5, 0.6), rec("texas", 1, 0.5, 0.5), rec("chameleon", 0, 0.7, 0.68, big)]
     text = E.summarize(recs)
-    assert "| g | 2 | accuracy | 20 | 50.0 ± 0.0 | 55.0 ± 5.0 |" in text
+    assert "| texas | 2 | accuracy | 20 | 50.0 ± 0.0 | 55.0 ± 5.0 |" in text
     assert "+5.0 ± 5.0 (1/1/0)" in text and "-2.0 ± 0.0 (0/0/1)" in text
-    assert "`mean_all`: +1.50 on average over 2 datasets, lowest h -2.00: does not meet" in text
-    assert "`mean_top3`: +0.00" in text and "does not meet" in text
+    assert "`mean_all`: +1.50 on average over 2 datasets, lowest chameleon -2.00: does not meet" in text
+    assert "`mean_top3`: +0.00" in text and "`mean_gated`" not in text.split("Criterion")[1]
+    # mean_gated: the prior on texas (20 validation nodes), the mean on chameleon (GATE_NODES)
+    row = next(line for line in text.splitlines() if line.startswith("| chameleon"))
+    assert row.split(" | ")[9] == "68.0 ± 0.0" and row.split(" | ")[14] == "-2.0 ± 0.0 (0/0/1)"
+    row = next(line for line in text.splitlines() if line.startswith("| texas"))
+    assert row.split(" | ")[9] == "50.0 ± 0.0"
+    assert "Confirmation" not in text  # none of its datasets yet
+    conf = recs + [rec("squirrel", 0, 0.4, 0.45, big), rec("actor", 0, 0.3, 0.29, big)]
+    assert ("actor -1.00, squirrel +5.00; +2.00 on average: hypothesis does not hold (incomplete)."
+            in E.summarize(conf))
+    conf.append(rec("minesweeper", 0, 0.5, 0.52, big))
+    assert "minesweeper +2.00, squirrel +5.00; +2.00 on average: hypothesis HOLDS (> 0 on average and on at least two)." in E.summarize(conf)
 
 
 def test_prior_ensembles_is_a_reproduce_target_with_its_own_config(monkeypatch, tmp_path, rng):
