@@ -34,7 +34,8 @@ pattern was found by looking, so it is tested on datasets it was not found on:
 of the configuration): ``mean_all`` where the validation set holds >= :data:`GATE_NODES` nodes (>= half that in a
 cross-fitting half), else ``prior``. On Squirrel, Actor and minesweeper (not among the 9), the hypothesis holds if
 ``mean_gated`` − ``prior`` is > 0 on average over the three and on at least two of them; then ``mean_gated`` is
-the candidate for ``clp`` revision 3, adopted only with a re-run of every ``clp`` cell.
+the candidate for ``clp`` revision 3, adopted only with a re-run of every ``clp`` cell. **Outcome: it does not
+hold** (Squirrel +1.8, Actor −0.3, minesweeper −2.9 AUC: −0.5 on average); ``clp`` keeps revision 2.
 
 Run: ``jaxclp reproduce prior_ensembles --datasets texas,...`` (records ``<out>/prior_ensembles/results.jsonl``,
 resumable and config-keyed as ``selection``'s; ``summary.md`` beside it).
