@@ -269,6 +269,13 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
             runner.release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
 
 
+def paired_cell(d: np.ndarray) -> str:
+    """``mean ± std (W/T/L)`` of per-split differences ``d`` (points): population std, splits won / tied
+    (within 1e-9) / lost, as this module's and :mod:`~jaxclp.experiments.analyses.ensembles`' summaries print."""
+    w, t, l_ = int((d > 1e-9).sum()), int((np.abs(d) <= 1e-9).sum()), int((d < -1e-9).sum())
+    return f"{d.mean():+.1f} ± {d.std():.1f} ({w}/{t}/{l_})"
+
+
 def summarize(records: list[dict], table2: Path | None = None) -> str:
     """The markdown summary: per dataset, each rule's held-out score (mean of the two folds per split, then
     mean +- std over splits) and each rule's paired difference to ``joint`` with wins/ties/losses."""
@@ -302,8 +309,7 @@ def summarize(records: list[dict], table2: Path | None = None) -> str:
                 continue
             d = per[rule] - per["joint"]
             totals[rule].append(d.mean())
-            w, t, l_ = int((d > 1e-9).sum()), int((np.abs(d) <= 1e-9).sum()), int((d < -1e-9).sum())
-            row.append(f"{d.mean():+.1f} ± {d.std():.1f} ({w}/{t}/{l_})")
+            row.append(paired_cell(d))
         match = [abs(t2[(ds, r["run"])] - r["joint_full_val"]) < 1e-9 for r in runs if (ds, r["run"]) in t2]
         row.append(f"{sum(match)}/{len(match)}" if match else "-")
         rows.append(row)

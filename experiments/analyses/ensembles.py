@@ -70,8 +70,7 @@ def choose(rule: str, sel: np.ndarray, se=None) -> list[int]:
     selection-half scores ``sel`` (one per prior): a single index for a single prior.
 
     ``se(i, j)``: the standard error of the paired score difference of priors i and j on the selection nodes
-    (``mean_se`` only); ``prior_or_mean`` needs ``mean_score``: pass it as ``sel`` with one more entry, the score
-    of ``mean_all``, last.
+    (``mean_se`` only). For ``prior_or_mean`` only, ``sel`` holds one more entry, last: the score of ``mean_all``.
     """
     n = len(sel) - (rule == "prior_or_mean")
     best = int(np.argmax(sel[:n]))
@@ -139,8 +138,8 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
 
 def summarize(records: list[dict]) -> str:
     """Markdown: per dataset each rule's held-out score (mean of the two folds, then mean ± std over splits),
-    its paired difference to ``prior`` (W/T/L over splits) and how often each member set was built; the
-    criterion's verdict."""
+    its paired difference to ``prior`` (W/T/L over splits) and ``mean_se``'s mean number of members; the
+    criterion's verdict over :data:`FIRST_DATASETS` and the confirmation's over :data:`CONFIRM_DATASETS`."""
     by = {}
     for r in records:
         if r.get("type") == RECORD_TYPE:
@@ -160,8 +159,7 @@ def summarize(records: list[dict]) -> str:
         for rule in diffs:
             d = per[rule] - per["prior"]
             diffs[rule][ds] = d.mean()
-            w, t, l_ = int((d > 1e-9).sum()), int((np.abs(d) <= 1e-9).sum()), int((d < -1e-9).sum())
-            row.append(f"{d.mean():+.1f} ± {d.std():.1f} ({w}/{t}/{l_})")
+            row.append(crossfit.paired_cell(d))
         row.append(f"{np.mean([len(f['mean_se']['members']) for r in runs for f in r['folds']]):.1f}")
         rows.append(row)
     lines = ["## Averaging `clp`'s base predictors vs choosing one, cross-fitted on validation nodes (medium split)",

@@ -533,10 +533,10 @@ def _report_small_classes(ds: Dataset, where: str) -> None:
     test, so such a class may never be trained on, or never scored."""
     counts = ds.class_counts
     present = np.flatnonzero(counts > 0)
-    if present.size < 2:
-        one = f"has label {str(ds.label_values[present[0]])!r}" if present.size else "is unlabelled"
-        raise ValueError(f"{where}: every labelled node ({int(counts.sum())}) {one}; a classifier needs labelled "
-                         "nodes of at least two classes")
+    if present.size == 1:  # no labelled node at all: refused before, by the parsers ("every node is unlabelled")
+        raise ValueError(f"{where}: every labelled node ({int(counts.sum())}) has label "
+                         f"{str(ds.label_values[present[0]])!r}; a classifier needs labelled nodes of at least two "
+                         "classes")
     small = np.flatnonzero(counts < 3)
     if small.size:
         listed = ", ".join(f"{ds.label_values[k]} ({int(counts[k])})" for k in small[:5])
