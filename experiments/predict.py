@@ -75,7 +75,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         method: a name from :data:`jaxclp.experiments.methods.METHODS` (default ``clp``: base predictor,
             variant and alpha chosen on the validation nodes).
         val_fraction: share of the labelled nodes held out for the choice
-            (:func:`jaxclp.datasets.holdout_split`: every class keeps a training node).
+            (:func:`jaxclp.datasets.holdout_split`: every class keeps a training node; validation holds two
+            classes wherever another class can spare a node).
         seed: seed of the hold-out and of every fit.
         epochs: maximal training epochs of the MLP and of the base predictors.
 
@@ -92,7 +93,9 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     ds = dataset
     labels = np.asarray(ds.labels)
     train, val = holdout_split(labels, val_fraction, seed)
-    runner.check_splits(labels, train[None], val[None], [0], ds.name, f"predict (val_fraction {val_fraction})")
+    runner.check_splits(labels, train[None], val[None], [0], ds.name, f"predict (val_fraction {val_fraction})",
+                        ds.label_values, "Every other class has a single labelled node, which must train: "
+                        "label more nodes of another class.")
     sp = Splits(train=train[None], val=val[None], test=np.zeros((1, labels.size), bool), seeds=[int(seed)],
                 name="predict")
     feats, _ = runner.node_features(ds)

@@ -147,8 +147,13 @@ def single_class_parts(labels: np.ndarray, train: np.ndarray, val: np.ndarray, r
     return out
 
 
-def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, name: str, split: str) -> None:
+def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, name: str, split: str,
+                 label_values=None, advice: str = "Use another --seed (splits use seeds seed..seed+runs-1) or "
+                                                  "--split published.") -> None:
     """Raises ValueError for a split whose train or validation nodes hold a single class.
+
+    ``label_values`` ((C,), optional: :attr:`jaxclp.datasets.Dataset.label_values`) names the class in the
+    message as the user's file spells it (``'bee'``, not the code ``1``); ``advice`` ends the message.
 
     Selection on such a split is meaningless (ROC-AUC is undefined, accuracy rewards the constant guess).
     It happens: minesweeper's mines are exactly ``numpy.random.default_rng(0).permutation(10000)[:2000]``,
@@ -157,10 +162,11 @@ def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, n
     """
     for i, parts in single_class_parts(labels, train, val, runs).items():
         part, classes = next(iter(parts.items()))
+        if label_values is not None:
+            classes = [np.asarray(label_values)[c].item() for c in classes]
         raise ValueError(
             f"{name}/{split} split {i}: every {part} node has label {classes}; no method can be "
-            "trained or selected on it. Use another --seed (splits use seeds seed..seed+runs-1) or "
-            "--split published.")
+            f"trained or selected on it. {advice}")
 
 
 def score_test(metric: str, scores, labels: np.ndarray, test_mask: np.ndarray) -> float:
@@ -285,7 +291,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
         if not todo:
             return []
-        check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split)
+        check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split,
+                     ds.label_values)
         if writer:
             append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
                                                        "config_hash": chash})

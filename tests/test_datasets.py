@@ -760,11 +760,14 @@ def test_holdout_split_uses_every_labelled_node():
     for c in np.unique(labels[lab]):  # the fix-up, by hand
         if not any(labels[i] == c for i in perm[2:]):
             want_val.discard(next(i for i in perm[:2] if labels[i] == c))
-    assert set(np.flatnonzero(va)) == want_val
+    if len({labels[i] for i in want_val}) < 2:  # the second fix-up: two classes on validation
+        want_val.add(next(i for i in perm[2:] if labels[i] not in {labels[j] for j in want_val}))
+    assert set(np.flatnonzero(va)) == want_val and len(set(labels[va])) == 2
     assert all(tr[labels == c].any() for c in (0, 1, 2))
     t2, v2 = D.holdout_split(labels, 0.25, seed=3)
     assert np.array_equal(t2, tr) and np.array_equal(v2, va)
-    assert D.holdout_split(labels, 0.01, 0)[1].sum() == 1   # at least one validation node
+    _, v1 = D.holdout_split(labels, 0.01, 0)   # round(0.09) = 0 -> one validation node, and one of another class
+    assert v1.sum() == 2 and len(set(labels[v1])) == 2
     # a singleton class goes to training whatever the permutation says
     y = np.array([5, 0, 0, 0, 0, 0, 0, 0, 0, 0])
     for seed in range(20):
@@ -777,6 +780,27 @@ def test_holdout_split_uses_every_labelled_node():
         D.holdout_split(np.array([-1, 0, -1]), 0.5, 0)
     with pytest.raises(ValueError, match="no validation node left"):
         D.holdout_split(np.array([0, 1]), 0.5, 0)  # each class has one node: both must train
+
+
+def test_holdout_split_two_classes_on_validation():
+    """With few labels a validation part of one class is common (2 of 8 nodes); another class's training node
+    moves over whenever its class keeps a training node, and never otherwise."""
+    y = np.array([0, 1] * 4 + [-1] * 4)
+    for seed in range(30):
+        t, v = D.holdout_split(y, 0.2, seed)
+        assert set(y[v]) == {0, 1} and set(y[t]) == {0, 1} and v.sum() in (2, 3)
+        assert np.array_equal(t | v, y != -1) and not (t & v).any()
+    # hand case: permutation of default_rng(0) over 6 nodes, first is validation; by hand the node moved is the
+    # first training node (in permutation order) of another class
+    y = np.array([0, 0, 0, 1, 1, 2])
+    perm = np.random.default_rng(0).permutation(6)
+    t, v = D.holdout_split(y, 0.1, 0)
+    first_val = perm[0]
+    moved = next(i for i in perm[1:] if y[i] != y[first_val] and (y[perm[1:]] == y[i]).sum() >= 2)
+    assert set(np.flatnonzero(v)) == {first_val, moved}
+    # impossible: the other classes have one labelled node each, which must train; validation stays one class
+    t, v = D.holdout_split(np.array([0, 0, 0, 1, 2]), 0.2, 0)
+    assert set(np.array([0, 0, 0, 1, 2])[v]) == {0} and t[3] and t[4]
 
 
 def test_random_splits_not_class_balanced():

@@ -92,6 +92,9 @@ def test_single_class_parts_hand_example():
     assert runner.single_class_parts(y, tr, va, [1]) == {}
     with pytest.raises(ValueError, match=r"split 2: every train node has label \[\]"):
         runner.check_splits(y, tr, va, [1, 2], "toy", "medium")
+    # a user's labels are named as their file spells them, not by class code
+    with pytest.raises(ValueError, match=r"split 0: every train node has label \['ant'\]"):
+        runner.check_splits(y, tr, va, [0], "toy", "medium", np.array(["ant", "bee", "cat"]))
 
 
 def test_minesweeper_seed0_collision_is_real():

@@ -100,3 +100,26 @@ def test_cli_predict_reports_what_it_fits(tmp_path, capsys, monkeypatch):
     with pytest.warns(UserWarning):
         assert cli.main(args + ["--no-progress"]) == 0
     assert "base predictor demo" not in capsys.readouterr().err
+
+
+def test_predict_few_labels_one_class_validation(tmp_path, capsys):
+    """With 3 labelled nodes per clique and one validation node, validation would hold one class on every
+    seed: the hold-out moves a node of the other class over (both cliques still train), so predict runs; where
+    no other class can spare a node the error names the user's label and what to do."""
+    rows = [(n, "ant" if n < 20 else "bee") if n in (10, 11, 12, 21, 22, 23) else (n, "?")
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    with pytest.warns(UserWarning):
+        ds = load_file(e, labels=y)
+    for seed in range(3):
+        pred = predict(ds, "lp", val_fraction=0.1, seed=seed)
+        assert pred.val.sum() == 2 and set(pred.classes[np.asarray(ds.labels)[pred.val]]) == {"ant", "bee"}
+        assert pred.classes[pred.predicted].tolist() == ["ant"] * 6 + ["bee"] * 6
+    rows = [(n, "ant" if n < 20 else "bee") if n in (10, 11, 12, 21) else (n, "?")
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    with pytest.warns(UserWarning):
+        assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--method", "lp", "--out",
+                         str(tmp_path / "p.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "every validation node has label ['ant']" in err and "label more nodes of another class" in err

@@ -195,7 +195,9 @@ def holdout_split(labels, val_fraction: float = 0.2, seed: int = 0) -> tuple[np.
     The m labelled nodes (label != -1) are permuted by ``numpy.random.default_rng(seed)``; the first
     ``min(max(1, round(val_fraction * m)), m - 1)`` are validation, the rest training. Then every class without
     a training node gets one: its first validation node in permutation order moves to training (a class seen
-    only on validation could not be learned).
+    only on validation could not be learned). Then, if validation holds a single class, the first training node
+    in permutation order of another class with at least two training nodes moves to validation (a one-class
+    validation part selects nothing; with few labels, e.g. 2 validation nodes, it is common).
 
     Args:
         labels: (n,) integer labels, -1 for unlabelled nodes.
@@ -224,6 +226,15 @@ def holdout_split(labels, val_fraction: float = 0.2, seed: int = 0) -> tuple[np.
         if not np.any(train & (y == c)):
             first = perm[:n_val][y[perm[:n_val]] == c][0]
             val[first], train[first] = False, True
+    if val.any() and np.unique(y[val]).size < 2:
+        # one class on validation selects nothing (accuracy rewards the constant guess, AUC is undefined):
+        # the first training node, in permutation order, of another class that keeps a training node moves over
+        counts = np.bincount(y[train], minlength=int(y[idx].max()) + 1)
+        seen = y[val][0]
+        for i in perm[n_val:]:
+            if train[i] and y[i] != seen and counts[y[i]] >= 2:
+                train[i], val[i] = False, True
+                break
     if not val.any():
         raise ValueError("holdout_split: no validation node left after giving every class a training node; "
                          "label more nodes or raise val_fraction")
