@@ -123,21 +123,41 @@ def gcn_normalized_graph(graph: Graph, nodes=None) -> jraph.GraphsTuple:
     return looped.to_jraph(nodes=nodes)._replace(edges=values)
 
 
-def two_hop_graph(graph: Graph) -> Graph:
+MAX_TWO_HOP_EDGES = 200_000_000
+"""Default limit of :func:`two_hop_graph` (H2GCN's 2-hop graph), in directed 2-hop pairs. A node of degree d
+alone makes up to d(d-1) of them, so a graph with hubs can ask for billions (an out-of-memory end, not an error).
+For scale: Squirrel's 2-hop graph has 8.4M pairs and a whole H2GCN fit on it peaks at 0.85 GB resident on CPU;
+Coauthor-Physics 8.0M; the largest of the 18 datasets' is below 9M."""
+
+_TWO_HOP_BLOCK_WALKS = 20_000_000
+"""Rows of ``A @ A`` are formed in blocks of at most about this many length-2 walks (bounded host memory)."""
+
+
+class TwoHopTooLarge(ValueError):
+    """:func:`two_hop_graph` would exceed its ``max_edges``: H2GCN (and the runner's ``h2gcn`` prior) does not fit."""
+
+
+def two_hop_graph(graph: Graph, max_edges: int | None = MAX_TWO_HOP_EDGES) -> Graph:
     """The exact-2-hop neighbourhood graph of H2GCN (host-side, scipy sparse).
 
     Node ``s`` is a 2-hop neighbour of ``r`` iff there is a path ``s -> u -> r`` through edges of positive
     weight, ``s != r`` and ``s -> r`` is not itself an edge (for an undirected graph: shortest-path distance
     exactly 2). Self-loops of ``graph`` are ignored. Edge weights of the result are 1.
 
+    The product ``A @ A`` is formed in blocks of receivers (each of at most ~2e7 length-2 walks), so that host
+    memory stays bounded by the result, and the count stops as soon as it passes ``max_edges``.
+
     Args:
         graph: the input graph; its arrays must be concrete (not traced).
+        max_edges: the most 2-hop pairs (edges of the result) allowed (default :data:`MAX_TWO_HOP_EDGES`);
+            None: no limit.
 
     Returns:
         A :class:`~jaxclp.graph.Graph` on the same n nodes, edges sorted by receiver.
 
     Raises:
         ValueError: if called on traced arrays (inside ``jax.jit``).
+        TwoHopTooLarge: (a ValueError) more than ``max_edges`` 2-hop pairs.
     """
     import scipy.sparse as sp
 
@@ -150,10 +170,27 @@ def two_hop_graph(graph: Graph) -> Graph:
     a = sp.csr_matrix((np.ones(int(keep.sum()), np.int64), (r[keep], s[keep])), shape=(n, n))
     a.sum_duplicates()
     a.data[:] = 1
-    reach = (a @ a).tocsr()  # reach[r, s] = number of walks s -> u -> r
-    reach = (reach - reach.multiply(a)).tocoo()  # drop the 1-hop pairs
-    sel = (reach.data > 0) & (reach.row != reach.col)  # and the node itself
-    ei = np.stack([reach.col[sel], reach.row[sel]]).astype(np.int64)
+    # walks[r] = number of walks s -> u -> r = sum over r's in-neighbours u of u's in-degree (row r of A @ A)
+    walks = a @ np.diff(a.indptr).astype(np.int64)
+    ends = np.searchsorted(np.cumsum(walks), np.arange(1, 1 + int(walks.sum()) // _TWO_HOP_BLOCK_WALKS)
+                           * _TWO_HOP_BLOCK_WALKS)
+    bounds = np.unique(np.r_[0, np.minimum(ends + 1, n), n])
+    cols, rows, count = [], [], 0
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        blk = a[lo:hi]
+        reach = (blk @ a).tocsr()  # reach[r - lo, s] = number of walks s -> u -> r
+        reach = (reach - reach.multiply(blk)).tocoo()  # drop the 1-hop pairs
+        sel = (reach.data > 0) & (reach.row + lo != reach.col)  # and the node itself
+        count += int(sel.sum())
+        if max_edges is not None and count > max_edges:
+            raise TwoHopTooLarge(
+                f"H2GCN's 2-hop graph has more than {int(max_edges):,} pairs ({count:,} counted in the first "
+                f"{hi:,} of {n:,} receivers; {int(walks.sum()):,} walks of length 2, a hub of degree d makes "
+                f"~d^2): it does not fit. Leave H2GCN out (jaxclp run: --methods without h2gcn; clp leaves it out by "
+                "itself), or pass two_hop_graph(graph, max_edges=None) as two_hop= if you have the memory")
+        cols.append(reach.col[sel])
+        rows.append(reach.row[sel] + lo)
+    ei = np.stack([np.concatenate(cols), np.concatenate(rows)]).astype(np.int64)
     return Graph.from_edge_index(ei, n, weights=np.ones(ei.shape[1]), symmetrize=False, deduplicate=True,
                                  self_loops="drop")
 
@@ -922,7 +959,8 @@ def fit_h2gcn(
         hidden: embedding width p (the final representation has ``(2^(R+1) - 1) p`` = 7p columns).
         dropout: dropout rate on the final representation.
         num_rounds: R aggregation rounds (2 in the paper).
-        two_hop: precomputed :func:`two_hop_graph` of ``graph`` (computed on the host when omitted).
+        two_hop: precomputed :func:`two_hop_graph` of ``graph`` (computed on the host when omitted, refused
+            above :data:`MAX_TWO_HOP_EDGES` pairs).
         cfg: optimiser settings.
 
     Returns:
@@ -930,6 +968,7 @@ def fit_h2gcn(
 
     Raises:
         ValueError: as :func:`fit_gcn`, plus a ``two_hop`` graph of the wrong size.
+        TwoHopTooLarge: (a ValueError) ``two_hop`` omitted and the 2-hop graph above :data:`MAX_TWO_HOP_EDGES`.
     """
     num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                        scalar_hidden=True, to_features=as_input_features)
@@ -956,7 +995,7 @@ def _two_hop_or_check(graph, two_hop, num_rounds):
     if int(num_rounds) < 1:
         raise ValueError(f"num_rounds must be >= 1; got {num_rounds}")
     if two_hop is None:
-        return two_hop_graph(graph)
+        return two_hop_graph(graph, max_edges=MAX_TWO_HOP_EDGES)
     _check_two_hop(graph, two_hop)
     return two_hop
 

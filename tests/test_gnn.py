@@ -195,6 +195,31 @@ def test_two_hop_directed():
     assert in_neighbours(th) == {0: set(), 1: set(), 2: {0, 3}, 3: set(), 4: set()}
 
 
+def test_two_hop_limit_and_blocks(monkeypatch):
+    """A hub of degree d makes d(d-1) 2-hop pairs among its leaves: a star on 1 + 30 nodes has exactly 870.
+    ``max_edges`` = 870 passes, 869 raises TwoHopTooLarge (a ValueError) naming the limit; and the product formed
+    in blocks of receivers (tiny blocks forced) gives the same graph as one block, on a random directed graph."""
+    from jaxclp import gnn
+
+    star = undirected([(0, i) for i in range(1, 31)], 31)
+    assert two_hop_graph(star, max_edges=870).num_edges == 870 == two_hop_graph(star, max_edges=None).num_edges
+    with pytest.raises(gnn.TwoHopTooLarge, match="more than 869 pairs"):
+        two_hop_graph(star, max_edges=869)
+    assert issubclass(jaxclp.TwoHopTooLarge, ValueError)
+    g = Graph.from_edge_index(np.random.default_rng(0).integers(0, 200, (2, 1500)), 200, symmetrize=False)
+    whole = two_hop_graph(g)
+    monkeypatch.setattr(gnn, "_TWO_HOP_BLOCK_WALKS", 37)
+    blocked = two_hop_graph(g)
+    for f in ("senders", "receivers", "weights"):
+        np.testing.assert_array_equal(np.asarray(getattr(blocked, f)), np.asarray(getattr(whole, f)))
+    with pytest.raises(gnn.TwoHopTooLarge):  # the count stops in an early block
+        two_hop_graph(g, max_edges=whole.num_edges - 1)
+    with pytest.raises(gnn.TwoHopTooLarge):  # fit_h2gcn builds it with the default limit
+        monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 10)
+        jaxclp.fit_h2gcn(jax.random.key(0), star, np.eye(31, dtype=np.float32), np.arange(31) % 2,
+                         np.arange(31) < 10, np.arange(31) >= 20, num_classes=2)
+
+
 def test_two_hop_refuses_traced_graph():
     with pytest.raises(ValueError, match="host"):
         jax.jit(two_hop_graph)(path4())

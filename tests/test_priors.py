@@ -357,6 +357,25 @@ def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runn
     assert ("fit", "sage_tuned", TINY) in ctx.cache  # fitted once per split, shared by the methods
 
 
+def test_base_priors_leave_h2gcn_out_where_its_two_hop_graph_is_too_large(monkeypatch):
+    """A hub-heavy graph: H2GCN's 2-hop graph above the limit is left out of clp's choice with a warning and a
+    status line (the other predictors are fitted as usual); asked for alone, the error stands."""
+    from jaxclp import gnn
+
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 5)
+    said = []
+    with M.reporting(said.append), pytest.warns(UserWarning, match="h2gcn left out.*more than 5 pairs"):
+        out = M.fit_base_priors(ctx, ("mlp", "link", "h2gcn"))
+    assert set(out) == {"mlp", "link"} and any("h2gcn left out" in t for t in said)
+    with pytest.raises(gnn.TwoHopTooLarge):
+        M.fit_base_priors(ctx, ("h2gcn",))
+    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", None)  # no limit: fitted
+    assert set(M.fit_base_priors(ctx, ("mlp", "h2gcn"))) == {"mlp", "h2gcn"}
+
+
 def test_linkx_method_and_registry(monkeypatch):
     assert M.METHODS["clp"] is M.method_clp_prior and M.METHODS["clp_mlp"] is M.method_clp
     assert "clp_prior" not in M.METHODS and {"clp", "clp_mlp"} <= M.NEEDS_PRIOR and "linkx" in M.METHODS
