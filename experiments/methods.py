@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
+from jaxclp.authors import WEIGHTS as AUTHORS_WEIGHTS
 from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
@@ -256,11 +257,16 @@ def method_clp_star(ctx: Context) -> dict:
 def method_clp_authors(ctx: Context, **grid) -> dict:
     """The authors' propagation (:mod:`jaxclp.authors`): start x alpha (0.1..1.0) x post x echo x adjacency
     weight, each at its best validation layer of 20 (everything chosen on validation)."""
-    res = authors_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric, **grid)
-    layers = np.asarray(res.layer)
-    return {("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
-             "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
-            for i, (start, a, post, echo, w) in enumerate(res.configs)}
+    out, H = {}, None
+    for weight in grid.pop("weights", AUTHORS_WEIGHTS):  # one adjacency weight at a time: half the peak memory
+        res = authors_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
+                           weights=(weight,), H=H, **grid)
+        H, layers = res.H, np.asarray(res.layer)
+        out.update({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
+                     "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
+                    for i, (start, a, post, echo, w) in enumerate(res.configs)})
+        del res
+    return out
 
 
 def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True) -> dict:

@@ -205,3 +205,37 @@ def test_authors_grid_roc_auc_layer_scores(rng):
         want.append(np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in neg]))
     np.testing.assert_allclose(np.asarray(res.val_score[0]), want, atol=1e-12)
     assert int(res.layer[0]) == int(np.argmax(want)) + 1
+
+
+@pytest.mark.cpu_bitwise
+def test_authors_grid_chunks_give_the_same_grid(rng, monkeypatch):
+    """Configurations run in vmapped chunks when a chunk of all of them would pass GRID_CHUNK_BYTES (a large
+    graph): forced to chunks of 3 of the 16 per kernel (the last one short), the grid is the same up to rounding
+    (the same layers chosen); and the runner's method_clp_authors, one adjacency weight per call (half the peak memory), returns the same
+    candidates as one call with both weights."""
+    import jaxclp.authors as A
+    from jaxclp.experiments import methods as M
+
+    g, edges, prior, labels, train, val = _problem(rng, n=15, k=3)
+    vis = jnp.asarray(np.where(train | val, labels, -1).astype(np.int32))
+    args = (g, jnp.asarray(prior), vis, jnp.asarray(train), jnp.asarray(val))
+    whole = authors_grid(*args, alphas=(0.4, 1.0), num_layers=5)
+    monkeypatch.setattr(A, "GRID_CHUNK_BYTES", 3 * 8 * 15 * 3 * 8)  # 3 configurations of (15, 3) float64
+    chunked = authors_grid(*args, alphas=(0.4, 1.0), num_layers=5)
+    assert chunked.configs == whole.configs  # a vmapped batch of another size: equal up to rounding (1 ulp seen)
+    for f in ("layer", "H"):
+        np.testing.assert_array_equal(np.asarray(getattr(chunked, f)), np.asarray(getattr(whole, f)))
+    for f in ("beliefs", "val_score"):
+        np.testing.assert_allclose(np.asarray(getattr(chunked, f)), np.asarray(getattr(whole, f)), rtol=1e-13,
+                                   atol=1e-15)
+    ctx = M.Context(graph=g, features=None, labels=vis, train=jnp.asarray(train), val=jnp.asarray(val),
+                    num_classes=3, metric="accuracy", key=None, priors={1: jnp.asarray(prior)}, mlp_depth=1)
+    got = M.method_clp_authors(ctx, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
+    monkeypatch.setattr(A, "GRID_CHUNK_BYTES", 1 << 30)
+    res = authors_grid(*args, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
+    assert len(got) == len(res.configs) == 2 * len(STARTS) * 2 * 2
+    for i, (key, b) in enumerate(got.items()):
+        start, a, post, echo, w = res.configs[i]
+        assert key == ("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
+                       "echo", echo, "layer", int(res.layer[i]))
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(res.beliefs[i]))
