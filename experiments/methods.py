@@ -254,17 +254,19 @@ def method_clp_star(ctx: Context) -> dict:
     return {("alpha", a): out[i] for i, a in enumerate(ALPHAS)}
 
 
-def method_clp_authors(ctx: Context, **grid) -> dict:
+def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
     """The authors' propagation (:mod:`jaxclp.authors`): start x alpha (0.1..1.0) x post x echo x adjacency
-    weight, each at its best validation layer of 20 (everything chosen on validation)."""
+    weight, each at its best validation layer of 20 (everything chosen on validation). ``_keep`` (internal:
+    :func:`_clp_grid`'s pruning) filters each adjacency weight's group."""
     out, H = {}, None
+    keep = _keep or (lambda group: group)
     for weight in grid.pop("weights", AUTHORS_WEIGHTS):  # one adjacency weight at a time: half the peak memory
         res = authors_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
                            weights=(weight,), H=H, **grid)
         H, layers = res.H, np.asarray(res.layer)
-        out.update({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
-                     "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
-                    for i, (start, a, post, echo, w) in enumerate(res.configs)})
+        out.update(keep({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post",
+                          post, "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
+                         for i, (start, a, post, echo, w) in enumerate(res.configs)}))
         del res
     return out
 
@@ -278,21 +280,51 @@ def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectr
     return dict(_cached(ctx, key, lambda: _clp_grid(ctx, variants, authors, spectral)))
 
 
+GRID_MAX_BYTES = 4 << 30
+"""Past this much of stored beliefs (about 312 (n, K) float arrays for ``clp_mlp``'s grid, ``312 * n * K * 4``
+bytes), :func:`method_clp` keeps of each computed group (an authors' kernel, a variant's alphas) only its first
+candidate with the best validation score: what :func:`select` and :func:`select_prior_first` would choose is
+unchanged (the first maximum in insertion order is the first maximum of the group that holds it), the memory is
+a few (n, K) arrays instead of ~312. No graph of the 18 datasets comes near it (Coauthor-CS: 0.34 GB); a
+200k-node, 40-class graph needs ~10 GB, and its run was killed for memory before. The record's
+``num_candidates`` then counts the kept candidates. Cross-fitted analyses, which read every candidate, run on
+the 18 datasets only."""
+
+
+def _grid_bytes(ctx: Context, num: int = 312) -> int:
+    n, k = ctx.prior.shape
+    return int(num) * int(n) * int(k) * jnp.dtype(ctx.prior.dtype).itemsize
+
+
+def _group_best(ctx: Context, group: dict) -> dict:
+    """The first entry of ``group`` with the best finite validation score, scored as :func:`select` scores (the
+    whole group where none is finite: the choice then fails as it would have)."""
+    y, vm = jnp.asarray(ctx.labels), jnp.asarray(ctx.val)
+    best, best_score = None, -np.inf
+    for cfg, scores in group.items():
+        s = float(evaluate(ctx.metric, jnp.asarray(scores), y, vm))
+        if np.isfinite(s) and s > best_score:
+            best, best_score = cfg, s
+    return group if best is None else {best: group[best]}
+
+
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool) -> dict:
     y = _labels0(ctx)
-    cands = method_clp_authors(ctx, echo=(False,)) if authors else {}  # echo off: half the cost (chameleon)
+    lean = _grid_bytes(ctx) > GRID_MAX_BYTES
+    keep = functools.partial(_group_best, ctx) if lean else (lambda group: group)
+    cands = method_clp_authors(ctx, echo=(False,), _keep=keep) if authors else {}  # echo off: half the cost
     for norm, l1, src in variants:
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
                                  l1_normalize=l1, prior_source=src, spectrum=False)
-        for i, a in enumerate(ALPHAS):
-            if res.valid[i]:
-                cands[("normalization", norm, "l1", l1, "prior", src, "alpha", a)] = res.beliefs[i]
+        cands.update(keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): res.beliefs[i]
+                           for i, a in enumerate(ALPHAS) if res.valid[i]}))
+        del res
     for norm, src in (CLP_SPECTRAL_VARIANTS if spectral else ()):
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
                                  prior_source=src, spectrum=False, spectral_scale=True)
-        for i, a in enumerate(SPECTRAL_ALPHAS):
-            if res.valid[i]:
-                cands[("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a)] = res.beliefs[i]
+        cands.update(keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): res.beliefs[i]
+                           for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]}))
+        del res
     return cands
 
 

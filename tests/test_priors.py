@@ -376,6 +376,31 @@ def test_base_priors_leave_h2gcn_out_where_its_two_hop_graph_is_too_large(monkey
     assert set(M.fit_base_priors(ctx, ("mlp", "h2gcn"))) == {"mlp", "h2gcn"}
 
 
+def test_clp_grid_past_its_memory_budget_keeps_group_bests_and_the_same_choice(monkeypatch):
+    """GRID_MAX_BYTES exceeded (forced: 0): each computed group keeps its first best candidate; select and
+    clp's select_prior_first choose the same configuration with the same score and scores, and far fewer
+    candidates are stored."""
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
+    y_v = np.asarray(ctx.labels)
+    full = M.method_clp(ctx)
+    full_prior = M.method_clp_prior(ctx, priors=("mlp", "link"), lazy=False)
+    monkeypatch.setattr(M, "GRID_MAX_BYTES", 0)
+    lean_ctx = _context(g, x, y, tm, vm)  # a fresh cache
+    lean = M.method_clp(lean_ctx)
+    assert len(lean) < len(full) / 10 and set(lean) <= set(full)
+    (c_full, s_full), (c_lean, s_lean) = (M.select(c, y_v, vm, "accuracy") for c in (full, lean))
+    assert (c_lean, s_lean) == (c_full, s_full)
+    np.testing.assert_array_equal(np.asarray(lean[c_lean]), np.asarray(full[c_full]))
+    lean_prior = M.method_clp_prior(lean_ctx, priors=("mlp", "link"), lazy=False)
+    assert lean_prior.rule(lean_prior, y_v, vm, "accuracy") == full_prior.rule(full_prior, y_v, vm, "accuracy")
+    # every group kept exactly its first best: e.g. the paper's variant, alpha by alpha
+    group = {k: v for k, v in full.items() if k[:6] == ("normalization", "sym", "l1", False, "prior", "mlp")}
+    kept = [k for k in lean if k[:6] == ("normalization", "sym", "l1", False, "prior", "mlp")]
+    assert kept == [M.select(group, y_v, vm, "accuracy")[0]]
+
+
 def test_linkx_method_and_registry(monkeypatch):
     assert M.METHODS["clp"] is M.method_clp_prior and M.METHODS["clp_mlp"] is M.method_clp
     assert "clp_prior" not in M.METHODS and {"clp", "clp_mlp"} <= M.NEEDS_PRIOR and "linkx" in M.METHODS
