@@ -15,7 +15,7 @@ import traceback
 from jaxclp.benchmarks import _common as C
 
 ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "gnn", "sparse_features", "rng", "fixes",
-         "file_reader")
+         "file_reader", "grid_memory")
 
 
 def main(argv=None) -> int:

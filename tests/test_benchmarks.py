@@ -330,6 +330,19 @@ def test_file_reader_quick_paths_agree(tmp_path):
     assert "| edge list, 10,000 lines" in md and "| weighted edge list, 10,000 lines" in md
 
 
+def test_grid_memory_quick_same_choice(tmp_path):
+    """benchmarks/grid_memory.py --quick: the whole grid, the library's and one pruned to its group bests (each in
+    its own process) choose the same configuration with the same validation score; the pruned one stores far
+    fewer candidates."""
+    from jaxclp.benchmarks import grid_memory
+
+    rows = {r["mode"]: r for r in grid_memory.main(["--quick", "--out", str(tmp_path)])["grid"]}
+    assert set(rows) == {"whole", "lean", "pruned"} and all("peak_gib" in r for r in rows.values())
+    assert len({(r["choice"], r["val"]) for r in rows.values()}) == 1
+    assert rows["whole"]["stored"] == rows["lean"]["stored"] == 312 and rows["pruned"]["stored"] < 30
+    assert "| 200 | 4 | pruned |" in (tmp_path / "grid_memory.md").read_text()
+
+
 def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
     called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the
