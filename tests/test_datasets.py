@@ -798,6 +798,9 @@ def test_holdout_split_two_classes_on_validation():
     first_val = perm[0]
     moved = next(i for i in perm[1:] if y[i] != y[first_val] and (y[perm[1:]] == y[i]).sum() >= 2)
     assert set(np.flatnonzero(v)) == {first_val, moved}
+    # labels are any integers (a user's codes), not only 0..C-1
+    t, v = D.holdout_split(np.array([10**9, 10**9, 10**9, 7, 7, -1]), 0.2, 0)
+    assert set(np.array([10**9, 10**9, 10**9, 7, 7, -1])[v]) == {10**9, 7}
     # impossible: the other classes have one labelled node each, which must train; validation stays one class
     t, v = D.holdout_split(np.array([0, 0, 0, 1, 2]), 0.2, 0)
     assert set(np.array([0, 0, 0, 1, 2])[v]) == {0} and t[3] and t[4]

@@ -229,10 +229,10 @@ def holdout_split(labels, val_fraction: float = 0.2, seed: int = 0) -> tuple[np.
     if val.any() and np.unique(y[val]).size < 2:
         # one class on validation selects nothing (accuracy rewards the constant guess, AUC is undefined):
         # the first training node, in permutation order, of another class that keeps a training node moves over
-        counts = np.bincount(y[train], minlength=int(y[idx].max()) + 1)
+        counts = dict(zip(*(a.tolist() for a in np.unique(y[train], return_counts=True))))  # any integer labels
         seen = y[val][0]
         for i in perm[n_val:]:
-            if train[i] and y[i] != seen and counts[y[i]] >= 2:
+            if train[i] and y[i] != seen and counts[y[i].item()] >= 2:
                 train[i], val[i] = False, True
                 break
     if not val.any():
