@@ -137,6 +137,22 @@ class TwoHopTooLarge(ValueError):
     """:func:`two_hop_graph` would exceed its ``max_edges``: H2GCN (and the runner's ``h2gcn`` prior) does not fit."""
 
 
+def check_two_hop_size(graph: Graph, max_edges: int | None = None) -> None:
+    """Raises :class:`TwoHopTooLarge` where :func:`two_hop_graph` would (``max_edges``: default
+    :data:`MAX_TWO_HOP_EDGES` read at call time), before anything is fitted. Free where the number of length-2 walks
+    (an upper bound on the pairs) is within the limit, as on every one of the 18 datasets; else the pairs are
+    counted (stopping past the limit)."""
+    limit = MAX_TWO_HOP_EDGES if max_edges is None else max_edges
+    if limit is None:
+        return
+    s, r = np.asarray(graph.senders, np.int64), np.asarray(graph.receivers, np.int64)
+    keep = (np.asarray(graph.weights) > 0) & (s != r)
+    pairs = np.unique(r[keep] * graph.num_nodes + s[keep])
+    indeg = np.bincount(pairs // graph.num_nodes, minlength=graph.num_nodes)
+    if int(indeg[pairs % graph.num_nodes].sum()) > limit:  # walks s -> u -> r: in-degree of u summed per edge u -> r
+        two_hop_graph(graph, max_edges=limit)
+
+
 def two_hop_graph(graph: Graph, max_edges: int | None = MAX_TWO_HOP_EDGES) -> Graph:
     """The exact-2-hop neighbourhood graph of H2GCN (host-side, scipy sparse).
 

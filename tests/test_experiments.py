@@ -82,6 +82,17 @@ def test_single_class_split_is_a_clear_error(tmp_path):
     runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0, 1], "syn", "medium")  # the real labels pass
 
 
+def test_run_refuses_h2gcn_on_a_hub_graph_before_any_fit(tmp_path, monkeypatch):
+    """H2GCN asked for on a graph whose 2-hop graph passes the limit: refused before any method runs (not after
+    hours of the others), the header record not written."""
+    from jaxclp import gnn
+
+    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 10)
+    with pytest.raises(gnn.TwoHopTooLarge, match="--methods without h2gcn"):
+        runner.run(_dataset(), "medium", ["mlp", "h2gcn"], 1, tmp_path, progress=False, epochs=5)
+    assert not (tmp_path / runner.RESULTS_FILE).exists()
+
+
 def test_single_class_parts_hand_example():
     y = np.array([0, 0, 1, 1, 2])
     tr = np.array([[1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [0, 0, 0, 0, 0]], bool)
