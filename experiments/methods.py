@@ -291,7 +291,11 @@ a few (n, K) arrays instead of ~312. No graph of the 18 datasets comes near it (
 the 18 datasets only."""
 
 
-def _grid_bytes(ctx: Context, num: int = 312) -> int:
+def _grid_bytes(ctx: Context, variants, authors: bool, spectral: bool) -> int:
+    """Bytes of the grid's stored beliefs: 160 authors' configurations (echo off), 9 alphas per variant, 11 per
+    spectral variant (312 for ``clp_mlp``, 9 for ``clp_paper``), each (n, K)."""
+    num = (160 * bool(authors) + len(ALPHAS) * len(variants)
+           + len(SPECTRAL_ALPHAS) * len(CLP_SPECTRAL_VARIANTS) * bool(spectral))
     n, k = ctx.prior.shape
     return int(num) * int(n) * int(k) * jnp.dtype(ctx.prior.dtype).itemsize
 
@@ -310,7 +314,7 @@ def _group_best(ctx: Context, group: dict) -> dict:
 
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool) -> dict:
     y = _labels0(ctx)
-    lean = _grid_bytes(ctx) > GRID_MAX_BYTES
+    lean = _grid_bytes(ctx, variants, authors, spectral) > GRID_MAX_BYTES
     keep = functools.partial(_group_best, ctx) if lean else (lambda group: group)
     cands = method_clp_authors(ctx, echo=(False,), _keep=keep) if authors else {}  # echo off: half the cost
     for norm, l1, src in variants:

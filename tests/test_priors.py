@@ -435,3 +435,14 @@ def test_runner_records_base_prior(tmp_path, monkeypatch):
         assert refs[name]["test"] == pytest.approx(rec[name]["test"]) and refs[name]["val"] == pytest.approx(
             rec[name]["val"])
     assert rec["linkx"]["num_candidates"] == 1 and 0.0 <= rec["linkx"]["test"] <= 1.0
+
+
+def test_clp_grid_bytes_counts_the_grid_it_stores():
+    """312 candidates for clp_mlp's grid (160 authors' + 12 x 9 + 4 x 11), 9 for clp_paper's: the budget compares
+    what each grid would store."""
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    n, k = ctx.prior.shape
+    per = n * k * np.dtype(ctx.prior.dtype).itemsize
+    assert M._grid_bytes(ctx, M.CLP_VARIANTS, True, True) == 312 * per == len(M.method_clp(ctx)) * per
+    assert M._grid_bytes(ctx, (("sym", False, "mlp"),), False, False) == 9 * per == len(M.method_clp_paper(ctx)) * per
