@@ -76,7 +76,7 @@ def grid(cfg: dict) -> list:
             need = BYTES_PER_NK_WHOLE * npc * k * k / 2**30
             if mode == "whole" and need > 0.7 * _available_gib():
                 rows.append({"nodes": npc * k, "classes": k, "mode": mode, "skipped":
-                             f"needs ~{need:.0f} GiB, {_available_gib():.0f} GiB available"})
+                             f"needs ~{need:.0f} GiB, more than 70 % of the {_available_gib():.0f} GiB available"})
                 continue
             C.log(f"grid_memory: {npc * k} nodes, {k} classes, {mode}")
             load = os.getloadavg()[0]
