@@ -177,7 +177,8 @@ def test_labels_of_one_class_are_refused(tmp_path):
     lab = tmp_path / "y.csv"
     lab.write_text("a,cat\nb,cat\nc,?\n")
     with pytest.raises(ValueError, match=r"y\.csv: every labelled node \(2\) has label 'cat'; a classifier needs "
-                                         r"labelled nodes of at least two classes"):
+                                         r"labelled nodes of at least two classes"), \
+            pytest.warns(UserWarning, match="1 of 3 node"):  # the unlabelled node is reported before the refusal
         D.load_file(e, labels=lab)
     lab.write_text("a,?\nb,-1\nc,?\n")
     with pytest.raises(ValueError, match=r"y\.csv: every node is unlabelled"):  # refused before, by the parser
