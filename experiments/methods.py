@@ -20,6 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
+from jaxclp.authors import AUTHORS_ALPHAS
+from jaxclp.authors import POSTS as AUTHORS_POSTS
+from jaxclp.authors import STARTS as AUTHORS_STARTS
 from jaxclp.authors import WEIGHTS as AUTHORS_WEIGHTS
 from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS
@@ -134,13 +137,19 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
         raise ValueError("validation labels missing (-1) inside val_mask")
     if isinstance(candidates, Candidates):
         candidates.expand()
-    best, best_score = None, -np.inf
-    for cfg, scores in candidates.items():
-        s = float(evaluate(metric, jnp.asarray(scores), y, jnp.asarray(val_mask)))
-        if np.isfinite(s) and s > best_score:
-            best, best_score = cfg, s
+    best, best_score = _first_best(candidates, y, jnp.asarray(val_mask), metric)
     if best is None:
         raise ValueError("no candidate has a finite validation score")
+    return best, best_score
+
+
+def _first_best(candidates: dict, y, val_mask, metric: str) -> tuple[object, float]:
+    """The first config with the best finite validation score and that score; ``(None, -inf)`` if none is finite."""
+    best, best_score = None, -np.inf
+    for cfg, scores in candidates.items():
+        s = float(evaluate(metric, jnp.asarray(scores), y, val_mask))
+        if np.isfinite(s) and s > best_score:
+            best, best_score = cfg, s
     return best, best_score
 
 
@@ -292,9 +301,10 @@ the 18 datasets only."""
 
 
 def _grid_bytes(ctx: Context, variants, authors: bool, spectral: bool) -> int:
-    """Bytes of the grid's stored beliefs: 160 authors' configurations (echo off), 9 alphas per variant, 11 per
+    """Bytes of the grid's stored beliefs: the authors' 160 configurations (echo off), 9 alphas per variant, 11 per
     spectral variant (312 for ``clp_mlp``, 9 for ``clp_paper``), each (n, K)."""
-    num = (160 * bool(authors) + len(ALPHAS) * len(variants)
+    num_authors = len(AUTHORS_STARTS) * len(AUTHORS_ALPHAS) * len(AUTHORS_POSTS) * len(AUTHORS_WEIGHTS)
+    num = (num_authors * bool(authors) + len(ALPHAS) * len(variants)
            + len(SPECTRAL_ALPHAS) * len(CLP_SPECTRAL_VARIANTS) * bool(spectral))
     n, k = ctx.prior.shape
     return int(num) * int(n) * int(k) * jnp.dtype(ctx.prior.dtype).itemsize
@@ -303,12 +313,7 @@ def _grid_bytes(ctx: Context, variants, authors: bool, spectral: bool) -> int:
 def _group_best(ctx: Context, group: dict) -> dict:
     """The first entry of ``group`` with the best finite validation score, scored as :func:`select` scores (the
     whole group where none is finite: the choice then fails as it would have)."""
-    y, vm = jnp.asarray(ctx.labels), jnp.asarray(ctx.val)
-    best, best_score = None, -np.inf
-    for cfg, scores in group.items():
-        s = float(evaluate(ctx.metric, jnp.asarray(scores), y, vm))
-        if np.isfinite(s) and s > best_score:
-            best, best_score = cfg, s
+    best, _ = _first_best(group, jnp.asarray(ctx.labels), jnp.asarray(ctx.val), ctx.metric)
     return group if best is None else {best: group[best]}
 
 

@@ -222,14 +222,14 @@ def test_two_hop_limit_and_blocks(monkeypatch):
 
 def test_check_two_hop_size_counts_only_past_the_walk_bound(monkeypatch):
     """4-cycle: 16 length-2 walks, 4 exact-2-hop pairs (each node's opposite, reached twice): limit 4 passes
-    (walks exceed it, the count does not), 3 raises; within the walk bound nothing is built at all."""
+    (walks exceed it, the count does not), 3 raises; within the walk bound nothing is counted at all."""
     from jaxclp import gnn
 
     c4 = undirected([(0, 1), (1, 2), (2, 3), (3, 0)], 4)
     gnn.check_two_hop_size(c4, max_edges=4)
     with pytest.raises(gnn.TwoHopTooLarge, match="more than 3 pairs"):
         gnn.check_two_hop_size(c4, max_edges=3)
-    monkeypatch.setattr(gnn, "two_hop_graph", lambda *a, **k: pytest.fail("built within the walk bound"))
+    monkeypatch.setattr(gnn, "_two_hop_pairs", lambda *a, **k: pytest.fail("counted within the walk bound"))
     gnn.check_two_hop_size(c4, max_edges=16)
     monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 16)  # the default limit is read at call time
     gnn.check_two_hop_size(c4)
