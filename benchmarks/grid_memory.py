@@ -1,11 +1,13 @@
 """Peak memory of ``clp_mlp``'s candidate grid (the runner's CLP on one prior: ~312 configurations) on large
 synthetic graphs: the grid stored whole, as before session 27, vs the lean grid (:data:`GRID_MAX_BYTES`: past it
-each computed group keeps its first best candidate; the authors' kernel in chunks of :data:`GRID_CHUNK_BYTES`).
+each computed group keeps its first best candidate; the authors' kernel in chunks of :data:`GRID_CHUNK_BYTES`;
+since session 28 the closed-form solves' alphas in chunks of :data:`jaxclp.solve.SOLVE_CHUNK_BYTES`). ``lean27``
+is session 27's lean grid (every alpha of a solve vmapped at once), for the difference the solve chunks make.
 
 Each row runs in a fresh subprocess (peak resident memory = the child's ``ru_maxrss``): a synthetic graph
 (:func:`jaxclp.datasets.synthetic`, h = 0.3, average degree 10), a random Dirichlet prior (no MLP: the grid
 alone), 40 % of the nodes for training and 20 % of the rest for validation, then
-:func:`jaxclp.experiments.methods.method_clp` and :func:`~jaxclp.experiments.methods.select`. ``whole`` sets both
+:func:`jaxclp.experiments.methods.method_clp` and :func:`~jaxclp.experiments.methods.select`. ``whole`` sets all three
 budgets to infinity (``pruned``, in ``--quick``: the grid budget to 0, every group pruned); rows whose whole grid would need more than 70 % of the available memory (~600 ``n K``
 float32 values, measured) are not run and say so. Both modes must choose the same configuration with the same
 validation score.
@@ -24,20 +26,24 @@ from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
 
-FULL = {"sizes": [[1250, 40], [5000, 40]], "modes": ["whole", "lean"]}  # nodes per class, classes: 50k, 200k nodes
-QUICK = {"sizes": [[50, 4]], "modes": ["whole", "lean", "pruned"]}  # pruned: GRID_MAX_BYTES = 0 (CI smoke)
+FULL = {"sizes": [[1250, 40], [5000, 40]], "modes": ["whole", "lean27", "lean"]}  # nodes per class, classes: 50k, 200k nodes
+QUICK = {"sizes": [[50, 4]], "modes": ["whole", "lean27", "lean", "pruned"]}  # pruned: GRID_MAX_BYTES = 0 (CI smoke)
 BYTES_PER_NK_WHOLE = 600 * 4
 """The whole grid's peak per n * K (measured: 4.8 GB for 50k nodes x 40 classes)."""
 
 CHILD = r"""
 import json, resource, sys, time, warnings
 import numpy as np, jax, jax.numpy as jnp, jaxclp
+import importlib
 import jaxclp.authors as A
 from jaxclp.experiments import methods as M
+S = importlib.import_module("jaxclp.solve")  # the module (jaxclp.solve is the function)
 warnings.simplefilter("ignore")
 npc, k, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 if mode == "whole":
-    M.GRID_MAX_BYTES = A.GRID_CHUNK_BYTES = float("inf")
+    M.GRID_MAX_BYTES = A.GRID_CHUNK_BYTES = S.SOLVE_CHUNK_BYTES = float("inf")
+if mode == "lean27":
+    S.SOLVE_CHUNK_BYTES = float("inf")
 if mode == "pruned":
     M.GRID_MAX_BYTES = 0
 ds = jaxclp.datasets.synthetic(0.3, avg_degree=10, num_classes=k, nodes_per_class=npc, seed=0, features=None)
@@ -105,8 +111,10 @@ def write_markdown(path: Path, payload: dict) -> None:
              "Peak resident GiB of a fresh process computing the grid and choosing on validation (synthetic graph, "
              "random prior, no MLP); seconds of the grid and the choice (compile included; one run each, load average "
              "at its start in the JSON); `stored` = candidates "
-             "kept. `whole`: every candidate stored and the authors' 80 configurations in one vmapped kernel "
-             "(before session 27); `lean`: the library's budgets.", "",
+             "kept. `whole`: every candidate stored, the authors' 80 configurations in one vmapped kernel and every "
+             "alpha of a closed-form solve at once (before session 27); `lean27`: session 27's budgets (grid, "
+             "authors' chunks), the solves' alphas still at once; `lean`: the library's budgets (since session 28 "
+             "also `jaxclp.solve.SOLVE_CHUNK_BYTES`).", "",
              C.md_table(["nodes", "classes", "mode", "peak GiB", "seconds", "stored", "choice"], rows), ""]
     path.write_text("\n".join(lines))
 

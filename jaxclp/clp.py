@@ -35,7 +35,7 @@ from jaxclp.operator import (SpectralInfo, a_priori_bound, clp_operator, norm_bo
                              spectral_scale)
 from jaxclp.propagate import _iterate_jit
 from jaxclp.sinkhorn import SinkhornInfo
-from jaxclp.solve import Method, solve_operator
+from jaxclp.solve import Method, in_alpha_chunks, solve_operator
 
 PriorSource = Literal["mlp", "b0"]
 Compat = Literal["sinkhorn", "refined"]
@@ -145,8 +145,10 @@ def clp_beliefs(
 
 
 def _iterate_l1(op, d, b0, alphas, num_iters):
-    """(A, n, K) beliefs of the L1-normalized iteration from ``b0``, vmapped over the alphas."""
-    return jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))(alphas)
+    """(A, n, K) beliefs of the L1-normalized iteration from ``b0``, vmapped over the alphas (in chunks past
+    :data:`jaxclp.solve.SOLVE_CHUNK_BYTES`)."""
+    run = jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))
+    return in_alpha_chunks(run, alphas, "iterate_l1", d.shape, d.dtype)
 
 
 def check_variant(normalization: str, prior_source: str, compat: str, l1_normalize: bool,
@@ -272,6 +274,9 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization, *, solver=sol
         ``(beliefs (A, n, K), converged (A, K), method used or "none")``.
     """
     n, k = op.graph.num_nodes, d.shape[1]
+    if valid.all():  # no (A, n, K) zeros and copy beside the solve's own value
+        sol = solver(op, d, alpha=alphas, method=method, tol=tol, normalization=normalization)
+        return sol.value, sol.converged, sol.method
     beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
     converged = jnp.zeros((alphas.shape[0], k), bool)
     if not valid.any():

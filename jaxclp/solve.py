@@ -42,6 +42,18 @@ METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
 DENSE_MAX_NODES = 300
 GMRES_RESTART = 30
 NEUMANN_MAX_CONTRACTION = 0.4  # benchmarks/results/solvers.md: best threshold of 0.0-0.95 on 147 cells
+SOLVE_CHUNK_BYTES = 1 << 30
+"""Working-set budget of a vector of alphas solved together (:func:`solve_operator`): past it the alphas are
+solved in chunks (same method for all, chosen for the largest alpha), each alpha's value being the one it gets
+solved with the others (vmapped systems are independent; equal up to float rounding of the batched product).
+Every dataset of the experiments is one chunk (the largest, Coauthor-CS, n K = 0.28M: 11 alphas of BiCGStab
+count ~0.2 GiB)."""
+WORKING_VECTORS = {"neumann": 10, "jacobi": 12, "cg": 12, "bicgstab": 16, "gmres": 3 * GMRES_RESTART,
+                   "iterate_l1": 8}
+"""Peak bytes of one alpha's solve, in (n, K) arrays of the prior's dtype (value, right-hand side, the method's
+iterates and XLA's temporaries), rounded up from measurements (50k nodes x 40 classes, 1 vs 11 alphas, float32:
+neumann 8, jacobi 9.5, cg 10, bicgstab 14 arrays per alpha; gmres, 10k x 40, ~80 = 2.7 restarts' worth;
+``"iterate_l1"``, the per-step L1 iteration of :func:`jaxclp.clp_beliefs`, ~6)."""
 
 
 class Solution(NamedTuple):
@@ -390,12 +402,38 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
             "Use 'bicgstab', 'gmres' or 'dense'.")
     if throw:
         _check_divergence(op, alphas, normalization)
-    x, its, res, rel = _solve_jit(op, prior, alphas, method, tol, max_iters)
+    if alphas.ndim == 1 and method != "dense":  # "dense" maps over the alphas already
+        x, its, res, rel = in_alpha_chunks(lambda a: _solve_jit(op, prior, a, method, tol, max_iters), alphas,
+                                           method, prior.shape, prior.dtype)
+    else:
+        x, its, res, rel = _solve_jit(op, prior, alphas, method, tol, max_iters)
     sol = Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
                    rho_bound=rho_bound, method=method)
     if throw:
         _check_converged(sol, alphas, tol, max_iters)
     return sol
+
+
+def alpha_chunk(method: str, shape, dtype) -> int:
+    """How many alphas :func:`solve_operator` solves together with ``method`` (a key of
+    :data:`WORKING_VECTORS`) for an (n, K) prior of ``dtype``: as many as fit :data:`SOLVE_CHUNK_BYTES` (at
+    least 1)."""
+    per_alpha = WORKING_VECTORS[method] * int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return max(1, int(min(SOLVE_CHUNK_BYTES / max(per_alpha, 1), 2**31)))  # an infinite budget: one chunk
+
+
+def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
+    """``fn(alphas)`` (a pytree of arrays with a leading (A,) axis), computed a chunk of alphas at a time where
+    all A at once would pass :data:`SOLVE_CHUNK_BYTES` (:func:`alpha_chunk`): near-equal chunks (at most two
+    shapes to compile), one after the other (blocking: asynchronous dispatch would hold every chunk's working
+    set at once), concatenated."""
+    a = alphas.shape[0]
+    chunk = alpha_chunk(method, shape, dtype)
+    if chunk >= a:
+        return fn(alphas)
+    size = -(-a // -(-a // chunk))
+    parts = [jax.block_until_ready(fn(alphas[i:i + size])) for i in range(0, a, size)]
+    return jax.tree.map(lambda *p: jnp.concatenate(p), *parts)
 
 
 def _check_divergence(op: FactoredOperator, alphas, normalization) -> None:

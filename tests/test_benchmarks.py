@@ -337,9 +337,10 @@ def test_grid_memory_quick_same_choice(tmp_path):
     from jaxclp.benchmarks import grid_memory
 
     rows = {r["mode"]: r for r in grid_memory.main(["--quick", "--out", str(tmp_path)])["grid"]}
-    assert set(rows) == {"whole", "lean", "pruned"} and all("peak_gib" in r for r in rows.values())
+    assert set(rows) == {"whole", "lean27", "lean", "pruned"} and all("peak_gib" in r for r in rows.values())
     assert len({(r["choice"], r["val"]) for r in rows.values()}) == 1
-    assert rows["whole"]["stored"] == rows["lean"]["stored"] == 312 and rows["pruned"]["stored"] < 30
+    assert rows["whole"]["stored"] == rows["lean27"]["stored"] == rows["lean"]["stored"] == 312
+    assert rows["pruned"]["stored"] < 30
     assert "| 200 | 4 | pruned |" in (tmp_path / "grid_memory.md").read_text()
 
 

@@ -296,6 +296,39 @@ def test_features_csv_keyed_by_string_node_ids(tmp_path):
         D.load_file(e, labels=lab, features=f)
 
 
+@pytest.mark.parametrize("fmt", ["npy", "npz", "csv"])
+def test_features_with_nan_or_inf_name_the_nodes(tmp_path, fmt):
+    """NaN/inf in a features file (dense, CSR or text) is an error naming how many values and which nodes, by the
+    user's ids."""
+    import scipy.sparse as sp
+
+    e, lab = tmp_path / "g.csv", tmp_path / "y.csv"
+    lab.write_text("bob,red\nann,blue\ncy,red\ndee,blue\n")
+    e.write_text("ann,bob\nbob,cy\ncy,dee\n")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) + 1
+    x[1, 2], x[3, 0], x[3, 1] = np.nan, np.inf, -np.inf
+    f = tmp_path / f"x.{fmt}"
+    if fmt == "npy":
+        np.save(f, x)
+    elif fmt == "npz":
+        sp.save_npz(f, sp.csr_matrix(x))
+    else:
+        f.write_text("\n".join(f"{i},{a},{b},{c}" for i, (a, b, c) in zip(["bob", "ann", "cy", "dee"], x)))
+    with pytest.raises(ValueError, match=r"x\.%s: features contain NaN or inf: 3 value\(s\) in 2 node\(s\)' rows, "
+                                         r"e\.g\. node\(s\) \['ann', 'dee'\]" % fmt):
+        D.load_file(e, labels=lab, features=f)
+    if fmt == "npz":  # a Platonov-layout graph .npz with the same features: nodes are rows there
+        g = tmp_path / "graph.npz"
+        np.savez(g, node_features=x, node_labels=np.array([0, 1, 0, 1]), edges=np.array([[0, 1], [1, 2], [2, 3]]))
+        with pytest.raises(ValueError, match=r"graph\.npz: features contain NaN or inf: 3 value\(s\) in 2 node\(s\)' "
+                                             r"rows, e\.g\. node\(s\) \[1, 3\]"):
+            D.load_file(g)
+    x[1, 2], x[3, 0], x[3, 1] = 0.5, 1, 2
+    if fmt == "npy":
+        np.save(f, x)
+        np.testing.assert_array_equal(D.load_file(e, labels=lab, features=f).features, x)
+
+
 def test_weighted_edge_list(tmp_path):
     """``weighted=True``: the third column is the edge weight; both directions of an undirected edge carry it, a
     repeated edge keeps its largest weight, and the symmetric normalization is the weighted one (numpy)."""

@@ -244,6 +244,88 @@ def test_vector_of_alphas_equals_separate_solves(rng, method):
     assert np.asarray(sol.converged).all()
 
 
+@pytest.mark.parametrize("method", ["neumann", "jacobi", "cg", "bicgstab", "gmres"])
+def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatch, method):
+    """Past SOLVE_CHUNK_BYTES the alphas are solved a few at a time (5 alphas, 2 per chunk: shapes 2, 2, 1):
+    the same Solution as all at once, one method for all (the one "auto" picks for the largest alpha)."""
+    import importlib
+
+    S = importlib.import_module("jaxclp.solve")
+    g = make_graph("undirected")
+    b0, h, prior = make_problem(rng, N, K)
+    args = (g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior))
+    alphas = jnp.asarray([0.1, 0.3, 0.5, 0.7, 0.9])
+    whole = solve(*args, alpha=alphas, method=method, tol=1e-10)
+    calls = []
+    real = S._solve_jit
+    monkeypatch.setattr(S, "_solve_jit", lambda op, p, a, *r: (calls.append(a.shape[0] if a.ndim else 0), real(op, p, a, *r))[1])
+    per_alpha = S.WORKING_VECTORS[method] * N * K * 8
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", float("inf"))
+    assert S.alpha_chunk(method, (N, K), jnp.float64) == 2**31
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 2 * per_alpha + per_alpha // 2)
+    assert S.alpha_chunk(method, (N, K), jnp.float64) == 2
+    assert S.alpha_chunk(method, (N, K), jnp.float32) == 5  # half the bytes per alpha
+    part = solve(*args, alpha=alphas, method=method, tol=1e-10)
+    assert calls == [2, 2, 1]
+    assert part.method == whole.method == method
+    for name in ("value", "converged", "iterations", "residual", "relative_residual"):
+        a, b = np.asarray(getattr(part, name)), np.asarray(getattr(whole, name))
+        assert a.shape == b.shape, name
+        if a.dtype == bool or name == "iterations":
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-13, err_msg=name)
+    ops = ref_ops(g, b0, h, "sym")
+    for i, a in enumerate(np.asarray(alphas)):
+        np.testing.assert_allclose(np.asarray(part.value[i]), ref.closed_form(ops, prior, a), rtol=1e-5, atol=1e-7)
+    calls.clear()
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 0)  # at least one alpha per chunk; "auto" resolved once
+    auto = solve(*args, alpha=alphas, method="auto", tol=1e-10)
+    assert calls == [1] * 5 and auto.method == solve(*args, alpha=0.9, method="auto", tol=1e-10).method
+
+    def loss(p, a):
+        return jnp.sum(solve(args[0], args[1], args[2], p, alpha=a, method=method, tol=1e-10).value ** 2)
+
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 2 * per_alpha + per_alpha // 2)
+    gp, ga = jax.grad(loss, argnums=(0, 1))(args[3], alphas)
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 1 << 40)
+    wp, wa = jax.grad(loss, argnums=(0, 1))(args[3], alphas)
+    np.testing.assert_allclose(np.asarray(gp), np.asarray(wp), rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(ga), np.asarray(wa), rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["l1", "scaled", "paper"])
+def test_clp_beliefs_past_the_budget_equal_all_alphas_at_once(monkeypatch, variant):
+    """clp_beliefs' alpha grid past SOLVE_CHUNK_BYTES (budget 0: one alpha at a time): the per-step L1 iteration,
+    the spectrally scaled and the paper's closed form give the beliefs of all alphas at once (400 nodes: an
+    iterative method, not "dense")."""
+    import importlib
+
+    import jaxclp
+    from jaxclp import clp as C
+
+    S = importlib.import_module("jaxclp.solve")
+    ds = jaxclp.datasets.synthetic(0.3, avg_degree=6, num_classes=4, nodes_per_class=100, seed=1, features=None)
+    rng = np.random.default_rng(5)
+    n, k = ds.num_nodes, 4
+    tm = rng.random(n) < 0.3
+    prior = jnp.asarray(rng.dirichlet(np.ones(k), n))
+    y = jnp.asarray(np.where(tm, np.asarray(ds.labels), -1))
+    kw = {"l1": {"l1_normalize": True}, "scaled": {"spectral_scale": True, "alphas": (0.5, 0.9, 0.95, 0.99)},
+          "paper": {"normalization": "row"}}[variant]
+    whole = jaxclp.clp_beliefs(ds.graph, prior, y, jnp.asarray(tm), spectrum=False, **kw)
+    traced = []
+    real = C._iterate_jit
+    monkeypatch.setattr(C, "_iterate_jit", lambda *a, **k_: (traced.append(1), real(*a, **k_))[1])
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 0)
+    part = jaxclp.clp_beliefs(ds.graph, prior, y, jnp.asarray(tm), spectrum=False, **kw)
+    assert part.method == whole.method and (variant == "l1" or whole.method != "dense"), whole.method
+    assert len(traced) == (len(whole.alphas) if variant == "l1" else 0)
+    np.testing.assert_array_equal(np.asarray(part.valid), np.asarray(whole.valid))
+    np.testing.assert_allclose(np.asarray(part.beliefs), np.asarray(whole.beliefs), rtol=1e-9, atol=1e-12)
+    assert np.abs(np.asarray(whole.beliefs)).max() > 0
+
+
 @pytest.mark.parametrize("bad", ["method", "alpha_2d", "alpha_vec_out", "alpha_one", "prior_shape",
                                  "h_shape", "prior_nan", "b0_negative", "normalization"])
 def test_solve_rejects_bad_input(rng, bad):

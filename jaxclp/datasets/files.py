@@ -356,9 +356,22 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         x = _features_by_id(path, rows, num_nodes, index) if keyed else _numeric_rows(path, rows)
     if x.shape[0] != num_nodes:
         raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes")
-    if not sp.issparse(x) and not np.all(np.isfinite(x)):
-        raise ValueError(f"{path}: features contain NaN or inf")
+    _check_finite_features(path, x, index)
     return x
+
+
+def _check_finite_features(path, x, index: IdIndex | None) -> None:
+    """ValueError naming the nodes (their ids) whose feature rows hold NaN or inf (dense or CSR ``x``)."""
+    bad = ~np.isfinite(x.data if sp.issparse(x) else x)
+    if not bad.any():
+        return
+    if sp.issparse(x):
+        rows = np.unique(np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))[bad])
+    else:
+        rows = np.flatnonzero(bad.any(axis=1))
+    ids = (index.ids[rows[:5]] if index is not None else rows[:5]).tolist()
+    raise ValueError(f"{path}: features contain NaN or inf: {int(bad.sum())} value(s) in {rows.size} node(s)' rows, "
+                     f"e.g. node(s) {ids}; fill or drop those values (no method here imputes them)")
 
 
 def _numeric_rows(path, rows, id_column: bool = False) -> np.ndarray:
@@ -492,6 +505,8 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             if "allow_pickle" in msg:
                 raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
             raise ValueError(msg if msg.startswith(path.name) or str(path) in msg else f"{path}: {msg}") from None
+        if raw.features is not None:
+            _check_finite_features(path, raw.features, None)
         info["format"] = f"{kind} npz"
     else:
         if labels is None:
