@@ -102,8 +102,8 @@ def _add_graph_source(parser) -> None:
     src.add_argument("--graph", metavar="FILE",
                      help="a graph the registry does not know: an .npz (Platonov et al. layout: node_features, "
                           "node_labels, edges, optional train/val/test_masks; or Shchur et al. CSR layout: "
-                          "adj_*, attr_*, labels) or an edge-list CSV (then --labels is required; a label -1 or "
-                          "'?' marks an unlabelled node)")
+                          "adj_*, attr_*, labels) or an edge-list CSV (then --labels is required; a label -1, "
+                          "'?' or nothing after the comma marks an unlabelled node)")
     parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
     parser.add_argument("--features", metavar="FILE",
                         help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "

@@ -213,13 +213,14 @@ def test_small_classes_warn_and_describe(tmp_path):
 
 
 def test_edge_list_unlabelled_nodes(tmp_path):
-    """A label -1 (scikit-learn's convention) or '?' marks an unlabelled node: code -1 with a warning, not a
-    class; the node stays in the graph; edge homophily counts only edges between labelled nodes."""
+    """A label -1 (scikit-learn's convention), '?' or an empty field marks an unlabelled node: code -1 with a
+    warning, not a class; the node stays in the graph; edge homophily counts only edges between labelled nodes."""
     e = tmp_path / "g.csv"
     e.write_text("0,1\n1,2\n2,3\n3,4\n4,0\n")
     lab = tmp_path / "y.csv"
     lab.write_text("0,5\n1,-1\n2,5\n3,7\n4,-1\n")
-    with pytest.warns(UserWarning, match=r"y.csv: 2 of 5 node\(s\) have label -1 or '\?' and are treated as unlab"):
+    with pytest.warns(UserWarning, match=r"y.csv: 2 of 5 node\(s\) have label -1, '\?' or an empty label and are "
+                                         r"treated as unlab"):
         ds = D.load_file(e, labels=lab)
     np.testing.assert_array_equal(ds.labels, [0, -1, 0, 1, -1])
     assert ds.num_classes == 2 and ds.info["label_values"] == [5, 7] and ds.num_nodes == 5
@@ -230,6 +231,17 @@ def test_edge_list_unlabelled_nodes(tmp_path):
     np.testing.assert_array_equal(ds.labels, [0, -1, 1, 0, 0])
     assert ds.info["label_values"] == ["cat", "dog"]
     assert float(D.edge_homophily(ds.graph, ds.labels)) == pytest.approx(2 / 3)  # 2-3 no, 3-4 yes, 4-0 yes
+    for text in ("node,label\n0,cat\n1,\n2,dog\n3,cat\n4,cat\n", "0\tcat\n1\t\n2\tdog\n3\tcat\n4\tcat\n",
+                 "0,cat\n1, \r\n2,dog\n3,cat\n4,cat\n"):  # an empty label field (pandas' missing value): unlabelled
+        lab.write_text(text)
+        with pytest.warns(UserWarning, match="1 of 5"):
+            np.testing.assert_array_equal(D.load_file(e, labels=lab).labels, [0, -1, 1, 0, 0])
+    lab.write_text("0,5\n1,\n2,5\n3,7\n4,\n")  # integer labels, the last row empty too
+    with pytest.warns(UserWarning, match="2 of 5"):
+        np.testing.assert_array_equal(D.load_file(e, labels=lab).labels, [0, -1, 0, 1, -1])
+    lab.write_text("0,5\n1\n2,5\n3,7\n4,5\n")  # no separator: a malformed row, not a missing label
+    with pytest.raises(ValueError, match="y.csv: line 2: expected 2 field"):
+        D.load_file(e, labels=lab)
     lab.write_text("0,-1\n1,-1\n2,-1\n3,-1\n4,-1\n")
     with pytest.raises(ValueError, match="y.csv: every node is unlabelled"):
         D.load_file(e, labels=lab)

@@ -258,7 +258,8 @@ def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatc
     whole = solve(*args, alpha=alphas, method=method, tol=1e-10)
     calls = []
     real = S._solve_jit
-    monkeypatch.setattr(S, "_solve_jit", lambda op, p, a, *r: (calls.append(a.shape[0] if a.ndim else 0), real(op, p, a, *r))[1])
+    monkeypatch.setattr(S, "_solve_jit",
+                        lambda op, p, a, *r: (calls.append(a.shape[0] if a.ndim else 0), real(op, p, a, *r))[1])
     per_alpha = S.WORKING_VECTORS[method] * N * K * 8
     monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", float("inf"))
     assert S.alpha_chunk(method, (N, K), jnp.float64) == 2**31

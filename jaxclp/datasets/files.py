@@ -217,7 +217,8 @@ def _is_int(tok: bytes) -> bool:
 
 
 def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
-    """Reads a labels file: ``node,label`` rows, or one label per line (node ids 0..n-1); optional header.
+    """Reads a labels file: ``node,label`` rows, or one label per line (node ids 0..n-1); optional header. A label
+    of -1 or ``?``, or an empty label field (``node,``), marks an unlabelled node.
 
     Repeated node ids with the same label are accepted with a warning (first row kept); with different labels
     they are refused.
@@ -237,6 +238,11 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
     rows = _rows(path)
     if not rows:
         raise ValueError(f"{path}: empty labels file")
+    if any(len(t) == 2 for _, t in rows) and any(len(t) == 1 for _, t in rows):
+        # "node," (an empty label field, as pandas writes a missing value): an unlabelled node, like "node,?"
+        text = read_bytes(path).split(b"\n")
+        rows = [(i, t + [b"?"]) if len(t) == 1 and text[i - 1].rstrip(b"\r ").endswith((b",", b";", b"\t"))
+                else (i, t) for i, t in rows]
     ncols = len(rows[-1][1])
     if ncols not in (1, 2):
         raise ValueError(f"{path}: line {rows[-1][0]}: expected 'node,label' or one label per line, got "
@@ -277,7 +283,8 @@ def _encode_with_unlabelled(raw: np.ndarray, path) -> tuple[np.ndarray, np.ndarr
     unl = np.isin(raw, [u for u in UNLABELLED if isinstance(u, int) == numeric])
     if not unl.any():
         return encode_labels(raw)
-    report_unlabelled(unl, str(path), "-1 or '?'", ". If -1 is a class of yours (e.g. -1/+1 labels), recode it")
+    report_unlabelled(unl, str(path), "-1, '?' or an empty label",
+                      ". If -1 is a class of yours (e.g. -1/+1 labels), recode it")
     codes = np.full(raw.shape, -1, dtype=np.int32)
     codes[~unl], classes = encode_labels(raw[~unl])
     return codes, classes
