@@ -417,7 +417,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
 
 
 OTHER = ("lean", "halo", "sharded", "sharded_csr", "sharded_lean", "gnn", "sparse_features", "rng", "fixes", "file_reader",
-         "compile_time", "parity", "device", "device_tests")
+         "grid_memory", "alpha_chunks", "compile_time", "parity", "device", "device_tests")
 
 
 def other_results(od: Path) -> list[str]:

@@ -48,6 +48,17 @@ solved in chunks (same method for all, chosen for the largest alpha), each alpha
 solved with the others (vmapped systems are independent; equal up to float rounding of the batched product).
 Every dataset of the experiments is one chunk (the largest, Coauthor-CS, n K = 0.28M: 11 alphas of BiCGStab
 count ~0.2 GiB)."""
+SOLVE_CHUNK_ALPHAS = 4
+SOLVE_CHUNK_MIN_SIZE = 1 << 20
+"""Where the prior has at least ``SOLVE_CHUNK_MIN_SIZE`` entries (n K), an iterative method solves at most
+``SOLVE_CHUNK_ALPHAS`` alphas together, whatever the memory: vmapped alphas all iterate until the slowest lane of
+their chunk converges, so alphas near 1 (60+ iterations at 0.99) hold small ones (5 at 0.1) at their count.
+Measured (``benchmarks/results/alpha_chunks.md``, 11 alphas 0.1..0.99 of ``clp``'s scaled grid, 40 classes): with
+cg 12.6 -> 4.3 s at 50k nodes and 62 -> 27 s at 200k nodes (the same iterations per alpha); bicgstab 75 -> 7.8 s
+(its alpha = 0.99 lane took 197 iterations vmapped with the others, 68 in its chunk: float32 BiCGStab near
+alpha = 1 is erratic) and 92 -> 37 s; neumann (the paper's operator, 3-4 iterations) 0.8 -> 0.6 s and 3.6 -> 3.6
+s; one alpha at a time was slower than 4 for cg and bicgstab (5.5 / 47 s and 12.6 / 177 s), faster for neumann. Below the threshold (every dataset of the tables: n K <= 0.28M, so their
+records are unchanged) all alphas stay one vmapped solve where memory allows."""
 WORKING_VECTORS = {"neumann": 10, "jacobi": 12, "cg": 12, "bicgstab": 16, "gmres": 3 * GMRES_RESTART,
                    "iterate_l1": 8}
 """Peak bytes of one alpha's solve, in (n, K) arrays of the prior's dtype (value, right-hand side, the method's
@@ -417,9 +428,14 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
 def alpha_chunk(method: str, shape, dtype) -> int:
     """How many alphas :func:`solve_operator` solves together with ``method`` (a key of
     :data:`WORKING_VECTORS`) for an (n, K) prior of ``dtype``: as many as fit :data:`SOLVE_CHUNK_BYTES` (at
-    least 1)."""
-    per_alpha = WORKING_VECTORS[method] * int(np.prod(shape)) * np.dtype(dtype).itemsize
-    return max(1, int(min(SOLVE_CHUNK_BYTES / max(per_alpha, 1), 2**31)))  # an infinite budget: one chunk
+    least 1), and for an iterative method at most :data:`SOLVE_CHUNK_ALPHAS` where ``n K`` reaches
+    :data:`SOLVE_CHUNK_MIN_SIZE`."""
+    size = int(np.prod(shape))
+    per_alpha = WORKING_VECTORS[method] * size * np.dtype(dtype).itemsize
+    chunk = max(1, int(min(SOLVE_CHUNK_BYTES / max(per_alpha, 1), 2**31)))  # an infinite budget: one chunk
+    if method in METHODS and size >= SOLVE_CHUNK_MIN_SIZE:
+        chunk = min(chunk, SOLVE_CHUNK_ALPHAS)
+    return chunk
 
 
 def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
@@ -508,8 +524,8 @@ def solve(
         b0: (n, K) initial beliefs.
         H: (K, K) compatibility.
         prior: (n, K) prior D.
-        alpha: scalar in (0, 1), or a 1-D array of alphas (solved together, vmapped; the value is then
-            (A, n, K)).
+        alpha: scalar in (0, 1), or a 1-D array of alphas (solved together, vmapped; a chunk at a time where
+            all at once would pass :data:`SOLVE_CHUNK_BYTES`; the value is then (A, n, K)).
         normalization: "sym", "row" or "none".
         method: "auto" or one of ``METHODS`` (see the module docstring).
         tol: relative residual target per class.

@@ -344,6 +344,20 @@ def test_grid_memory_quick_same_choice(tmp_path):
     assert "| 200 | 4 | pruned |" in (tmp_path / "grid_memory.md").read_text()
 
 
+def test_alpha_chunks_quick(tmp_path):
+    """benchmarks/alpha_chunks.py --quick: each method's all-at-once and one-alpha-at-a-time rows exist (fresh
+    processes), their values agree to float32 rounding, and the markdown names both."""
+    from jaxclp.benchmarks import alpha_chunks
+
+    rows = alpha_chunks.main(["--quick", "--out", str(tmp_path)])["grid"]
+    assert [(r["method"], r["chunk"]) for r in rows] == [("cg", 11), ("cg", 1), ("bicgstab", 11), ("bicgstab", 1)]
+    for r in rows:
+        assert r["peak_gib"] > 0 and len(r["seconds"]) == 1 and len(r["iterations_per_alpha"]) == 11
+        assert r["max_abs_diff"] < 1e-4, r
+    md = (tmp_path / "alpha_chunks.md").read_text()
+    assert "| 400 | 4 | cg | all 11 |" in md and "| 400 | 4 | bicgstab | 1 |" in md
+
+
 def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
     called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the

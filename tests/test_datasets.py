@@ -914,3 +914,18 @@ def test_edge_homophily_helper():
     labels = np.array([0, 0, 1, 1])
     assert D.undirected_edges(ei, 4).tolist() == [[0, 1, 2], [1, 2, 3]]
     assert D.edge_homophily(ei, labels) == pytest.approx(2 / 3)
+
+
+def test_every_table_dataset_solves_its_alphas_in_one_vmapped_call():
+    """The solves' alpha chunks (jaxclp.solve.SOLVE_CHUNK_BYTES, SOLVE_CHUNK_MIN_SIZE) change float rounding, so
+    they must not apply to the datasets behind the committed records: at every measured (n, K), clp's 11 alphas
+    (float32) go in one call for each method "auto" picks and for the per-step L1 iteration."""
+    import importlib
+
+    import jax.numpy as jnp
+
+    S = importlib.import_module("jaxclp.solve")
+    for name, (_, n, *_, k, _) in TABLE.items():
+        for method in ("neumann", "jacobi", "cg", "bicgstab", "iterate_l1"):
+            assert S.alpha_chunk(method, (n, k), jnp.float32) >= 11, (name, method)
+    assert S.alpha_chunk("cg", (50_000, 40), jnp.float32) == S.SOLVE_CHUNK_ALPHAS  # the benchmark's graph: capped

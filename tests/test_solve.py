@@ -263,6 +263,8 @@ def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatc
     per_alpha = S.WORKING_VECTORS[method] * N * K * 8
     monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", float("inf"))
     assert S.alpha_chunk(method, (N, K), jnp.float64) == 2**31
+    assert S.alpha_chunk(method, (-(-S.SOLVE_CHUNK_MIN_SIZE // K), K), jnp.float64) == S.SOLVE_CHUNK_ALPHAS == 4
+    assert S.alpha_chunk("iterate_l1", (-(-S.SOLVE_CHUNK_MIN_SIZE // K), K), jnp.float64) == 2**31  # no early exit
     monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 2 * per_alpha + per_alpha // 2)
     assert S.alpha_chunk(method, (N, K), jnp.float64) == 2
     assert S.alpha_chunk(method, (N, K), jnp.float32) == 5  # half the bytes per alpha
@@ -279,6 +281,17 @@ def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatc
     ops = ref_ops(g, b0, h, "sym")
     for i, a in enumerate(np.asarray(alphas)):
         np.testing.assert_allclose(np.asarray(part.value[i]), ref.closed_form(ops, prior, a), rtol=1e-5, atol=1e-7)
+    calls.clear()
+    monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", float("inf"))  # a large graph: SOLVE_CHUNK_ALPHAS at a time
+    monkeypatch.setattr(S, "SOLVE_CHUNK_MIN_SIZE", N * K)
+    monkeypatch.setattr(S, "SOLVE_CHUNK_ALPHAS", 3)
+    capped = solve(*args, alpha=alphas, method=method, tol=1e-10)
+    assert calls == [3, 2]
+    np.testing.assert_allclose(np.asarray(capped.value), np.asarray(whole.value), rtol=1e-9, atol=1e-13)
+    monkeypatch.setattr(S, "SOLVE_CHUNK_MIN_SIZE", N * K + 1)  # below it: one vmapped solve
+    calls.clear()
+    solve(*args, alpha=alphas, method=method, tol=1e-10)
+    assert calls == [5]
     calls.clear()
     monkeypatch.setattr(S, "SOLVE_CHUNK_BYTES", 0)  # at least one alpha per chunk; "auto" resolved once
     auto = solve(*args, alpha=alphas, method="auto", tol=1e-10)
