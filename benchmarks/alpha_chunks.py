@@ -111,7 +111,8 @@ def write_markdown(path, payload: dict) -> None:
     rows = []
     for r in payload["grid"]:
         if "failed" in r:
-            rows.append([f"{r['nodes']:,}", r["classes"], r["method"], r["chunk"], "–", "–", "–", "–", r["failed"]])
+            rows.append([f"{r['nodes']:,}", r["classes"], r["method"], r["chunk"], "–", "–", "–", "–",
+                         r["failed"]])
             continue
         s = r["seconds"]
         rows.append([f"{r['nodes']:,}", r["classes"], r["method"], "all 11" if r["chunk"] >= 11 else r["chunk"],

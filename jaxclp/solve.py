@@ -57,8 +57,9 @@ Measured (``benchmarks/results/alpha_chunks.md``, 11 alphas 0.1..0.99 of ``clp``
 cg 12.6 -> 4.3 s at 50k nodes and 62 -> 27 s at 200k nodes (the same iterations per alpha); bicgstab 75 -> 7.8 s
 (its alpha = 0.99 lane took 197 iterations vmapped with the others, 68 in its chunk: float32 BiCGStab near
 alpha = 1 is erratic) and 92 -> 37 s; neumann (the paper's operator, 3-4 iterations) 0.8 -> 0.6 s and 3.6 -> 3.6
-s; one alpha at a time was slower than 4 for cg and bicgstab (5.5 / 47 s and 12.6 / 177 s), faster for neumann. Below the threshold (every dataset of the tables: n K <= 0.28M, so their
-records are unchanged) all alphas stay one vmapped solve where memory allows."""
+s; one alpha at a time was slower than 4 for cg and bicgstab (5.5 / 47 s and 12.6 / 177 s), faster for neumann.
+Below the threshold (every dataset of the tables: n K <= 0.28M, so their records are unchanged) all alphas stay
+one vmapped solve where memory allows."""
 WORKING_VECTORS = {"neumann": 10, "jacobi": 12, "cg": 12, "bicgstab": 16, "gmres": 3 * GMRES_RESTART,
                    "iterate_l1": 8}
 """Peak bytes of one alpha's solve, in (n, K) arrays of the prior's dtype (value, right-hand side, the method's
@@ -440,9 +441,9 @@ def alpha_chunk(method: str, shape, dtype) -> int:
 
 def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
     """``fn(alphas)`` (a pytree of arrays with a leading (A,) axis), computed a chunk of alphas at a time where
-    all A at once would pass :data:`SOLVE_CHUNK_BYTES` (:func:`alpha_chunk`): near-equal chunks (at most two
-    shapes to compile), one after the other (blocking: asynchronous dispatch would hold every chunk's working
-    set at once), concatenated."""
+    :func:`alpha_chunk` allows fewer than A (memory, or the cap on large problems): near-equal chunks (at most
+    two shapes to compile), one after the other (blocking: asynchronous dispatch would hold every chunk's
+    working set at once), concatenated."""
     a = alphas.shape[0]
     chunk = alpha_chunk(method, shape, dtype)
     if chunk >= a:
@@ -525,7 +526,8 @@ def solve(
         H: (K, K) compatibility.
         prior: (n, K) prior D.
         alpha: scalar in (0, 1), or a 1-D array of alphas (solved together, vmapped; a chunk at a time where
-            all at once would pass :data:`SOLVE_CHUNK_BYTES`; the value is then (A, n, K)).
+            all at once would pass :data:`SOLVE_CHUNK_BYTES`, and at most :data:`SOLVE_CHUNK_ALPHAS` together
+            from n K = :data:`SOLVE_CHUNK_MIN_SIZE`; the value is then (A, n, K)).
         normalization: "sym", "row" or "none".
         method: "auto" or one of ``METHODS`` (see the module docstring).
         tol: relative residual target per class.
