@@ -10,7 +10,8 @@ Each row is a fresh subprocess (peak resident memory = its ``ru_maxrss``): a syn
 nodes labelled, the CLP operator of ``clp_mlp``'s grid (sym or row Â, ρ-scaled for ``cg``/``bicgstab``: α up to
 0.99 as in ``clp``'s grid; the paper's operator for ``neumann``), and :func:`jaxclp.solve.solve_operator` on 11
 alphas (0.1, 0.2, ..., 0.9, 0.95, 0.99; ``clp``'s grid of the scaled operators) with the budget set so
-that ``chunk`` alphas go together (``11`` = all at once, the library's behaviour below the budget). Seconds:
+that ``chunk`` alphas go together (``11`` = all at once, the library's behaviour below the budget; the library's
+cap :data:`~jaxclp.solve.SOLVE_CHUNK_ALPHAS`, which these rows measured, switched off). Seconds:
 min and median of ``repeats`` timed calls after one untimed call (compile excluded). ``max |diff|``: the largest
 difference of the chunked value from the all-at-once value (float32; chunking changes only float rounding).
 
@@ -53,6 +54,7 @@ if method != "neumann":
     op, _ = spectral_scale(op)
 alphas = jnp.asarray([.1, .2, .3, .4, .5, .6, .7, .8, .9, .95, .99], jnp.float32)
 per_alpha = S.WORKING_VECTORS[method] * n * k * 4
+S.SOLVE_CHUNK_MIN_SIZE = float("inf")  # the library's cap off: the budget alone sets the chunk
 S.SOLVE_CHUNK_BYTES = float("inf") if chunk >= 11 else chunk * per_alpha + per_alpha // 2
 assert S.alpha_chunk(method, (n, k), jnp.float32) == (2**31 if chunk >= 11 else chunk)
 jax.block_until_ready(op)

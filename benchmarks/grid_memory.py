@@ -3,6 +3,8 @@ synthetic graphs: the grid stored whole, as before session 27, vs the lean grid 
 each computed group keeps its first best candidate; the authors' kernel in chunks of :data:`GRID_CHUNK_BYTES`;
 since session 28 the closed-form solves' alphas in chunks of :data:`jaxclp.solve.SOLVE_CHUNK_BYTES`). ``lean27``
 is session 27's lean grid (every alpha of a solve vmapped at once), for the difference the solve chunks make.
+(The committed rows ran before :data:`jaxclp.solve.SOLVE_CHUNK_ALPHAS`: their ``lean`` had the memory budget
+alone, 8 alphas per chunk at 50k x 40 and 2 at 200k x 40; the cap now makes the first 4.)
 
 Each row runs in a fresh subprocess (peak resident memory = the child's ``ru_maxrss``): a synthetic graph
 (:func:`jaxclp.datasets.synthetic`, h = 0.3, average degree 10), a random Dirichlet prior (no MLP: the grid
@@ -40,10 +42,10 @@ from jaxclp.experiments import methods as M
 S = importlib.import_module("jaxclp.solve")  # the module (jaxclp.solve is the function)
 warnings.simplefilter("ignore")
 npc, k, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if mode in ("whole", "lean27"):  # every alpha of a solve at once (no budget, no cap)
+    S.SOLVE_CHUNK_BYTES = S.SOLVE_CHUNK_MIN_SIZE = float("inf")
 if mode == "whole":
-    M.GRID_MAX_BYTES = A.GRID_CHUNK_BYTES = S.SOLVE_CHUNK_BYTES = float("inf")
-if mode == "lean27":
-    S.SOLVE_CHUNK_BYTES = float("inf")
+    M.GRID_MAX_BYTES = A.GRID_CHUNK_BYTES = float("inf")
 if mode == "pruned":
     M.GRID_MAX_BYTES = 0
 ds = jaxclp.datasets.synthetic(0.3, avg_degree=10, num_classes=k, nodes_per_class=npc, seed=0, features=None)
