@@ -44,6 +44,7 @@ from jaxclp import _checks
 from jaxclp.compat import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, spmm
 from jaxclp.metrics import check_metric, evaluate
+from jaxclp.solve import in_chunks
 
 Start = Literal["prior", "b0", "labels", "prior_train"]
 Post = Literal["clamp", "softmax"]
@@ -290,13 +291,12 @@ def authors_grid(
     for w in weights:
         ops = _ops(graph, b0, H, w)
         for e in dict.fromkeys(bool(e) for e in echo):  # one compiled kernel per echo flag (no wasted SpMM)
-            for lo in range(0, len(inner), chunk):  # a chunk's starts are gathered only when it runs
-                part = slice(lo, lo + chunk)
-                b, t, s = _grid_kernel(graph, ops, all_starts[sel[part]], al[part], sm[part], e, y, val_mask,
-                                       int(num_layers), metric)
-                beliefs.append(b)
-                layers.append(t)
-                scores.append(s)
+            b, t, s = in_chunks(  # a chunk's starts are gathered only when it runs
+                lambda part: _grid_kernel(graph, ops, all_starts[sel[part]], al[part], sm[part], e, y, val_mask,
+                                          int(num_layers), metric), len(inner), chunk)
+            beliefs.append(b)
+            layers.append(t)
+            scores.append(s)
             configs += [c + (e, w) for c in inner]
     return AuthorsResult(jnp.concatenate(beliefs), jnp.concatenate(layers), jnp.concatenate(scores),
                          tuple(configs), H)

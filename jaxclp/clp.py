@@ -274,16 +274,14 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization, *, solver=sol
         ``(beliefs (A, n, K), converged (A, K), method used or "none")``.
     """
     n, k = op.graph.num_nodes, d.shape[1]
-    if valid.all():  # no (A, n, K) zeros and copy beside the solve's own value
-        sol = solver(op, d, alpha=alphas, method=method, tol=tol, normalization=normalization)
-        return sol.value, sol.converged, sol.method
-    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype)
-    converged = jnp.zeros((alphas.shape[0], k), bool)
-    if not valid.any():
-        return beliefs, converged, "none"
     idx = np.flatnonzero(valid)
+    if idx.size == 0:
+        return jnp.zeros((alphas.shape[0], n, k), d.dtype), jnp.zeros((alphas.shape[0], k), bool), "none"
     sol = solver(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
-    return beliefs.at[idx].set(sol.value), converged.at[idx].set(sol.converged), sol.method
+    if idx.size == alphas.shape[0]:  # every alpha solved: no (A, n, K) zeros and copy beside the value
+        return sol.value, sol.converged, sol.method
+    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype).at[idx].set(sol.value)
+    return beliefs, jnp.zeros((alphas.shape[0], k), bool).at[idx].set(sol.converged), sol.method
 
 
 def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, *, solver=solve_operator) -> CLPResult:

@@ -439,18 +439,22 @@ def alpha_chunk(method: str, shape, dtype) -> int:
     return chunk
 
 
-def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
-    """``fn(alphas)`` (a pytree of arrays with a leading (A,) axis), computed a chunk of alphas at a time where
-    :func:`alpha_chunk` allows fewer than A (memory, or the cap on large problems): near-equal chunks (at most
-    two shapes to compile), one after the other (blocking: asynchronous dispatch would hold every chunk's
-    working set at once), concatenated."""
-    a = alphas.shape[0]
-    chunk = alpha_chunk(method, shape, dtype)
-    if chunk >= a:
-        return fn(alphas)
-    size = -(-a // -(-a // chunk))
-    parts = [jax.block_until_ready(fn(alphas[i:i + size])) for i in range(0, a, size)]
+def in_chunks(fn, count: int, chunk: int):
+    """``fn(part)`` over the index range ``0..count`` (``part``: a slice; a pytree of arrays with a leading axis
+    out): in one call where ``chunk >= count``, else in near-equal slices of at most ``chunk`` (at most two shapes
+    to compile), one after the other (blocking: asynchronous dispatch would hold every slice's working set at
+    once), concatenated."""
+    if chunk >= count:
+        return fn(slice(None))
+    size = -(-count // -(-count // chunk))
+    parts = [jax.block_until_ready(fn(slice(i, i + size))) for i in range(0, count, size)]
     return jax.tree.map(lambda *p: jnp.concatenate(p), *parts)
+
+
+def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
+    """``fn(alphas)`` (a pytree of arrays with a leading (A,) axis), computed :func:`in_chunks` of
+    :func:`alpha_chunk` alphas (memory, or the cap on large problems)."""
+    return in_chunks(lambda part: fn(alphas[part]), alphas.shape[0], alpha_chunk(method, shape, dtype))
 
 
 def _check_divergence(op: FactoredOperator, alphas, normalization) -> None:
