@@ -490,3 +490,94 @@ def test_dataset_label_values(tmp_path):
     ds = D.load_file(e, labels=lab)
     assert ds.label_values.tolist() == ["ant", "bee"] and ds.label_values[ds.labels].tolist() == ["bee", "ant", "bee"]
     assert D.synthetic(h=0.5, avg_degree=2, num_classes=3, nodes_per_class=4, seed=0).label_values.tolist() == [0, 1, 2]
+
+
+def _write_plain_graph(tmp_path):
+    """A 6-node edge list (no header) + labels + dense features, the reference for the encoded variants below."""
+    edges = b"0,1\n1,2\n2,3\n3,4\n4,5\n5,0\n0,3\n"
+    labels = b"0,a\n1,b\n2,a\n3,b\n4,a\n5,c\n"
+    x = np.arange(18, dtype=np.float32).reshape(6, 3) / 7
+    (tmp_path / "e.csv").write_bytes(edges)
+    (tmp_path / "l.csv").write_bytes(labels)
+    np.save(tmp_path / "x.npy", x)
+    return edges, labels, x
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bz2", "xz"])
+def test_compressed_text_files_read_as_the_plain_ones(tmp_path, codec):
+    import bz2
+    import gzip
+    import io
+    import lzma
+
+    comp = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[codec]
+    edges, labels, x = _write_plain_graph(tmp_path)
+    ref = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", features=tmp_path / "x.npy")
+    (tmp_path / "e.csv.z").write_bytes(comp(edges))       # recognized by content, not by name
+    (tmp_path / "l.csv.gz").write_bytes(comp(labels))
+    buf = io.BytesIO()
+    np.save(buf, x)
+    (tmp_path / "x.npy.gz").write_bytes(comp(buf.getvalue()))
+    (tmp_path / "x.csv.gz").write_bytes(comp(b"".join(",".join(repr(float(v)) for v in r).encode() + b"\n"
+                                                    for r in x)))
+    for feats in ("x.npy.gz", "x.csv.gz"):
+        ds = D.load_file(tmp_path / "e.csv.z", labels=tmp_path / "l.csv.gz", features=tmp_path / feats)
+        np.testing.assert_array_equal(np.asarray(ds.graph.senders), np.asarray(ref.graph.senders))
+        np.testing.assert_array_equal(np.asarray(ds.graph.receivers), np.asarray(ref.graph.receivers))
+        np.testing.assert_array_equal(ds.labels, ref.labels)
+        np.testing.assert_allclose(ds.features, x, rtol=1e-7)
+        assert ds.name == "e"
+    (tmp_path / "cut.csv.gz").write_bytes(comp(edges * 50)[:40])
+    with pytest.raises(ValueError, match=f"cut.csv.gz: corrupt or truncated {codec} data"):
+        D.load_file(tmp_path / "cut.csv.gz", labels=tmp_path / "l.csv")
+
+
+def test_byte_order_marks_and_utf16_lose_no_row(tmp_path):
+    """A UTF-8 BOM (Excel's "CSV UTF-8") once made a headerless file's first row a 'header': one edge, or the
+    first label (then every id shifted), was silently dropped. UTF-16 text (Excel's "Unicode text") is read too."""
+    edges, labels, _ = _write_plain_graph(tmp_path)
+    ref = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "e_bom.csv").write_bytes(bom + edges)
+    (tmp_path / "l_bom.csv").write_bytes(bom + labels)
+    (tmp_path / "l16.csv").write_bytes(labels.decode().encode("utf-16"))
+    (tmp_path / "e16.csv").write_bytes(("u,v\n" + edges.decode()).encode("utf-16"))
+    for e, lab in (("e_bom.csv", "l.csv"), ("e.csv", "l_bom.csv"), ("e16.csv", "l16.csv")):
+        ds = D.load_file(tmp_path / e, labels=tmp_path / lab)
+        assert ds.graph.num_edges == ref.graph.num_edges == 14
+        np.testing.assert_array_equal(ds.labels, ref.labels)
+    # one label per line, no header: the BOM sat on node 0's label
+    (tmp_path / "one.csv").write_bytes(bom + b"0\n1\n0\n1\n0\n2\n")
+    ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "one.csv")
+    assert ds.num_nodes == 6
+    np.testing.assert_array_equal(ds.labels, [0, 1, 0, 1, 0, 2])
+
+
+def test_binary_and_archive_inputs_are_named_errors(tmp_path):
+    import zipfile
+
+    _write_plain_graph(tmp_path)
+    with pytest.raises(ValueError, match=r"x\.npy: binary content \(a NUL byte"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "x.npy")
+    with zipfile.ZipFile(tmp_path / "e.zip", "w") as z:
+        z.write(tmp_path / "e.csv", "e.csv")
+    with pytest.raises(ValueError, match=r"e\.zip: a zip archive"):
+        D.load_file(tmp_path / "e.zip", labels=tmp_path / "l.csv")
+    (tmp_path / "e.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 20)
+    with pytest.raises(ValueError, match=r"e\.zst: zstd-compressed"):
+        D.load_file(tmp_path / "e.zst", labels=tmp_path / "l.csv")
+    (tmp_path / "bad.json").write_bytes(b'{"0": [1, 2],')
+    with pytest.raises(ValueError, match=r"bad\.json: not valid JSON"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", features=tmp_path / "bad.json")
+
+
+def test_a_text_file_starting_like_bz2_is_text(tmp_path):
+    """The bz2 magic needs its block header too: a labels file whose first id is 'BZh9...' is plain text."""
+    from jaxclp.datasets._text import compression, read_text_bytes
+
+    (tmp_path / "e.csv").write_bytes(b"BZh91,b\nb,c\n")
+    (tmp_path / "l.csv").write_bytes(b"BZh91,x\nb,y\nc,x\n")
+    assert compression(b"BZh91,x\n") is None
+    assert read_text_bytes(tmp_path / "l.csv") == b"BZh91,x\nb,y\nc,x\n"
+    ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+    assert ds.num_nodes == 3 and ds.graph.num_edges == 4

@@ -7,13 +7,87 @@ import warnings
 
 import numpy as np
 
-__all__ = ["read_bytes", "parse_table", "split_header", "IdIndex", "first_of_duplicates"]
+__all__ = ["read_bytes", "read_text_bytes", "decompress", "compression", "parse_table", "split_header", "IdIndex", "first_of_duplicates"]
+
+
+COMPRESSIONS = ("gzip", "bz2", "xz")
+"""Compressions :func:`read_bytes` undoes, recognized by their magic bytes (whatever the file is called)."""
+
+_BZ2_BLOCK = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # a first block, or an empty stream
+
+
+def compression(data: bytes) -> str | None:
+    """The compression of a file's first bytes: ``"gzip"``, ``"bz2"``, ``"xz"``, ``"zip"``, ``"zstd"`` or None."""
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    if data[:3] == b"BZh" and data[3:4].isdigit() and data[4:10] in _BZ2_BLOCK:
+        return "bz2"
+    if data[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if data[:4] == b"PK\x03\x04":
+        return "zip"
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    return None
+
+
+def decompress(data: bytes, where: str = "file") -> bytes:
+    """``data`` with a gzip, bz2 or xz compression undone (several layers too); anything else unchanged.
+
+    Raises:
+        ValueError: corrupt or truncated compressed data (naming ``where``).
+    """
+    import bz2
+    import gzip
+    import lzma
+
+    while (kind := compression(data)) in COMPRESSIONS:
+        try:
+            data = {"gzip": gzip.decompress, "bz2": bz2.decompress, "xz": lzma.decompress}[kind](data)
+        except (OSError, EOFError, ValueError, lzma.LZMAError) as err:
+            raise ValueError(f"{where}: corrupt or truncated {kind} data ({err})") from None
+    return data
 
 
 def read_bytes(path) -> bytes:
     """Reads a whole file as bytes."""
     with open(path, "rb") as f:
         return f.read()
+
+
+def read_text_bytes(path) -> bytes:
+    """A user's text file as UTF-8 bytes, as pandas and spreadsheet exports write them.
+
+    A gzip, bz2 or xz compressed file is decompressed (recognized by its magic bytes, whatever its name: OGB's
+    ``edge.csv.gz``, SNAP's ``.txt.gz``); a UTF-8 byte-order mark (Excel's "CSV UTF-8") is dropped (read as text,
+    it would make the first row's first field a non-number: a header, and the row silently lost); UTF-16 text
+    with its byte-order mark (Excel's "Unicode text") is re-encoded as UTF-8.
+
+    Raises:
+        ValueError: a zip or zstd archive (extract it first), other binary content (a NUL byte: e.g. a ``.npy``
+            given where a text table is read), corrupt compressed data; each naming the file.
+    """
+    where = str(path)
+    data = decompress(read_bytes(path), where)
+    kind = compression(data)
+    if kind == "zip":
+        raise ValueError(f"{where}: a zip archive (or a numpy .npz), not a text table; extract the table and pass "
+                         "that file")
+    if kind == "zstd":
+        raise ValueError(f"{where}: zstd-compressed; decompress it first (gzip, bz2 and xz are read directly)")
+    if data[:3] == b"\xef\xbb\xbf":
+        return data[3:]
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{where}: UTF-16 text that does not decode ({err})") from None
+    nul = data.find(b"\x00", 0, 1 << 16)
+    if nul >= 0:
+        raise ValueError(f"{where}: binary content (a NUL byte at offset {nul}), not a text table: edge lists, "
+                         "labels and text features are CSV/TSV/whitespace text (optionally gzip/bz2/xz compressed); "
+                         "features may also be .npy/.npz")
+    return data
 
 
 def split_header(data: bytes, header_lines: int, where: str = "file") -> tuple[list[bytes], bytes]:

@@ -1,19 +1,25 @@
 """``load_file``: any user's graph, from a file the registry does not know.
 
-Three inputs are recognized:
+Four inputs are recognized:
 
 (a) ``.npz`` in the Platonov et al. layout (yandex-research/heterophilous-graphs): ``node_features`` (n, d),
     ``node_labels`` (n,), ``edges`` (m, 2), optional ``train_masks``/``val_masks``/``test_masks``
     (num_splits, n) -> the dataset's published splits (``--split published``);
 (b) ``.npz`` in the Shchur et al. CSR layout (shchur/gnn-benchmark): ``adj_data``/``adj_indices``/
     ``adj_indptr``/``adj_shape``, ``attr_*`` (optional), ``labels``;
-(c) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
+(c) a folder in the OGB node-property layout (``raw/edge.csv.gz``, ``raw/node-label.csv.gz``, optional
+    ``raw/node-feat.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``; see :mod:`jaxclp.datasets.ogb`);
+(d) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
     semicolons; an optional header line; a third column is the edge weight with ``weighted=True``, else ignored,
     like any further column), with ``labels=`` a labels
     file (``node,label`` rows, or one label per line for nodes 0..n-1; optional header; labels may be integers
     or strings) and optionally ``features=`` (``.npy`` dense (n, d); ``.npz`` CSR as written by
     ``scipy.sparse.save_npz`` or with ``attr_*``/``data,indices,indptr,shape`` keys; or a CSV/text matrix with one
     row per node in node-index order).
+
+Text files may be gzip, bz2 or xz compressed (recognized by their content, e.g. ``edges.csv.gz``), and may begin
+with a UTF-8 byte-order mark or be UTF-16 text (as spreadsheet programs export CSV); ``.npy``/``.npz`` features may
+be compressed too (``x.npy.gz``).
 
 Unlabelled nodes: a label ``-1`` (scikit-learn's convention) or ``?`` marks a node without a label (a warning
 says how many): it stays in the graph, propagation runs through it, it is in no split and never scored
@@ -36,7 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, report_unlabelled
-from jaxclp.datasets._text import IdIndex, first_of_duplicates, read_bytes
+from jaxclp.datasets._text import (COMPRESSIONS, IdIndex, compression, decompress, first_of_duplicates, read_bytes,
+                                  read_text_bytes)
 
 __all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_weighted_edge_list", "read_labels_file",
            "read_features_file", "UNLABELLED"]
@@ -49,10 +56,11 @@ _TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
 _TO_SPACE_CR = bytes.maketrans(_SEPS + b"\r", b" " * (len(_SEPS) + 1))
 
 
-def _rows(path) -> list[tuple[int, list[bytes]]]:
+def _rows(path, data: bytes | None = None) -> list[tuple[int, list[bytes]]]:
     """Non-blank lines of a text file as ``(1-based line number, tokens)``; a line whose first field starts with
-    ``#`` is a comment (SNAP's edge lists begin with some) and skipped."""
-    data = read_bytes(path)
+    ``#`` is a comment (SNAP's edge lists begin with some) and skipped. ``data``: the file's content where the
+    caller has read it already (:func:`read_text_bytes`)."""
+    data = read_text_bytes(path) if data is None else data
     out = []
     for i, ln in enumerate(data.split(b"\n"), start=1):
         toks = ln.rstrip(b"\r").translate(_TO_SPACE).split()
@@ -70,7 +78,7 @@ def _fast_columns(path, cols: tuple | None, dtype, header_cols: int):
         (rows, len(cols) or every column) array, or None when anything is irregular (a short row, a token that
         does not parse, no data): the caller then reads the file line by line and names the line at fault.
     """
-    data = read_bytes(path).translate(_TO_SPACE_CR)
+    data = read_text_bytes(path).translate(_TO_SPACE_CR)
     start = 0
     while start < len(data):  # the first data line: blank and comment lines before it are skipped here
         end = data.find(b"\n", start)
@@ -235,12 +243,13 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
         ValueError: mixed 1- and 2-column rows, node ids mixing integers and other tokens (file and line
             number), conflicting duplicates, an empty file.
     """
-    rows = _rows(path)
+    data = read_text_bytes(path)
+    rows = _rows(path, data)
     if not rows:
         raise ValueError(f"{path}: empty labels file")
     if any(len(t) == 2 for _, t in rows) and any(len(t) == 1 for _, t in rows):
         # "node," (an empty label field, as pandas writes a missing value): an unlabelled node, like "node,?"
-        text = read_bytes(path).split(b"\n")
+        text = data.split(b"\n")
         rows = [(i, t + [b"?"]) if len(t) == 1 and text[i - 1].rstrip(b"\r ").endswith((b",", b";", b"\t"))
                 else (i, t) for i, t in rows]
     ncols = len(rows[-1][1])
@@ -313,10 +322,10 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     Raises:
         ValueError: wrong number of rows, non-numeric values (file and line number), arrays that need pickle.
     """
-    p = str(path)
-    if p.endswith(".npy"):
+    fmt = _format_suffix(path)
+    if fmt == ".npy":
         try:
-            x = np.load(p, allow_pickle=False)
+            x = np.load(_binary_source(path), allow_pickle=False)
         except ValueError as err:
             raise ValueError(f"{path}: not a numeric .npy array ({err})") from None
         if x.ndim == 1:
@@ -324,12 +333,12 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         if x.ndim != 2 or not np.issubdtype(x.dtype, np.number):
             raise ValueError(f"{path}: features must be a numeric (n, d) array; got {x.dtype} {x.shape}")
         x = x.astype(np.float32)
-    elif p.endswith(".npz"):
+    elif fmt == ".npz":
         try:
-            with np.load(p, allow_pickle=False) as z:
+            with np.load(_binary_source(path), allow_pickle=False) as z:
                 keys = set(z.files)
                 if {"data", "indices", "indptr", "shape"} <= keys:
-                    x = sp.load_npz(p) if "format" in keys else sp.csr_matrix(
+                    x = sp.load_npz(_binary_source(path)) if "format" in keys else sp.csr_matrix(
                         (z["data"], z["indices"], z["indptr"]), shape=tuple(int(s) for s in z["shape"]))
                 elif {"attr_data", "attr_indices", "attr_indptr", "attr_shape"} <= keys:
                     x = sp.csr_matrix((z["attr_data"], z["attr_indices"], z["attr_indptr"]),
@@ -345,7 +354,7 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
                 raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
             raise
         x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x
-    elif p.endswith(".json"):
+    elif fmt == ".json":
         from jaxclp.datasets.musae import read_multihot_json
 
         x, _ = read_multihot_json(path, index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1"))
@@ -365,6 +374,27 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes")
     _check_finite_features(path, x, index)
     return x
+
+
+def _format_suffix(path) -> str:
+    """A file's format suffix, lower case, under a compression suffix: ``x.NPY`` -> ``.npy``, ``x.npy.gz`` ->
+    ``.npy``, ``node-feat.csv.gz`` -> ``.csv``."""
+    name = os.path.basename(str(path)).lower()
+    for ext in (".gz", ".bz2", ".xz"):
+        if name.endswith(ext):
+            name = name[:-len(ext)]
+            break
+    return os.path.splitext(name)[1]
+
+
+def _binary_source(path):
+    """``path`` for ``numpy.load``, or its decompressed bytes as a file object where the file is gzip, bz2 or xz
+    compressed (a ``.npy.gz``)."""
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if compression(head) in COMPRESSIONS:
+        return io.BytesIO(decompress(read_bytes(path), str(path)))
+    return path
 
 
 def _check_finite_features(path, x, index: IdIndex | None) -> None:
@@ -469,8 +499,10 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
     """Loads a user's graph from files (see the module docstring for the formats).
 
     Args:
-        path: a ``.npz`` (Platonov or Shchur layout), or an edge-list file (CSV/TSV/whitespace).
-        labels: labels file; required for an edge list, not allowed with a ``.npz`` (it holds the labels).
+        path: a ``.npz`` (Platonov or Shchur layout), an OGB node-property folder (:mod:`jaxclp.datasets.ogb`), or
+            an edge-list file (CSV/TSV/whitespace; gzip/bz2/xz compressed files are read as well).
+        labels: labels file; required for an edge list, not allowed with a ``.npz`` or a folder (they hold the
+            labels).
         features: optional features file for an edge list (``.npy``, ``.npz`` CSR, or CSV); without it the
             dataset is featureless (the runner then uses ``log(degree + 1)``, see
             :func:`jaxclp.datasets.node_features`).
@@ -481,7 +513,8 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         name: dataset name (default: the file name without extension).
 
     Returns:
-        :class:`Dataset` (metric ``"accuracy"``; ``splits`` = the published masks of a Platonov npz, else None;
+        :class:`Dataset` (metric ``"accuracy"``; ``splits`` = the published masks of a Platonov npz or the split
+        of an OGB folder, else None;
         ``info["label_values"]`` = the original label of each class code for an edge list).
 
     Raises:
@@ -489,13 +522,25 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         ValueError: malformed input; the message names the file and the problem (wrong keys, ids out of range
             or not in the labels file, label count mismatch, non-numeric rows with their line numbers).
     """
+    from jaxclp.datasets.ogb import ogb_root, read_ogb_folder
+
     path = Path(path)
+    root = ogb_root(path)
     for what, f in (("graph", path), ("labels", labels), ("features", features)):
-        if f is not None and not Path(f).is_file():
+        if f is not None and not Path(f).is_file() and not (what == "graph" and root is not None):
+            if Path(f).is_dir():
+                raise ValueError(f"{what} {f} is a folder: an OGB node-property folder holds raw/edge.csv.gz or "
+                                 "raw/data.npz; other graphs are files")
             raise FileNotFoundError(f"{what} file {f} does not exist")
-    name = name or path.name.split(".")[0]
+    name = name or (root.name if root is not None else path.name.split(".")[0])
     info = {"files": {"graph": str(path)}, "source": "load_file"}
-    if path.suffix == ".npz":
+    if root is not None:
+        if labels is not None or features is not None or weighted:
+            raise ValueError(f"{path}: labels=, features= and weighted= apply to an edge-list file; an OGB folder "
+                             "holds its own labels, features and edges")
+        raw = read_ogb_folder(root)
+        info["format"] = "ogb folder"
+    elif path.suffix.lower() == ".npz":
         if labels is not None or features is not None or weighted:
             raise ValueError(f"{path}: labels=, features= and weighted= apply to an edge-list file; a .npz holds "
                              "its own labels, features and edges")

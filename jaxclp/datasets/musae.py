@@ -17,7 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.datasets._base import RawData
-from jaxclp.datasets._text import IdIndex, basename, first_of_duplicates, parse_table, read_bytes, split_header
+from jaxclp.datasets._text import (IdIndex, basename, first_of_duplicates, parse_table, read_bytes, read_text_bytes,
+                                  split_header)
 
 __all__ = ["read_csv_columns", "read_multihot_json", "read_musae_twitch", "read_feather_deezer",
            "TWITCH_LANGUAGES", "TWITCH_VOCAB_SIZE"]
@@ -53,8 +54,10 @@ def read_multihot_json(path, index: IdIndex, vocab="used") -> tuple[sp.csr_matri
     Returns:
         ``(features, column_ids)``: (n, d) float32 CSR 0/1 matrix, and (d,) the feature id of each column.
     """
-    with open(path, "rb") as f:
-        obj = json.load(f)
+    try:
+        obj = json.loads(read_text_bytes(path))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{basename(path)}: not valid JSON ({err})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{basename(path)}: expected a JSON object {{node id: [feature ids]}}")
     try:
