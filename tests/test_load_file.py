@@ -581,3 +581,17 @@ def test_a_text_file_starting_like_bz2_is_text(tmp_path):
     assert read_text_bytes(tmp_path / "l.csv") == b"BZh91,x\nb,y\nc,x\n"
     ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
     assert ds.num_nodes == 3 and ds.graph.num_edges == 4
+
+
+@pytest.mark.parametrize("what,name,says", [("graph", "g.graphml", "networkx/Gephi graph format"),
+                                            ("graph", "g.pt", "never unpickles"),
+                                            ("labels", "y.pkl", "never unpickles"),
+                                            ("graph", "g.mat", "MATLAB file"),
+                                            ("features", "x.parquet", "export it as CSV"),
+                                            ("graph", "g.GraphML.gz", "networkx/Gephi graph format")])
+def test_known_other_formats_are_refused_with_the_way_out(tmp_path, what, name, says):
+    _write_plain_graph(tmp_path)
+    (tmp_path / name).write_bytes(b"<?xml version='1.0'?>\n1,2\n")
+    files = {"graph": tmp_path / "e.csv", "labels": tmp_path / "l.csv", "features": None, what: tmp_path / name}
+    with pytest.raises(ValueError, match=f"{what} file .*{re.escape(name)}: .* is .*{says}"):
+        D.load_file(files["graph"], labels=files["labels"], features=files["features"])

@@ -376,6 +376,30 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     return x
 
 
+_TO_EDGE_LIST = ("write the edges as text, one 'u,v' per line (networkx: nx.write_edgelist(G, 'edges.csv', "
+                 "delimiter=',', data=False)), with a labels file 'node,label'; or build a jaxclp.Graph in Python "
+                 "(Graph.from_networkx, from_scipy, from_edge_index)")
+_OTHER_FORMATS = {
+    (".graphml", ".gml", ".gexf", ".net", ".pajek", ".gpickle"): "a networkx/Gephi graph format: " + _TO_EDGE_LIST,
+    (".pt", ".pth", ".pkl", ".pickle", ".joblib", ".bin", ".dgl"):
+        "a pickled (torch/DGL/Python) object, which jaxclp never unpickles: save its arrays with numpy "
+        "(np.savez('g.npz', node_features=x, node_labels=y, edges=edge_index.T) is the Platonov layout jaxclp reads) "
+        "or as text",
+    (".mat",): "a MATLAB file: " + _TO_EDGE_LIST + "; scipy.io.loadmat reads it",
+    (".h5", ".hdf5", ".parquet", ".feather", ".arrow", ".xlsx", ".xls", ".ods"):
+        "a binary table: export it as CSV (pandas: df.to_csv('edges.csv', index=False))",
+}
+
+
+def check_format(path, what: str) -> None:
+    """ValueError with the way out where ``path`` (the ``what`` file) has a known format jaxclp does not read
+    (GraphML, pickles, MATLAB, HDF5/Parquet/Excel): read as text it would fail on its first line, or worse."""
+    fmt = _format_suffix(path)
+    for suffixes, hint in _OTHER_FORMATS.items():
+        if fmt in suffixes:
+            raise ValueError(f"{what} file {path}: {fmt} is {hint}")
+
+
 def _format_suffix(path) -> str:
     """A file's format suffix, lower case, under a compression suffix: ``x.NPY`` -> ``.npy``, ``x.npy.gz`` ->
     ``.npy``, ``node-feat.csv.gz`` -> ``.csv``."""
@@ -532,6 +556,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
                 raise ValueError(f"{what} {f} is a folder: an OGB node-property folder holds raw/edge.csv.gz or "
                                  "raw/data.npz; other graphs are files")
             raise FileNotFoundError(f"{what} file {f} does not exist")
+    for what, f in (("graph", path), ("labels", labels), ("features", features)):
+        if f is not None and not (what == "graph" and root is not None):
+            check_format(f, what)
     name = name or (root.name if root is not None else path.name.split(".")[0])
     info = {"files": {"graph": str(path)}, "source": "load_file"}
     if root is not None:
