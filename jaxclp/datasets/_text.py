@@ -7,11 +7,13 @@ import warnings
 
 import numpy as np
 
-__all__ = ["read_bytes", "read_text_bytes", "decompress", "compression", "parse_table", "split_header", "IdIndex", "first_of_duplicates"]
+__all__ = ["read_bytes", "read_text_bytes", "decompress", "compression", "parse_table", "split_header", "IdIndex",
+           "first_of_duplicates"]
 
 
 COMPRESSIONS = ("gzip", "bz2", "xz")
-"""Compressions :func:`read_bytes` undoes, recognized by their magic bytes (whatever the file is called)."""
+"""Compressions :func:`decompress` (and so :func:`read_text_bytes`) undoes, recognized by their magic bytes
+(whatever the file is called)."""
 
 _BZ2_BLOCK = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # a first block, or an empty stream
 
