@@ -6,7 +6,7 @@ Quick start::
     ds = datasets.load("texas")                 # Dataset(graph, features, labels, splits, metric, ...)
     sp = datasets.random_splits(ds.num_nodes, "sparse", num_splits=10, seed=0)
     syn = datasets.synthetic(h=0.3, avg_degree=5)
-    mine = datasets.load_file("graph.csv", labels="labels.csv")   # any user's graph (also .npz layouts)
+    mine = datasets.load_file("graph.csv", labels="labels.csv")   # any user's graph (also .npz layouts, OGB folders)
     x, kind = datasets.node_features(ds)        # own features, or log(degree + 1) for featureless graphs
 
 Files are stored under ``root`` (``$JAXCLP_DATA`` or the user cache directory) with the layout of the registry
@@ -27,6 +27,7 @@ from jaxclp.datasets.files import load_file
 from jaxclp.datasets.geom_gcn import read_geom_gcn
 from jaxclp.datasets.heterophilous import read_heterophilous_npz
 from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
+from jaxclp.datasets.ogb import read_ogb_folder
 from jaxclp.datasets.registry import ALIASES, FILES, REGISTRY, DatasetSpec, FileSpec, get_spec
 from jaxclp.datasets.sdcn import read_sdcn
 from jaxclp.datasets.shchur import read_shchur_npz
@@ -44,5 +45,6 @@ __all__ = [
     "sha256sum",
     "verify_file", "ChecksumError", "DownloadError", "SPLIT_KINDS", "SYNTHETIC_DEGREES", "read_geom_gcn",
     "read_heterophilous_npz", "read_struc2vec", "read_tadw", "read_sdcn", "read_musae_twitch",
-    "read_feather_deezer", "read_shchur_npz", "load_file", "node_features", "networkx_degree", "FEATURE_KINDS",
+    "read_feather_deezer", "read_shchur_npz", "read_ogb_folder", "load_file", "node_features", "networkx_degree",
+    "FEATURE_KINDS",
 ]
