@@ -922,3 +922,40 @@ def test_sparse_enough_dense_features_enter_as_sparse(monkeypatch):
     monkeypatch.setattr(jaxclp.features, "SPARSE_INPUT_DENSITY", 0.0)  # the dense product
     ad = fit_gnn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, spec=spec, cfg=cfg)
     np.testing.assert_allclose(np.asarray(ad.prior), np.asarray(a.prior), atol=2e-5)
+
+
+def test_h2gcn_keeps_the_two_hop_graph_while_the_graph_lives(monkeypatch):
+    """Fits on one Graph object build its 2-hop graph once (the runner fits H2GCN per split, and clp again as a
+    base predictor); the fits are bit for bit those with the 2-hop graph passed in; the memo is dropped with the
+    graph, and a 2-hop graph above TWO_HOP_MEMO_MAX_EDGES is rebuilt each time instead of held."""
+    import gc
+
+    from jaxclp import gnn
+
+    built = []
+    real = gnn.two_hop_graph
+    monkeypatch.setattr(gnn, "two_hop_graph", lambda *a, **k: built.append(1) or real(*a, **k))
+    rng = np.random.default_rng(3)
+    g = Graph.from_edge_index(rng.integers(0, 30, (2, 90)), 30, symmetrize=True, self_loops="drop")
+    x = rng.normal(size=(30, 4)).astype(np.float32)
+    y = np.arange(30) % 3
+    tr, va = np.arange(30) < 12, (np.arange(30) >= 12) & (np.arange(30) < 20)
+    cfg = TrainConfig(epochs=3)
+    a = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg)
+    b = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, ~tr & ~va, tr, num_classes=3, hidden=8, cfg=cfg)
+    assert len(built) == 1
+    c = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, ~tr & ~va, tr, num_classes=3, hidden=8, cfg=cfg,
+                  two_hop=real(g))
+    np.testing.assert_array_equal(np.asarray(b.prior), np.asarray(c.prior))
+    assert not np.array_equal(np.asarray(a.prior), np.asarray(b.prior))  # other masks: another fit
+    key = id(g)
+    assert key in gnn._TWO_HOP_MEMO
+    del g, a, b, c
+    gc.collect()
+    assert key not in gnn._TWO_HOP_MEMO
+    g2 = Graph.from_edge_index(rng.integers(0, 30, (2, 90)), 30, symmetrize=True, self_loops="drop")
+    monkeypatch.setattr(gnn, "TWO_HOP_MEMO_MAX_EDGES", 0)
+    built.clear()
+    for _ in range(2):
+        fit_h2gcn(jax.random.PRNGKey(0), g2, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg)
+    assert len(built) == 2 and id(g2) not in gnn._TWO_HOP_MEMO

@@ -28,6 +28,7 @@ from jaxclp.datasets.geom_gcn import read_geom_gcn
 from jaxclp.datasets.heterophilous import read_heterophilous_npz
 from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
 from jaxclp.datasets.ogb import read_ogb_folder
+from jaxclp.datasets.pyg import from_pyg
 from jaxclp.datasets.registry import ALIASES, FILES, REGISTRY, DatasetSpec, FileSpec, get_spec
 from jaxclp.datasets.sdcn import read_sdcn
 from jaxclp.datasets.shchur import read_shchur_npz
@@ -45,6 +46,6 @@ __all__ = [
     "sha256sum",
     "verify_file", "ChecksumError", "DownloadError", "SPLIT_KINDS", "SYNTHETIC_DEGREES", "read_geom_gcn",
     "read_heterophilous_npz", "read_struc2vec", "read_tadw", "read_sdcn", "read_musae_twitch",
-    "read_feather_deezer", "read_shchur_npz", "read_ogb_folder", "load_file", "node_features", "networkx_degree",
+    "read_feather_deezer", "read_shchur_npz", "read_ogb_folder", "from_pyg", "load_file", "node_features", "networkx_degree",
     "FEATURE_KINDS",
 ]
