@@ -106,5 +106,10 @@ def test_from_pyg_refusals_name_the_attribute():
                                              test_mask=masks[2]))
     with pytest.raises(ValueError, match="integer class ids"):
         D.from_pyg(types.SimpleNamespace(edge_index=ei, y=y + 0.5))
+    yn = y.astype(np.float32)
+    yn[[2, 5]] = np.nan  # a float y with NaN for missing labels: unlabelled nodes
+    with pytest.warns(UserWarning, match="2 of 12"):
+        assert D.from_pyg(types.SimpleNamespace(edge_index=ei, y=yn)).labels.tolist() == \
+            [-1 if i in (2, 5) else v for i, v in enumerate(y.tolist())]
     with pytest.raises(ValueError, match="edge weights must be"):
         D.from_pyg(types.SimpleNamespace(edge_index=ei, y=y, edge_weight=-np.ones(ei.shape[1])))

@@ -8,7 +8,8 @@ use, by duck typing (any object with these attributes, each a torch tensor or an
   both directions);
 * ``num_nodes`` (optional: else ``x``'s or ``y``'s rows);
 * ``x`` (n, d) float features (optional; a torch sparse tensor is densified);
-* ``y`` (n,) or (n, 1) int labels, ``-1`` for an unlabelled node (multi-label (n, C) targets are refused);
+* ``y`` (n,) or (n, 1) int labels, ``-1`` (or NaN in a float ``y``) for an unlabelled node (multi-label (n, C)
+  targets are refused);
 * ``edge_weight`` (m,) (or a 1-D ``edge_attr``) nonnegative edge weights (optional);
 * ``train_mask`` / ``val_mask`` / ``test_mask`` (n,) or (n, S) bool -> the published splits (PyG's WebKB,
   WikipediaNetwork and Actor hold 10 splits as (n, 10) columns; HeterophilousGraphDataset too).
@@ -90,9 +91,11 @@ def from_pyg(data, *, name: str = "pyg", directed: bool = False, metric: str = "
         raise ValueError(f"from_pyg: data.y has shape {y.shape}: multi-label or multi-task targets; jaxclp "
                          "classifies each node into one class (pass y of shape (n,))")
     if not np.issubdtype(y.dtype, np.integer):
-        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.mod(y, 1) == 0)):
-            raise ValueError(f"from_pyg: data.y must hold integer class ids; got {y.dtype}")
-        y = y.astype(np.int64)
+        known = np.isfinite(y) if np.issubdtype(y.dtype, np.floating) else np.zeros(y.shape, bool)
+        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.mod(y[known], 1) == 0)
+                and not np.isinf(y).any()):
+            raise ValueError(f"from_pyg: data.y must hold integer class ids (NaN: unlabelled); got {y.dtype}")
+        y = np.where(known, y, -1).astype(np.int64)  # NaN, as OGB's papers100M writes a missing label
     n = _get(data, "num_nodes")
     n = int(n) if n is not None else int(y.shape[0])
     if y.shape[0] != n:
