@@ -9,6 +9,11 @@
   ``load_file(..., weighted=True)`` uses) vs two (:func:`read_edge_list`, then the weight column: how it was read
   before session 19), both by the C reader; alternating, the arrays checked equal.
 * ``load_file``: the whole :func:`jaxclp.datasets.load_file` (labels file + edge list: parsing, id map, graph).
+* ``gzip``: the same ``load_file`` on gzip-compressed copies of the two files (``edges.csv.gz``, ``labels.csv.gz``)
+  vs the plain ones: what reading compressed files costs; alternating, the graphs checked equal.
+* ``ogb``: ``load_file`` on an OGB node-property folder of ogbn-arxiv's size (``ogb_nodes`` nodes, ``ogb_edges``
+  directed edges, ``ogb_dim`` float features, labels and a split, every file gzip-compressed as OGB ships it);
+  median (min) of ``repeats``.
 
 Usage: ``python -m jaxclp.benchmarks.file_reader [--quick] [--out DIR]`` (also ``python -m jaxclp.benchmarks.run
 file_reader``).
@@ -16,6 +21,7 @@ file_reader``).
 
 from __future__ import annotations
 
+import io
 import statistics
 import tempfile
 import time
@@ -26,8 +32,10 @@ import numpy as np
 
 from jaxclp.benchmarks import _common as C
 
-FULL = {"nodes": 200_000, "edges": 1_000_000, "dim": 32, "repeats": 5}
-QUICK = {"nodes": 2_000, "edges": 10_000, "dim": 8, "repeats": 2}
+FULL = {"nodes": 200_000, "edges": 1_000_000, "dim": 32, "repeats": 5,
+        "ogb_nodes": 169_343, "ogb_edges": 1_166_243, "ogb_dim": 128}  # ogbn-arxiv's counts
+QUICK = {"nodes": 2_000, "edges": 10_000, "dim": 8, "repeats": 2, "ogb_nodes": 2_000, "ogb_edges": 10_000,
+         "ogb_dim": 8}
 
 
 def _alternate(fast_fn, slow_fn, repeats: int, disable_fast_path: bool = True) -> tuple[dict, object, object]:
@@ -127,6 +135,80 @@ def load_file(cfg: dict) -> dict:
     return row
 
 
+def _same_graph(a, b) -> bool:
+    return bool(np.array_equal(np.asarray(a.graph.senders), np.asarray(b.graph.senders))
+                and np.array_equal(np.asarray(a.graph.receivers), np.asarray(b.graph.receivers))
+                and np.array_equal(np.asarray(a.labels), np.asarray(b.labels)))
+
+
+def _gzip_copy(path: Path) -> Path:
+    import gzip
+
+    out = path.with_name(path.name + ".gz")
+    out.write_bytes(gzip.compress(path.read_bytes(), compresslevel=6))
+    return out
+
+
+def gzip(cfg: dict) -> dict:
+    from jaxclp.datasets import load_file as load
+
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*(self-loop line|repeat an edge)", UserWarning)
+        e, lab = _write_graph(Path(d), cfg)
+        ez, labz = _gzip_copy(e), _gzip_copy(lab)
+        row, a, b = _alternate(lambda: load(ez, labels=labz), lambda: load(e, labels=lab), cfg["repeats"],
+                               disable_fast_path=False)
+        row.update(nodes=cfg["nodes"], edges=cfg["edges"], file_mib=(e.stat().st_size + lab.stat().st_size) / 2**20,
+                   gz_mib=(ez.stat().st_size + labz.stat().st_size) / 2**20, equal=_same_graph(a, b))
+    return row
+
+
+def _write_ogb(root: Path, n: int, m: int, dim: int) -> None:
+    """An OGB node-property folder (arxiv layout, every file gzip-compressed): random edges, labels, features and a
+    90/30/rest split by a permutation."""
+    import gzip as gz
+
+    rng = np.random.default_rng(3)
+    raw, split = root / "raw", root / "split" / "time"
+    raw.mkdir(parents=True)
+    split.mkdir(parents=True)
+
+    def put(path, arr, fmt):
+        buf = io.BytesIO()
+        np.savetxt(buf, arr, fmt=fmt, delimiter=",")
+        path.write_bytes(gz.compress(buf.getvalue(), compresslevel=6))
+
+    put(raw / "edge.csv.gz", rng.integers(0, n, (m, 2)), "%d")
+    put(raw / "num-node-list.csv.gz", np.array([n]), "%d")
+    put(raw / "node-label.csv.gz", rng.integers(0, 40, n), "%d")
+    put(raw / "node-feat.csv.gz", rng.normal(size=(n, dim)).astype(np.float32), "%.6f")
+    perm = rng.permutation(n)
+    for name, idx in zip(("train", "valid", "test"), np.split(perm, [int(0.54 * n), int(0.72 * n)])):
+        put(split / f"{name}.csv.gz", idx, "%d")
+
+
+def ogb(cfg: dict) -> dict:
+    from jaxclp.datasets import load_file as load
+
+    n, m, dim = cfg["ogb_nodes"], cfg["ogb_edges"], cfg["ogb_dim"]
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*(self-loop line|repeat an edge)", UserWarning)
+        root = Path(d) / "arxiv"
+        _write_ogb(root, n, m, dim)
+        times, foreign = [], []
+        for _ in range(cfg["repeats"]):
+            with C.CpuMonitor() as mon:
+                t = time.perf_counter()
+                ds = load(root)
+                times.append(time.perf_counter() - t)
+            foreign.append(mon.foreign_cores)
+        mib = sum(f.stat().st_size for f in root.rglob("*.gz")) / 2**20
+        return {"nodes": n, "edges": m, "dim": dim, "gz_mib": mib, "s": statistics.median(times),
+                "min_s": min(times), "foreign_cores": statistics.median(foreign),
+                "graph_edges": int(ds.graph.num_edges), "features": list(np.shape(ds.features)),
+                "split": [int(np.asarray(x).sum()) for x in (ds.splits.train, ds.splits.val, ds.splits.test)]}
+
+
 def write_markdown(path: Path, payload: dict) -> None:
     s = lambda r, m: f"{r[m + '_s']:.3f} ({r[m + '_min_s']:.3f})"  # noqa: E731
     rows = []
@@ -147,12 +229,29 @@ def write_markdown(path: Path, payload: dict) -> None:
              "Seconds, median (min) of alternating runs; `foreign` = CPU cores used by other processes meanwhile "
              "(C reader / line by line); `same` = both readers gave the same arrays.", "",
              C.md_table(["input", "C reader", "line by line", "speed-up", "foreign", "same"], rows), ""]
+    if "gzip" in payload:
+        r = payload["gzip"]
+        lines += ["Compressed files (`load_file` on gzip copies vs the plain files, alternating; seconds, median (min)):",
+                  "", C.md_table(["input", "gzip", "plain", "gzip / plain", "foreign", "same"], [[
+                      f"labels + edge list ({r['nodes']:,} nodes, {r['edges']:,} lines; {r['file_mib']:.1f} MiB, "
+                      f"{r['gz_mib']:.1f} MiB gzip)", s(r, "fast"), s(r, "slow"), f"{1 / r['speedup']:.2f}",
+                      f"{r['fast_foreign_cores']:.1f} / {r['slow_foreign_cores']:.1f}",
+                      "yes" if r["equal"] else "NO"]]), ""]
+    if "ogb" in payload:
+        r = payload["ogb"]
+        lines += ["An OGB node-property folder of ogbn-arxiv's size (`load_file(folder)`, random content, every file "
+                  "gzip; seconds, median (min)):", "",
+                  C.md_table(["folder", "seconds", "foreign", "graph"], [[
+                      f"{r['nodes']:,} nodes, {r['edges']:,} edges, {r['dim']} features, split "
+                      f"{'/'.join(f'{v:,}' for v in r['split'])} ({r['gz_mib']:.1f} MiB gzip)",
+                      f"{r['s']:.2f} ({r['min_s']:.2f})", f"{r['foreign_cores']:.1f}",
+                      f"{r['graph_edges']:,} directed edges (symmetrized), features {r['features']}"]]), ""]
     path.write_text("\n".join(lines))
 
 
 def main(argv=None, out=None) -> dict:
     return C.sections_main("file_reader", __doc__, {"edges": edges, "features": features, "load_file": load_file,
-                                                    "weighted": weighted},
+                                                    "weighted": weighted, "gzip": gzip, "ogb": ogb},
                            FULL, QUICK, write_markdown, argv, out)
 
 

@@ -324,10 +324,12 @@ def test_file_reader_quick_paths_agree(tmp_path):
     from jaxclp.benchmarks import file_reader
 
     payload = file_reader.main(["--quick", "--out", str(tmp_path)])
-    assert all(payload[k]["equal"] for k in ("edges", "features", "load_file", "weighted"))
+    assert all(payload[k]["equal"] for k in ("edges", "features", "load_file", "weighted", "gzip"))
+    assert payload["ogb"]["features"] == [2_000, 8] and sum(payload["ogb"]["split"]) == 2_000
     assert payload["edges"]["edges"] == 10_000 and payload["load_file"]["graph_edges"] > 0
     md = (tmp_path / "file_reader.md").read_text()
     assert "| edge list, 10,000 lines" in md and "| weighted edge list, 10,000 lines" in md
+    assert "| labels + edge list (2,000 nodes, 10,000 lines;" in md and "| 2,000 nodes, 10,000 edges, 8 features" in md
 
 
 def test_grid_memory_quick_same_choice(tmp_path):
