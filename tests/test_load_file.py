@@ -595,3 +595,13 @@ def test_known_other_formats_are_refused_with_the_way_out(tmp_path, what, name, 
     files = {"graph": tmp_path / "e.csv", "labels": tmp_path / "l.csv", "features": None, what: tmp_path / name}
     with pytest.raises(ValueError, match=f"{what} file .*{re.escape(name)}: .* is .*{says}"):
         D.load_file(files["graph"], labels=files["labels"], features=files["features"])
+
+
+def test_platonov_npz_masks_in_pyg_columns_are_transposed_with_a_warning(tmp_path):
+    a = _platonov(tmp_path / "rows.npz")
+    np.savez(tmp_path / "cols.npz", **{k: (v.T if k.endswith("_masks") else v) for k, v in a.items()})
+    with pytest.warns(UserWarning, match=r"masks of shape \(6, 2\) read as 2 splits of 6 nodes"):
+        ds = D.load_file(tmp_path / "cols.npz")
+    ref = D.load_file(tmp_path / "rows.npz")
+    for part in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(ds.splits, part), getattr(ref.splits, part))

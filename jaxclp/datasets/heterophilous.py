@@ -6,6 +6,8 @@ tolokers, roman_empire, amazon_ratings, questions, ...).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from jaxclp.datasets._base import RawData, check_unlabelled
@@ -60,6 +62,11 @@ def read_heterophilous_npz(path) -> RawData:
     splits = None
     if masks is not None:
         masks = [m.reshape(1, -1) if m.ndim == 1 else m for m in masks]
+        if all(m.ndim == 2 and m.shape[0] == n != m.shape[1] for m in masks):  # PyG's (n, S) columns
+            warnings.warn(f"{where}: masks of shape {masks[0].shape} read as {masks[0].shape[1]} splits of {n} "
+                          "nodes (PyG's (n, num_splits) layout; this format's own is (num_splits, n))", UserWarning,
+                          stacklevel=3)
+            masks = [m.T for m in masks]
         for k, m in zip(MASK_KEYS, masks):
             if m.shape[1] != n:
                 raise ValueError(f"{where}: {k} has shape {m.shape}, expected (num_splits, {n})")
