@@ -546,6 +546,11 @@ def test_byte_order_marks_and_utf16_lose_no_row(tmp_path):
         ds = D.load_file(tmp_path / e, labels=tmp_path / lab)
         assert ds.graph.num_edges == ref.graph.num_edges == 14
         np.testing.assert_array_equal(ds.labels, ref.labels)
+    (tmp_path / "e_cr.csv").write_bytes(edges.replace(b"\n", b"\r"))  # CR-only line ends (old Mac CSV)
+    (tmp_path / "l_cr.csv").write_bytes(bom + labels.replace(b"\n", b"\r"))
+    ds = D.load_file(tmp_path / "e_cr.csv", labels=tmp_path / "l_cr.csv")
+    assert ds.graph.num_edges == 14
+    np.testing.assert_array_equal(ds.labels, ref.labels)
     # one label per line, no header: the BOM sat on node 0's label
     (tmp_path / "one.csv").write_bytes(bom + b"0\n1\n0\n1\n0\n2\n")
     ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "one.csv")

@@ -63,7 +63,8 @@ def read_text_bytes(path) -> bytes:
     A gzip, bz2 or xz compressed file is decompressed (recognized by its magic bytes, whatever its name: OGB's
     ``edge.csv.gz``, SNAP's ``.txt.gz``); a UTF-8 byte-order mark (Excel's "CSV UTF-8") is dropped (read as text,
     it would make the first row's first field a non-number: a header, and the row silently lost); UTF-16 text
-    with its byte-order mark (Excel's "Unicode text") is re-encoded as UTF-8.
+    with its byte-order mark (Excel's "Unicode text") is re-encoded as UTF-8; lines ended by CR alone (Excel for
+    Mac's "CSV (Macintosh)") become lines.
 
     Raises:
         ValueError: a zip or zstd archive (extract it first), other binary content (a NUL byte: e.g. a ``.npy``
@@ -78,10 +79,10 @@ def read_text_bytes(path) -> bytes:
     if kind == "zstd":
         raise ValueError(f"{where}: zstd-compressed; decompress it first (gzip, bz2 and xz are read directly)")
     if data[:3] == b"\xef\xbb\xbf":
-        return data[3:]
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        data = data[3:]
+    elif data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         try:
-            return data.decode("utf-16").encode("utf-8")
+            data = data.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError as err:
             raise ValueError(f"{where}: UTF-16 text that does not decode ({err})") from None
     nul = data.find(b"\x00", 0, 1 << 16)
@@ -89,6 +90,8 @@ def read_text_bytes(path) -> bytes:
         raise ValueError(f"{where}: binary content (a NUL byte at offset {nul}), not a text table: edge lists, "
                          "labels and text features are CSV/TSV/whitespace text (optionally gzip/bz2/xz compressed); "
                          "features may also be .npy/.npz")
+    if b"\r" in data and b"\n" not in data:  # classic Mac line ends (Excel for Mac's "CSV (Macintosh)")
+        data = data.replace(b"\r", b"\n")
     return data
 
 
