@@ -104,8 +104,8 @@ def _add_graph_source(parser) -> None:
                           "node_labels, edges, optional train/val/test_masks; or Shchur et al. CSR layout: "
                           "adj_*, attr_*, labels), an OGB node-property folder (raw/edge.csv.gz, "
                           "raw/node-label.csv.gz, optional raw/node-feat.csv.gz and split/<name>/), or an edge-list "
-                          "CSV (then --labels is required; a label -1, '?' or nothing after the comma marks an "
-                          "unlabelled node). Text files may be gzip/bz2/xz compressed (edges.csv.gz)")
+                          "CSV (then --labels is required; a label -1, '?', NA/nan/null/None or nothing after the "
+                          "comma marks an unlabelled node). Text files may be gzip/bz2/xz compressed (edges.csv.gz)")
     parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
     parser.add_argument("--features", metavar="FILE",
                         help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "

@@ -219,8 +219,8 @@ def test_edge_list_unlabelled_nodes(tmp_path):
     e.write_text("0,1\n1,2\n2,3\n3,4\n4,0\n")
     lab = tmp_path / "y.csv"
     lab.write_text("0,5\n1,-1\n2,5\n3,7\n4,-1\n")
-    with pytest.warns(UserWarning, match=r"y.csv: 2 of 5 node\(s\) have label -1, '\?' or an empty label and are "
-                                         r"treated as unlab"):
+    with pytest.warns(UserWarning, match=r"y.csv: 2 of 5 node\(s\) have label -1, '\?', an empty label or a "
+                                         r"missing-value token \(NA, nan, null, None\) and are treated as unlab"):
         ds = D.load_file(e, labels=lab)
     np.testing.assert_array_equal(ds.labels, [0, -1, 0, 1, -1])
     assert ds.num_classes == 2 and ds.info["label_values"] == [5, 7] and ds.num_nodes == 5
@@ -239,6 +239,18 @@ def test_edge_list_unlabelled_nodes(tmp_path):
     lab.write_text("0,5\n1,\n2,5\n3,7\n4,\n")  # integer labels, the last row empty too
     with pytest.warns(UserWarning, match="2 of 5"):
         np.testing.assert_array_equal(D.load_file(e, labels=lab).labels, [0, -1, 0, 1, -1])
+    # pandas' missing-value tokens (NA, nan, null, None, ...) were classes of their own; integer labels stay integers
+    for text, want, values in (("0,5\n1,nan\n2,5\n3,7\n4,NA\n", [0, -1, 0, 1, -1], [5, 7]),
+                               ("0,cat\n1,NULL\n2,dog\n3,None\n4,cat\n", [0, -1, 1, -1, 0], ["cat", "dog"]),
+                               ("0,5\n1,?\n2,5\n3,7\n4,#N/A\n", [0, -1, 0, 1, -1], [5, 7])):
+        lab.write_text(text)
+        with pytest.warns(UserWarning, match="2 of 5"):
+            ds = D.load_file(e, labels=lab)
+        np.testing.assert_array_equal(ds.labels, want)
+        assert ds.info["label_values"] == values
+    lab.write_text("0,cat\n1,Unknown\n2,dog\n3,cat\n4,Unknown\n")  # a class named like a missing label: kept, said
+    with pytest.warns(UserWarning, match=r"y.csv: label 'Unknown' is read as a class \(2 nodes\); if it marks"):
+        assert D.load_file(e, labels=lab).info["label_values"] == ["Unknown", "cat", "dog"]
     lab.write_text("0,5\n1\n2,5\n3,7\n4,5\n")  # no separator: a malformed row, not a missing label
     with pytest.raises(ValueError, match="y.csv: line 2: expected 2 field"):
         D.load_file(e, labels=lab)

@@ -46,10 +46,16 @@ from jaxclp.datasets._text import (COMPRESSIONS, IdIndex, compression, decompres
                                   read_text_bytes)
 
 __all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_weighted_edge_list", "read_labels_file",
-           "read_features_file", "UNLABELLED"]
+           "read_features_file", "UNLABELLED", "MISSING_TOKENS"]
 
 UNLABELLED = (-1, "-1", "?")
-"""Label values of a labels file that mark an unlabelled node."""
+"""Label values of a labels file that mark an unlabelled node (besides an empty field and :data:`MISSING_TOKENS`)."""
+
+MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "<NA>", "NaN", "nan", "-nan", "-NaN", "NULL", "null", "None")
+"""What pandas reads (and writes) as a missing value: in a labels file they mark an unlabelled node, like ``?``
+(before, ``NA`` or ``nan`` silently became a class of its own)."""
+
+_NOT_A_LABEL = ("unknown", "unlabeled", "unlabelled", "missing", "none", "unk", "n.a.")
 
 _SEPS = b",\t;"
 _TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
@@ -274,10 +280,15 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
         ids = (np.array([t[0].decode(errors="replace") for _, t in rows]) if string_ids
                else _int_column(rows, 0, path, "node id"))
         lab_tok = [t[1] for _, t in rows]
+    missing = {t.encode() for t in MISSING_TOKENS} | {b"?"}
+    lab_tok = [b"?" if t in missing else t for t in lab_tok]
     try:
         raw = np.array([int(t) for t in lab_tok], dtype=np.int64)
     except ValueError:
-        raw = np.array([t.decode(errors="replace") for t in lab_tok])
+        if all(t == b"?" or _is_int(t) for t in lab_tok):  # integer labels with missing ones: stay integers
+            raw = np.array([-1 if t == b"?" else int(t) for t in lab_tok], dtype=np.int64)
+        else:
+            raw = np.array([t.decode(errors="replace") for t in lab_tok])
     keep = first_of_duplicates(ids, raw, str(path))
     return ids[keep], raw[keep]
 
@@ -290,9 +301,15 @@ def _encode_with_unlabelled(raw: np.ndarray, path) -> tuple[np.ndarray, np.ndarr
     """
     numeric = raw.dtype.kind in "iu"
     unl = np.isin(raw, [u for u in UNLABELLED if isinstance(u, int) == numeric])
+    if not numeric:
+        named = sorted({v for v in raw[~unl].tolist() if v.strip().lower() in _NOT_A_LABEL})
+        for v in named:
+            warnings.warn(f"{path}: label {v!r} is read as a class ({int(np.sum(raw == v))} nodes); if it marks nodes "
+                          "without a label, write -1, '?' or nothing after the comma instead", UserWarning,
+                          stacklevel=4)
     if not unl.any():
         return encode_labels(raw)
-    report_unlabelled(unl, str(path), "-1, '?' or an empty label",
+    report_unlabelled(unl, str(path), "-1, '?', an empty label or a missing-value token (NA, nan, null, None)",
                       ". If -1 is a class of yours (e.g. -1/+1 labels), recode it")
     codes = np.full(raw.shape, -1, dtype=np.int32)
     codes[~unl], classes = encode_labels(raw[~unl])
