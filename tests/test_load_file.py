@@ -622,3 +622,30 @@ def test_platonov_npz_masks_in_pyg_columns_are_transposed_with_a_warning(tmp_pat
     ref = D.load_file(tmp_path / "rows.npz")
     for part in ("train", "val", "test"):
         np.testing.assert_array_equal(getattr(ds.splits, part), getattr(ref.splits, part))
+
+
+def test_features_csv_with_an_id_column_is_not_read_as_a_feature(tmp_path):
+    """pandas' DataFrame.to_csv writes an unnamed index column (',f0,f1' or ',0,1' headers) and many files name an
+    id column ('node_id,...'): read as a feature it was a silent extra column (the node index as a feature).
+    Placed by id where the ids are the labels file's, in row order for a pandas index 0..n-1."""
+    (tmp_path / "e.csv").write_text("1,2\n2,3\n3,4\n4,1\n")
+    (tmp_path / "l.csv").write_text("1,a\n2,b\n3,a\n4,b\n")  # 1-based ids: node index = labels-file row
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    row = lambda i: ",".join(repr(float(v)) for v in x[i])  # noqa: E731
+    files = {"pandas.csv": ",f0,f1,f2\n" + "".join(f"{i},{row(i)}\n" for i in range(4)),   # RangeIndex: row order
+             "pandas_num.csv": ",0,1,2\n" + "".join(f"{i},{row(i)}\n" for i in range(4)),
+             "by_id.csv": "node_id,a,b,c\n" + "".join(f"{i + 1},{row(i)}\n" for i in (2, 0, 3, 1)),  # shuffled
+             "plain.csv": "a,b,c\n" + "".join(f"{row(i)}\n" for i in range(4))}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", features=tmp_path / name)
+        np.testing.assert_allclose(ds.features, x, rtol=1e-7, err_msg=name)
+        said = [str(w.message) for w in caught if "read as node ids" in str(w.message)]
+        assert len(said) == (0 if name == "plain.csv" else 1), name
+    (tmp_path / "bad.csv").write_text("id,a,b,c\n" + "".join(f"{i + 7},{row(i)}\n" for i in range(4)))
+    with pytest.warns(UserWarning, match="read as node ids"):
+        with pytest.raises(ValueError, match=r"bad.csv: the first column \(header 'id'\) holds node ids that are "
+                                             r"neither the labels file's 4 ids nor 0..3 in row order"):
+            D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", features=tmp_path / "bad.csv")

@@ -325,7 +325,10 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
     node ids of ``index``, so no row order is assumed; a node absent from the file gets a zero row; one column
     per feature id that occurs). Anything else: a numeric text matrix (``,``/TAB/space separated, optional
     header line), rows in node-index order — or, when the labels file's ids are not integers (``n17``), rows
-    keyed by a first column of node ids, in any order (every node exactly once).
+    keyed by a first column of node ids, in any order (every node exactly once). A header whose first field names
+    an id column (``id``, ``node``, ``node_id``, ``index``, ...; or is empty, the index column pandas'
+    ``DataFrame.to_csv`` writes) makes that column node ids, not a feature (with a warning): rows placed by id, or
+    in row order for a pandas index 0..n-1.
 
     Args:
         path: the file.
@@ -375,6 +378,8 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         from jaxclp.datasets.musae import read_multihot_json
 
         x, _ = read_multihot_json(path, index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1"))
+    elif (id_name := _id_header(path)) is not None:
+        x = _features_with_id_column(path, num_nodes, index, id_name)
     elif (fast := _fast_columns(path, None, np.float32, 1)) is not None and fast.shape[0] > 0:
         x = fast  # numpy's C reader; irregular files go line by line below, which names the line
     else:
@@ -467,6 +472,60 @@ def _numeric_rows(path, rows, id_column: bool = False) -> np.ndarray:
         except ValueError:
             raise ValueError(f"{path}: line {line}: non-numeric value in features row") from None
     return x
+
+
+_ID_COLUMN_NAMES = ("", "id", "node", "node_id", "nodeid", "node id", "index", "idx", "unnamed: 0", "vertex", "name")
+"""First header fields that name a node-id column of a features CSV (``""``: the unnamed index column pandas'
+``DataFrame.to_csv`` writes by default)."""
+
+
+def _id_header(path) -> str | None:
+    """The first field of a features file's header line (lower case) where it names a node-id column (see
+    :data:`_ID_COLUMN_NAMES`: read as a feature, such a column was a silent extra feature); else None (no header,
+    or a header whose first field names a feature)."""
+    data = read_text_bytes(path)
+    for line in data.split(b"\n"):
+        ln = line.rstrip(b"\r")
+        if not ln.strip() or ln.lstrip().startswith(b"#"):
+            continue
+        sep = next((c for c in (b",", b"\t", b";") if c in ln), None)
+        fields = [f.strip() for f in (ln.split(sep) if sep is not None else ln.split())]
+        if len(fields) >= 2 and fields[0] == b"" and [f.decode(errors="replace") for f in fields[1:]] == \
+                [str(i) for i in range(len(fields) - 1)]:
+            return ""  # pd.DataFrame(x).to_csv(): the unnamed index column, then the column numbers 0..d-1
+        if len(fields) < 2 or all(_is_number(f) for f in fields[1:] if f):
+            return None  # a data line, or a header of numbers: no id column named
+        first = fields[0].decode(errors="replace").strip().strip('"').lower()
+        return first if first in _ID_COLUMN_NAMES else None
+    return None
+
+
+def _features_with_id_column(path, num_nodes: int, index, id_name: str) -> np.ndarray:
+    """A features CSV whose header names its first column as the node id (``id,x1,...``, or pandas' unnamed index
+    ``,x1,...``): the column is read as ids, not as a feature (with a warning). Rows are placed by id where the ids
+    are the labels file's; a pandas index 0..n-1 in row order is the row order itself.
+
+    Raises:
+        ValueError: ids that are neither (file and example ids named), as :func:`_features_by_id` otherwise.
+    """
+    rows = _rows(path)[1:]
+    if not rows:
+        raise ValueError(f"{path}: empty features file")
+    if index is not None and not np.issubdtype(index.ids.dtype, np.integer):
+        return _features_by_id(path, rows, num_nodes, index)  # string ids: an id column is the only layout
+    warnings.warn(f"{path}: the first column (header {id_name!r}) is read as node ids, not as a feature",
+                  UserWarning, stacklevel=4)
+    ids = _int_column(rows, 0, path, "node id (first column)")
+    x = _numeric_rows(path, rows, id_column=True)
+    known = index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1")
+    if ids.size == num_nodes and np.unique(ids).size == num_nodes and np.isin(ids, known.ids).all():
+        out = np.empty_like(x)
+        out[known.index(ids, f"{path}: the features rows' ids")] = x
+        return out
+    if np.array_equal(ids, np.arange(ids.size)):
+        return x  # pandas' RangeIndex: rows in node-index order (the labels file's row order)
+    raise ValueError(f"{path}: the first column (header {id_name!r}) holds node ids that are neither the labels "
+                     f"file's {num_nodes} ids nor 0..{ids.size - 1} in row order (e.g. {ids[:5].tolist()})")
 
 
 def _features_by_id(path, rows, num_nodes: int, index) -> np.ndarray:
