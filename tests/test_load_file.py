@@ -649,3 +649,24 @@ def test_features_csv_with_an_id_column_is_not_read_as_a_feature(tmp_path):
         with pytest.raises(ValueError, match=r"bad.csv: the first column \(header 'id'\) holds node ids that are "
                                              r"neither the labels file's 4 ids nor 0..3 in row order"):
             D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", features=tmp_path / "bad.csv")
+
+
+def test_quoted_csv_fields_are_read_without_their_quotes(tmp_path):
+    """R's write.csv quotes every string and pandas quotes where needed: "ann" is the id ann (a mix of quoted and
+    unquoted files named no common node before), "" an empty (missing) label, quoted numbers are numbers."""
+    (tmp_path / "l.csv").write_text('"node","label"\n"ann","cat"\n"bob","dog"\n"cy","cat"\n"dee","dog"\n"eve",""\n')
+    (tmp_path / "e.csv").write_text("ann,bob\nbob,cy\ncy,dee\ndee,eve\n")
+    (tmp_path / "eq.csv").write_text('"ann","bob"\n"bob","cy"\n"cy","dee"\n"dee","eve"\n')
+    with pytest.warns(UserWarning, match="1 of 5"):
+        a = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+    with pytest.warns(UserWarning, match="1 of 5"):
+        b = D.load_file(tmp_path / "eq.csv", labels=tmp_path / "l.csv")
+    assert a.info["label_values"] == ["cat", "dog"] and a.node_ids.tolist() == ["ann", "bob", "cy", "dee", "eve"]
+    np.testing.assert_array_equal(a.labels, [0, 1, 0, 1, -1])
+    np.testing.assert_array_equal(np.asarray(a.graph.senders), np.asarray(b.graph.senders))
+    (tmp_path / "ei.csv").write_text('"0","1"\n"1","2"\n')
+    (tmp_path / "li.csv").write_text('"0","5"\n"1","7"\n"2","5"\n')
+    (tmp_path / "x.csv").write_text('"0.5","1"\n"1.5","2"\n"2.5","3"\n')
+    ds = D.load_file(tmp_path / "ei.csv", labels=tmp_path / "li.csv", features=tmp_path / "x.csv")
+    assert ds.info["label_values"] == [5, 7] and ds.graph.num_edges == 4
+    np.testing.assert_array_equal(ds.features, [[0.5, 1], [1.5, 2], [2.5, 3]])

@@ -64,12 +64,15 @@ _TO_SPACE_CR = bytes.maketrans(_SEPS + b"\r", b" " * (len(_SEPS) + 1))
 
 def _rows(path, data: bytes | None = None) -> list[tuple[int, list[bytes]]]:
     """Non-blank lines of a text file as ``(1-based line number, tokens)``; a line whose first field starts with
-    ``#`` is a comment (SNAP's edge lists begin with some) and skipped. ``data``: the file's content where the
+    ``#`` is a comment (SNAP's edge lists begin with some) and skipped; a field in double quotes is read without
+    them (a quoted field holding a separator is not supported: its row then has too many fields, an error). ``data``: the file's content where the
     caller has read it already (:func:`read_text_bytes`)."""
     data = read_text_bytes(path) if data is None else data
     out = []
     for i, ln in enumerate(data.split(b"\n"), start=1):
         toks = ln.rstrip(b"\r").translate(_TO_SPACE).split()
+        if b'"' in ln:  # CSV quoting (R's write.csv quotes every string): "ann" is ann; "" an empty field
+            toks = [t for t in (t[1:-1] if len(t) >= 2 and t[:1] == t[-1:] == b'"' else t for t in toks) if t]
         if toks and not toks[0].startswith(b"#"):
             out.append((i, toks))
     return out
@@ -256,8 +259,8 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
     if any(len(t) == 2 for _, t in rows) and any(len(t) == 1 for _, t in rows):
         # "node," (an empty label field, as pandas writes a missing value): an unlabelled node, like "node,?"
         text = data.split(b"\n")
-        rows = [(i, t + [b"?"]) if len(t) == 1 and text[i - 1].rstrip(b"\r ").endswith((b",", b";", b"\t"))
-                else (i, t) for i, t in rows]
+        rows = [(i, t + [b"?"]) if len(t) == 1 and text[i - 1].rstrip(b"\r ").removesuffix(b'""').endswith(
+                    (b",", b";", b"\t")) else (i, t) for i, t in rows]
     ncols = len(rows[-1][1])
     if ncols not in (1, 2):
         raise ValueError(f"{path}: line {rows[-1][0]}: expected 'node,label' or one label per line, got "
