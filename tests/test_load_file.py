@@ -370,7 +370,8 @@ def test_weighted_edge_list(tmp_path):
     deg = want.sum(1)
     np.testing.assert_allclose(_dense(ds.graph, jaxclp.edge_values(ds.graph, "sym")),
                                want / np.sqrt(np.outer(deg, deg)), rtol=1e-6)
-    unweighted = D.load_file(e, labels=lab)
+    with pytest.warns(UserWarning, match=r"the third column \('w'\) is ignored"):
+        unweighted = D.load_file(e, labels=lab)
     assert np.all(np.asarray(unweighted.graph.weights) == 1) and unweighted.info["format"] == "edge list"
     assert ds.info["format"] == "weighted edge list"
     e.write_text("0,1,2\n1,2\n")
@@ -670,3 +671,16 @@ def test_quoted_csv_fields_are_read_without_their_quotes(tmp_path):
     ds = D.load_file(tmp_path / "ei.csv", labels=tmp_path / "li.csv", features=tmp_path / "x.csv")
     assert ds.info["label_values"] == [5, 7] and ds.graph.num_edges == 4
     np.testing.assert_array_equal(ds.features, [[0.5, 1], [1.5, 2], [2.5, 3]])
+
+
+def test_an_ignored_weight_column_is_said(tmp_path):
+    (tmp_path / "l.csv").write_text("".join(f"{i},{'ab'[i % 2]}\n" for i in range(6)))
+    (tmp_path / "e.csv").write_text("source,target,weight\n0,1,0.5\n1,2,2.0\n")
+    with pytest.warns(UserWarning, match=r"e.csv: the third column \('weight'\) is ignored: .*--weighted"):
+        ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+    assert set(np.asarray(ds.graph.weights).tolist()) == {1.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # weighted, or a third column that is no weight: nothing to say
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", weighted=True)
+        (tmp_path / "t.csv").write_text("source,target,time\n0,1,5\n1,2,6\n")
+        D.load_file(tmp_path / "t.csv", labels=tmp_path / "l.csv")

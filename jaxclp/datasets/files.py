@@ -576,6 +576,23 @@ def _npz_kind(path) -> str:
                      f"Shchur et al. CSR layout {list(ADJ_KEYS)} + attr_* + labels")
 
 
+_WEIGHT_NAMES = ("weight", "weights", "w", "value", "strength", "count", "score")
+
+
+def _report_unused_weight_column(path) -> None:
+    """Warns where an edge list read without ``weighted`` has a header naming its third column as a weight
+    (``source,target,weight``): the column is ignored, as documented, and a user who meant it learns how."""
+    for line in read_text_bytes(path).split(b"\n", 50)[:50]:
+        toks = line.rstrip(b"\r").translate(_TO_SPACE).replace(b'"', b" ").split()
+        if not toks or toks[0].startswith(b"#"):
+            continue
+        if len(toks) >= 3 and not _is_number(toks[0]) and toks[2].decode(errors="replace").lower() in _WEIGHT_NAMES:
+            warnings.warn(f"{path}: the third column ({toks[2].decode(errors='replace')!r}) is ignored: the graph is "
+                          "unweighted unless you pass --weighted (load_file(..., weighted=True))", UserWarning,
+                          stacklevel=4)
+        return
+
+
 def _report_cleanup(path, edge_index: np.ndarray, num_nodes: int, weighted: bool, ids=None) -> None:
     """Warns about the lines of an edge list that the graph options change (harmless: the graph is what the file
     means): self-loop lines, dropped, and lines that repeat an earlier (source, target) pair exactly, merged into
@@ -680,6 +697,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             edges, weights = read_weighted_edge_list(path, string_ids)
         else:
             edges, weights = read_edge_list(path, string_ids), None
+            _report_unused_weight_column(path)
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
