@@ -106,7 +106,8 @@ def _add_graph_source(parser) -> None:
                           "raw/node-label.csv.gz, optional raw/node-feat.csv.gz and split/<name>/), or an edge-list "
                           "CSV (then --labels is required; a label -1, '?', NA/nan/null/None or nothing after the "
                           "comma marks an unlabelled node). Text files may be gzip/bz2/xz compressed (edges.csv.gz)")
-    parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label)")
+    parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label; or a "
+                                                          ".npy array, one label per node, NaN/-1 unlabelled)")
     parser.add_argument("--features", metavar="FILE",
                         help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "
                              "order: by id for ids 0..n-1, else the labels file's row order; or, for non-integer "

@@ -575,8 +575,9 @@ def test_binary_and_archive_inputs_are_named_errors(tmp_path):
     import zipfile
 
     _write_plain_graph(tmp_path)
-    with pytest.raises(ValueError, match=r"x\.npy: binary content \(a NUL byte"):
-        D.load_file(tmp_path / "e.csv", labels=tmp_path / "x.npy")
+    (tmp_path / "blob.dat").write_bytes(b"0,a\n\x00\x01\x02")
+    with pytest.raises(ValueError, match=r"blob\.dat: binary content \(a NUL byte at offset 4"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "blob.dat")
     with zipfile.ZipFile(tmp_path / "e.zip", "w") as z:
         z.write(tmp_path / "e.csv", "e.csv")
     with pytest.raises(ValueError, match=r"e\.zip: a zip archive"):
@@ -684,3 +685,50 @@ def test_an_ignored_weight_column_is_said(tmp_path):
         D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv", weighted=True)
         (tmp_path / "t.csv").write_text("source,target,time\n0,1,5\n1,2,6\n")
         D.load_file(tmp_path / "t.csv", labels=tmp_path / "l.csv")
+
+
+def test_numpy_arrays_as_edges_and_labels(tmp_path):
+    """A numpy user's graph: edges.npy as (m, 2) rows or PyG's (2, m) edge_index (a third row/column the weight
+    with weighted=True, else ignored with a warning), labels.npy one per node (NaN: unlabelled) — the same
+    dataset as the text files; ambiguous shapes and string ids are refused."""
+    rng = np.random.default_rng(0)
+    n = 30
+    pairs = np.argwhere(np.triu(np.ones((n, n), bool), 1))
+    e = pairs[rng.choice(len(pairs), 80, replace=False)]  # no loops or repeats: no cleanup warnings
+    y = np.arange(n) % 3
+    np.savetxt(tmp_path / "e.csv", e, fmt="%d", delimiter=",")
+    np.savetxt(tmp_path / "l.csv", y, fmt="%d")
+    w = rng.random(80)
+    np.savetxt(tmp_path / "ew.csv", np.c_[e, w], fmt=["%d", "%d", "%.17g"], delimiter=",")
+    np.save(tmp_path / "e.npy", e)
+    np.save(tmp_path / "eT.npy", e.T)
+    np.save(tmp_path / "ew.npy", np.c_[e, w])
+    np.save(tmp_path / "l.npy", y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+        refw = D.load_file(tmp_path / "ew.csv", labels=tmp_path / "l.csv", weighted=True)
+        for g, lab, kw, want in (("e.npy", "l.npy", {}, ref), ("eT.npy", "l.csv", {}, ref),
+                                 ("ew.npy", "l.npy", {"weighted": True}, refw)):
+            ds = D.load_file(tmp_path / g, labels=tmp_path / lab, **kw)
+            for a in ("senders", "receivers", "weights"):
+                np.testing.assert_array_equal(np.asarray(getattr(ds.graph, a)), np.asarray(getattr(want.graph, a)))
+            np.testing.assert_array_equal(ds.labels, y)
+    with pytest.warns(UserWarning, match=r"ew.npy: the third column is ignored"):
+        D.load_file(tmp_path / "ew.npy", labels=tmp_path / "l.npy")
+    yf = y.astype(np.float64)
+    yf[[3, 4]] = np.nan
+    np.save(tmp_path / "lf.npy", yf)
+    with pytest.warns(UserWarning, match="2 of 30"):
+        assert D.load_file(tmp_path / "e.npy", labels=tmp_path / "lf.npy").labels[[2, 3, 4, 5]].tolist() == [2, -1, -1, 2]
+    np.save(tmp_path / "e22.npy", np.array([[0, 1], [1, 2]]))
+    np.save(tmp_path / "ehalf.npy", e + 0.5)
+    np.save(tmp_path / "onehot.npy", np.eye(3)[y])
+    for g, lab, msg in (("e22.npy", "l.npy", r"got \(2, 2\) \(ambiguous: rows or columns\?\)"),
+                        ("ehalf.npy", "l.npy", r"ehalf.npy: node ids must be integers"),
+                        ("e.npy", "onehot.npy", r"labels must be a \(n,\) array.*one-hot\? pass y.argmax\(1\)")):
+        with pytest.raises(ValueError, match=msg):
+            D.load_file(tmp_path / g, labels=tmp_path / lab)
+    (tmp_path / "s.csv").write_text("ann,a\nbob,b\ncy,a\n")
+    with pytest.raises(ValueError, match="the labels file's ids are not integers"):
+        D.load_file(tmp_path / "e.npy", labels=tmp_path / "s.csv")

@@ -1,6 +1,6 @@
 """``load_file``: any user's graph, from a file the registry does not know.
 
-Four inputs are recognized:
+Five inputs are recognized:
 
 (a) ``.npz`` in the Platonov et al. layout (yandex-research/heterophilous-graphs): ``node_features`` (n, d),
     ``node_labels`` (n,), ``edges`` (m, 2), optional ``train_masks``/``val_masks``/``test_masks``
@@ -9,7 +9,9 @@ Four inputs are recognized:
     ``adj_indptr``/``adj_shape``, ``attr_*`` (optional), ``labels``;
 (c) a folder in the OGB node-property layout (``raw/edge.csv.gz``, ``raw/node-label.csv.gz``, optional
     ``raw/node-feat.csv.gz``, ``split/<name>/{train,valid,test}.csv.gz``; see :mod:`jaxclp.datasets.ogb`);
-(d) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
+(d) an ``.npy`` array of edges ((m, 2) rows, or PyG's (2, m) ``edge_index``; a third column/row the weight with
+    ``weighted``) with ``labels=`` a text labels file or an ``.npy`` of one label per node (NaN or -1: unlabelled);
+(e) any other file is an edge list: one edge ``u v`` per line (separated by commas, tabs, spaces or
     semicolons; an optional header line; a third column is the edge weight with ``weighted=True``, else ignored,
     like any further column), with ``labels=`` a labels
     file (``node,label`` rows, or one label per line for nodes 0..n-1; optional header; labels may be integers
@@ -153,6 +155,8 @@ def read_weighted_edge_list(path, node_ids=None) -> tuple[np.ndarray, np.ndarray
     Raises:
         ValueError: as :func:`read_edge_list` and :func:`read_edge_weights`.
     """
+    if _format_suffix(path) in _ARRAY_FORMATS:
+        return _npy_edges(path, node_ids, weighted=True)
     if node_ids is None:
         fast = _fast_columns(path, (0, 1, 2), _WEIGHTED_ROW, 2)
         if fast is not None:
@@ -209,6 +213,8 @@ def read_edge_list(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
     """
+    if _format_suffix(path) in _ARRAY_FORMATS:
+        return _npy_edges(path, node_ids, weighted=False)[0]
     if node_ids is None:
         fast = _fast_columns(path, (0, 1), np.int64, 2)
         if fast is not None:
@@ -252,6 +258,14 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
         ValueError: mixed 1- and 2-column rows, node ids mixing integers and other tokens (file and line
             number), conflicting duplicates, an empty file.
     """
+    if _format_suffix(path) in _ARRAY_FORMATS:  # one label per node, in node order (NaN: unlabelled)
+        arr = _load_array(path, "labels")
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr[:, 0]
+        if arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"{path}: labels must be a (n,) array, one label per node; got shape {arr.shape}"
+                             + (" (one-hot? pass y.argmax(1))" if arr.ndim == 2 else ""))
+        return np.arange(arr.size, dtype=np.int64), _integers(arr, path, "labels", missing_ok=True)
     data = read_text_bytes(path)
     rows = _rows(path, data)
     if not rows:
@@ -425,6 +439,81 @@ def check_format(path, what: str) -> None:
             raise ValueError(f"{what} file {path}: {fmt} is {hint}")
 
 
+_ARRAY_FORMATS = (".npy", ".npz")
+
+
+def _load_array(path, what: str) -> np.ndarray:
+    """The numeric array of a ``.npy`` (or a ``.npz`` holding one array) ``what`` file, never unpickled.
+
+    Raises:
+        ValueError: an object array (it needs pickle), a ``.npz`` with several arrays, a non-numeric array.
+    """
+    try:
+        if _format_suffix(path) == ".npz":
+            with np.load(_binary_source(path), allow_pickle=False) as z:
+                if len(z.files) != 1:
+                    raise ValueError(f"{path}: a {what} .npz must hold one array; has {sorted(z.files)}")
+                arr = np.asarray(z[z.files[0]])
+        else:
+            arr = np.asarray(np.load(_binary_source(path), allow_pickle=False))
+    except ValueError as err:
+        if "allow_pickle" in str(err):
+            raise ValueError(f"{path}: an array needs pickle to load; refusing to unpickle it") from None
+        raise
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{path}: {what} must be a numeric array; got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def _integers(arr: np.ndarray, path, what: str, missing_ok: bool = False) -> np.ndarray:
+    """``arr`` as int64: integral floats are accepted; with ``missing_ok`` NaN becomes -1 (unlabelled)."""
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64)
+    nan, finite = np.isnan(arr), np.isfinite(arr)
+    bad = np.isinf(arr) | (finite & (np.mod(np.where(finite, arr, 0), 1) != 0))
+    if not missing_ok:
+        bad |= nan
+    if bad.any():
+        at = np.argwhere(bad)[:5].tolist()
+        raise ValueError(f"{path}: {what} must be integers{' (NaN: unlabelled)' if missing_ok else ''}; "
+                         f"{int(bad.sum())} entries are not, e.g. at {at}")
+    return np.where(nan, -1, arr).astype(np.int64)
+
+
+def _npy_edges(path, node_ids, weighted: bool):
+    """``((2, m) int64 ids, (m,) float64 weights or None)`` of a ``.npy``/``.npz`` edge array: (m, 2) rows as
+    ``np.savetxt`` would write them, or PyG's (2, m) ``edge_index``; a third column/row is the weight with
+    ``weighted`` (else ignored, with a warning).
+
+    Raises:
+        ValueError: string node ids in the labels file, a shape that is neither or both (a (2, 2) array),
+            non-integer ids, bad weights.
+    """
+    if node_ids is not None:
+        raise ValueError(f"{path}: an array of edges holds integer node ids, but the labels file's ids are not "
+                         "integers; write the edges as text with the same ids")
+    arr = _load_array(path, "edge")
+    rows = arr.ndim == 2 and arr.shape[1] in (2, 3) and arr.shape[0] not in (2, 3)
+    columns = arr.ndim == 2 and arr.shape[0] in (2, 3) and arr.shape[1] not in (2, 3)
+    if not (rows or columns) or (weighted and 3 not in arr.shape):
+        what = "(m, 3) or (3, m): u, v, weight" if weighted else "(m, 2) or PyG's (2, m) edge_index"
+        amb = " (ambiguous: rows or columns?)" if arr.ndim == 2 and arr.shape[0] in (2, 3) and \
+            arr.shape[1] in (2, 3) else ""
+        raise ValueError(f"{path}: edges must be an array of shape {what}; got {arr.shape}{amb}")
+    cols = arr if rows else arr.T
+    ids = np.ascontiguousarray(_integers(cols[:, :2], path, "node ids").T)
+    if not weighted:
+        if cols.shape[1] == 3:
+            warnings.warn(f"{path}: the third column is ignored: the graph is unweighted unless you pass --weighted "
+                          "(load_file(..., weighted=True))", UserWarning, stacklevel=5)
+        return ids, None
+    w = cols[:, 2].astype(np.float64)
+    if not np.all(np.isfinite(w)) or (w < 0).any():
+        raise ValueError(f"{path}: edge weights must be finite and nonnegative; "
+                         f"{int(np.sum(~np.isfinite(w) | (w < 0)))} are not")
+    return ids, w
+
+
 def _format_suffix(path) -> str:
     """A file's format suffix, lower case, under a compression suffix: ``x.NPY`` -> ``.npy``, ``x.npy.gz`` ->
     ``.npy``, ``node-feat.csv.gz`` -> ``.csv``."""
@@ -582,6 +671,8 @@ _WEIGHT_NAMES = ("weight", "weights", "w", "value", "strength", "count", "score"
 def _report_unused_weight_column(path) -> None:
     """Warns where an edge list read without ``weighted`` has a header naming its third column as a weight
     (``source,target,weight``): the column is ignored, as documented, and a user who meant it learns how."""
+    if _format_suffix(path) in _ARRAY_FORMATS:
+        return
     for line in read_text_bytes(path).split(b"\n", 50)[:50]:
         toks = line.rstrip(b"\r").translate(_TO_SPACE).replace(b'"', b" ").split()
         if not toks or toks[0].startswith(b"#"):
