@@ -732,3 +732,20 @@ def test_numpy_arrays_as_edges_and_labels(tmp_path):
     (tmp_path / "s.csv").write_text("ann,a\nbob,b\ncy,a\n")
     with pytest.raises(ValueError, match="the labels file's ids are not integers"):
         D.load_file(tmp_path / "e.npy", labels=tmp_path / "s.csv")
+
+
+def test_fields_with_spaces_in_separated_files(tmp_path):
+    """A comma-, TAB- or semicolon-separated line splits on that separator alone: labels and string ids may hold
+    spaces ('Computer Science', 'John Smith'; before, such a row had 3 fields, an error); a line without one splits
+    on whitespace, as SNAP's files need."""
+    for sep in (",", "\t", ";"):
+        (tmp_path / "l.csv").write_text(f"node{sep}label\nJohn Smith{sep}Computer Science\nJane Doe{sep}Biology\n"
+                                        f"Al Ng{sep}Computer Science\n")
+        (tmp_path / "e.csv").write_text(f"John Smith{sep}Jane Doe\nJane Doe{sep} Al Ng\n")
+        ds = D.load_file(tmp_path / "e.csv", labels=tmp_path / "l.csv")
+        assert ds.node_ids.tolist() == ["John Smith", "Jane Doe", "Al Ng"]
+        assert ds.info["label_values"] == ["Biology", "Computer Science"] and ds.graph.num_edges == 4
+        np.testing.assert_array_equal(ds.labels, [1, 0, 1])
+    (tmp_path / "w.txt").write_text("# FromNodeId ToNodeId\n0 1\n1  2\n")
+    (tmp_path / "wl.txt").write_text("0 a\n1 b\n2 a\n")
+    assert D.load_file(tmp_path / "w.txt", labels=tmp_path / "wl.txt").graph.num_edges == 4

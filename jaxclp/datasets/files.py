@@ -66,13 +66,18 @@ _TO_SPACE_CR = bytes.maketrans(_SEPS + b"\r", b" " * (len(_SEPS) + 1))
 
 def _rows(path, data: bytes | None = None) -> list[tuple[int, list[bytes]]]:
     """Non-blank lines of a text file as ``(1-based line number, tokens)``; a line whose first field starts with
-    ``#`` is a comment (SNAP's edge lists begin with some) and skipped; a field in double quotes is read without
-    them (a quoted field holding a separator is not supported: its row then has too many fields, an error). ``data``: the file's content where the
-    caller has read it already (:func:`read_text_bytes`)."""
+    ``#`` is a comment (SNAP's edge lists begin with some) and skipped. A line holding a comma (else a TAB, else a
+    semicolon) is split on it alone, so a field may hold spaces (``0,Computer Science``); other lines split on
+    whitespace. A field in double quotes is read without them (a quoted field holding a separator is not supported:
+    its row then has too many fields, an error). ``data``: the file's content where the caller has read it already
+    (:func:`read_text_bytes`)."""
     data = read_text_bytes(path) if data is None else data
     out = []
     for i, ln in enumerate(data.split(b"\n"), start=1):
-        toks = ln.rstrip(b"\r").translate(_TO_SPACE).split()
+        ln = ln.rstrip(b"\r")
+        sep = b"," if b"," in ln else b"\t" if b"\t" in ln else b";" if b";" in ln else None
+        # a line with a separator splits on it alone: a field may hold spaces ("0,Computer Science")
+        toks = [t for t in (f.strip() for f in ln.split(sep)) if t] if sep is not None else ln.split()
         if b'"' in ln:  # CSV quoting (R's write.csv quotes every string): "ann" is ann; "" an empty field
             toks = [t for t in (t[1:-1] if len(t) >= 2 and t[:1] == t[-1:] == b'"' else t for t in toks) if t]
         if toks and not toks[0].startswith(b"#"):
