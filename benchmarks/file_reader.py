@@ -231,7 +231,8 @@ def write_markdown(path: Path, payload: dict) -> None:
              C.md_table(["input", "C reader", "line by line", "speed-up", "foreign", "same"], rows), ""]
     if "gzip" in payload:
         r = payload["gzip"]
-        lines += ["Compressed files (`load_file` on gzip copies vs the plain files, alternating; seconds, median (min)):",
+        lines += ["Compressed files (`load_file` on gzip copies vs the plain files, alternating; seconds, median "
+                  "(min)):",
                   "", C.md_table(["input", "gzip", "plain", "gzip / plain", "foreign", "same"], [[
                       f"labels + edge list ({r['nodes']:,} nodes, {r['edges']:,} lines; {r['file_mib']:.1f} MiB, "
                       f"{r['gz_mib']:.1f} MiB gzip)", s(r, "fast"), s(r, "slow"), f"{1 / r['speedup']:.2f}",

@@ -720,7 +720,8 @@ def test_numpy_arrays_as_edges_and_labels(tmp_path):
     yf[[3, 4]] = np.nan
     np.save(tmp_path / "lf.npy", yf)
     with pytest.warns(UserWarning, match="2 of 30"):
-        assert D.load_file(tmp_path / "e.npy", labels=tmp_path / "lf.npy").labels[[2, 3, 4, 5]].tolist() == [2, -1, -1, 2]
+        got = D.load_file(tmp_path / "e.npy", labels=tmp_path / "lf.npy").labels
+    assert got[[2, 3, 4, 5]].tolist() == [2, -1, -1, 2]
     np.save(tmp_path / "e22.npy", np.array([[0, 1], [1, 2]]))
     np.save(tmp_path / "ehalf.npy", e + 0.5)
     np.save(tmp_path / "onehot.npy", np.eye(3)[y])

@@ -46,6 +46,7 @@ __all__ = [
     "sha256sum",
     "verify_file", "ChecksumError", "DownloadError", "SPLIT_KINDS", "SYNTHETIC_DEGREES", "read_geom_gcn",
     "read_heterophilous_npz", "read_struc2vec", "read_tadw", "read_sdcn", "read_musae_twitch",
-    "read_feather_deezer", "read_shchur_npz", "read_ogb_folder", "from_pyg", "load_file", "node_features", "networkx_degree",
+    "read_feather_deezer", "read_shchur_npz", "read_ogb_folder", "from_pyg", "load_file", "node_features",
+    "networkx_degree",
     "FEATURE_KINDS",
 ]
