@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from experiments import cli, runner
+from jaxclp.experiments import cli, runner
 from jaxclp import datasets as D
 from jaxclp.datasets.ogb import is_ogb_folder, read_ogb_folder
 
