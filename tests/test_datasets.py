@@ -929,3 +929,15 @@ def test_every_table_dataset_solves_its_alphas_in_one_vmapped_call():
         for method in ("neumann", "jacobi", "cg", "bicgstab", "iterate_l1"):
             assert S.alpha_chunk(method, (n, k), jnp.float32) >= 11, (name, method)
     assert S.alpha_chunk("cg", (50_000, 40), jnp.float32) == S.SOLVE_CHUNK_ALPHAS  # the benchmark's graph: capped
+
+
+def test_integral_labels_name_fractions_and_inf_and_mark_nan():
+    """The one check every array/folder reader (load_file's .npy, OGB, from_pyg) uses for labels and ids."""
+    from jaxclp.datasets._base import integral
+
+    ints, nan, bad = integral(np.array([1.0, np.nan, 2.5, np.inf, -1.0, 3.0]))
+    assert nan.tolist() == [False, True, False, False, False, False]
+    assert bad.tolist() == [False, False, True, True, False, False]
+    assert ints[[0, 1, 4, 5]].tolist() == [1, -1, -1, 3] and ints.dtype == np.int64
+    ints, nan, bad = integral(np.array([4, 0, 7], np.int32))
+    assert ints.tolist() == [4, 0, 7] and not nan.any() and not bad.any()

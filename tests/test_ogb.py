@@ -82,6 +82,9 @@ def test_ogb_refusals_name_the_file(tmp_path):
     _gz(tmp_path / "a" / "raw" / "node-label.csv.gz", ["1.5\n"] + ["1\n"] * 39)
     with pytest.raises(ValueError, match=r"labels must be integers; rows \[1\] hold \[1\.5\]"):
         D.load_file(tmp_path / "a")
+    _gz(tmp_path / "a" / "raw" / "node-label.csv.gz", ["1\n"] * 39 + ["inf\n"])  # not nan: not a missing label
+    with pytest.raises(ValueError, match=r"labels must be integers; rows \[40\] hold \[inf\]"):
+        D.load_file(tmp_path / "a")
     _gz(tmp_path / "a" / "raw" / "node-label.csv.gz", ["1\n"] * 39)
     with pytest.raises(ValueError, match="39 labels but the graph has 40 nodes"):
         D.load_file(tmp_path / "a")

@@ -250,6 +250,22 @@ def edge_homophily(graph_or_edge_index, labels) -> float:
     return float(np.mean(labels[e[0]] == labels[e[1]]))
 
 
+def integral(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Numeric ``values`` (labels or ids read from a file or array) as integers.
+
+    Returns:
+        ``(as_int, nan, bad)``: int64 values with NaN as -1 (the unlabelled mark), the NaN mask, and the mask of
+        entries that are neither an integer nor NaN (a fraction, or inf) — each reader names those in its error.
+    """
+    values = np.asarray(values)
+    if np.issubdtype(values.dtype, np.integer):
+        none = np.zeros(values.shape, bool)
+        return values.astype(np.int64), none, none
+    nan, finite = np.isnan(values), np.isfinite(values)
+    bad = ~nan & (~finite | (np.mod(np.where(finite, values, 0), 1) != 0))
+    return np.where(finite, values, -1).astype(np.int64), nan, bad
+
+
 def check_unlabelled(labels: np.ndarray, where: str) -> None:
     """Integer ``labels`` of a file: -1 marks an unlabelled node (a warning says how many); any other negative
     label, or no labelled node at all, raises ValueError naming ``where``."""

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, report_unlabelled
+from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, integral, report_unlabelled
 from jaxclp.datasets._text import (COMPRESSIONS, IdIndex, compression, decompress, first_of_duplicates, read_bytes,
                                   read_text_bytes)
 
@@ -472,17 +472,14 @@ def _load_array(path, what: str) -> np.ndarray:
 
 def _integers(arr: np.ndarray, path, what: str, missing_ok: bool = False) -> np.ndarray:
     """``arr`` as int64: integral floats are accepted; with ``missing_ok`` NaN becomes -1 (unlabelled)."""
-    if np.issubdtype(arr.dtype, np.integer):
-        return arr.astype(np.int64)
-    nan, finite = np.isnan(arr), np.isfinite(arr)
-    bad = np.isinf(arr) | (finite & (np.mod(np.where(finite, arr, 0), 1) != 0))
+    ints, nan, bad = integral(arr)
     if not missing_ok:
-        bad |= nan
+        bad = bad | nan
     if bad.any():
         at = np.argwhere(bad)[:5].tolist()
         raise ValueError(f"{path}: {what} must be integers{' (NaN: unlabelled)' if missing_ok else ''}; "
                          f"{int(bad.sum())} entries are not, e.g. at {at}")
-    return np.where(nan, -1, arr).astype(np.int64)
+    return ints
 
 
 def _npy_edges(path, node_ids, weighted: bool):

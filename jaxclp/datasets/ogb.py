@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxclp.datasets._base import RawData, check_unlabelled
+from jaxclp.datasets._base import RawData, check_unlabelled, integral
 from jaxclp.datasets._text import parse_table, read_text_bytes
 
 __all__ = ["is_ogb_folder", "ogb_root", "read_ogb_folder", "SPLIT_FILES"]
@@ -94,13 +94,12 @@ def _labels(raw: Path, n: int | None) -> np.ndarray:
     y = y[:, 0]
     if n is not None and y.shape[0] != n:
         raise ValueError(f"{where}: {y.shape[0]} labels but the graph has {n} nodes")
-    known = np.isfinite(y)
-    frac = known & (np.mod(np.where(known, y, 0.0), 1.0) != 0)
-    if frac.any():
-        rows = np.flatnonzero(frac)
+    ints, _, bad = integral(y)
+    if bad.any():
+        rows = np.flatnonzero(bad)
         raise ValueError(f"{where}: labels must be integers; rows {(rows[:5] + 1).tolist()} hold "
                          f"{y[rows[:5]].tolist()}")
-    return np.where(known, y, -1).astype(np.int64)
+    return ints
 
 
 def _split(root: Path, n: int, labels: np.ndarray):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxclp.datasets._base import Dataset, RawData, build_dataset, check_unlabelled
+from jaxclp.datasets._base import Dataset, RawData, build_dataset, check_unlabelled, integral
 
 __all__ = ["from_pyg"]
 
@@ -90,12 +90,11 @@ def from_pyg(data, *, name: str = "pyg", directed: bool = False, metric: str = "
     if y.ndim != 1:
         raise ValueError(f"from_pyg: data.y has shape {y.shape}: multi-label or multi-task targets; jaxclp "
                          "classifies each node into one class (pass y of shape (n,))")
-    if not np.issubdtype(y.dtype, np.integer):
-        known = np.isfinite(y) if np.issubdtype(y.dtype, np.floating) else np.zeros(y.shape, bool)
-        if not (np.issubdtype(y.dtype, np.floating) and np.all(np.mod(y[known], 1) == 0)
-                and not np.isinf(y).any()):
-            raise ValueError(f"from_pyg: data.y must hold integer class ids (NaN: unlabelled); got {y.dtype}")
-        y = np.where(known, y, -1).astype(np.int64)  # NaN, as OGB's papers100M writes a missing label
+    numeric = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
+    ints, _, bad = integral(y) if numeric else (y, None, None)
+    if not numeric or bad.any():
+        raise ValueError(f"from_pyg: data.y must hold integer class ids (NaN: unlabelled); got {y.dtype}")
+    y = ints  # NaN -> -1, as OGB's papers100M writes a missing label
     n = _get(data, "num_nodes")
     n = int(n) if n is not None else int(y.shape[0])
     if y.shape[0] != n:
