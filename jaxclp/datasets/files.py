@@ -60,7 +60,6 @@ MISSING_TOKENS = ("NA", "N/A", "n/a", "#N/A", "<NA>", "NaN", "nan", "-nan", "-Na
 _NOT_A_LABEL = ("unknown", "unlabeled", "unlabelled", "missing", "none", "unk", "n.a.")
 
 _SEPS = b",\t;"
-_TO_SPACE = bytes.maketrans(_SEPS, b" " * len(_SEPS))
 _TO_SPACE_CR = bytes.maketrans(_SEPS + b"\r", b" " * (len(_SEPS) + 1))
 
 
@@ -74,18 +73,23 @@ def _rows(path, data: bytes | None = None) -> list[tuple[int, list[bytes]]]:
     data = read_text_bytes(path) if data is None else data
     out = []
     for i, ln in enumerate(data.split(b"\n"), start=1):
-        ln = ln.rstrip(b"\r")
-        sep = b"," if b"," in ln else b"\t" if b"\t" in ln else b";" if b";" in ln else None
-        # a line with a separator splits on it alone: a field may hold spaces ("0,Computer Science")
-        toks = [t for t in (f.strip() for f in ln.split(sep)) if t] if sep is not None else ln.split()
-        if b'"' in ln:  # CSV quoting (R's write.csv quotes every string): "ann" is ann; "" an empty field
-            toks = [t for t in (t[1:-1] if len(t) >= 2 and t[:1] == t[-1:] == b'"' else t for t in toks) if t]
+        toks = [t for t in _fields(ln) if t]
         if toks and not toks[0].startswith(b"#"):
             out.append((i, toks))
     return out
 
 
-def _fast_columns(path, cols: tuple | None, dtype, header_cols: int):
+def _fields(line: bytes) -> list[bytes]:
+    """One line's fields, empty ones kept: split on its comma (else TAB, else semicolon) alone, so a field may hold
+    spaces ("0,Computer Science"), each stripped and read without enclosing double quotes (R's write.csv quotes
+    every string: "ann" is ann, "" an empty field); a line with none of them splits on whitespace."""
+    line = line.rstrip(b"\r")
+    sep = next((c for c in (b",", b"\t", b";") if c in line), None)
+    fields = [f.strip() for f in line.split(sep)] if sep is not None else line.split()
+    return [f[1:-1] if len(f) >= 2 and f[:1] == f[-1:] == b'"' else f for f in fields]
+
+
+def _fast_columns(path, cols: tuple | None, dtype, header_cols: int, data: bytes | None = None):
     """Columns ``cols`` (None: all) of a numeric text file read by numpy's C parser (``np.loadtxt``, ~15x faster than
     :func:`_rows` on a million edges) under :func:`_rows`' rules (separators, blank and ``#`` comment lines) and
     :func:`_drop_header`'s (a first data line whose first ``header_cols`` fields are not all numbers is a header).
@@ -94,7 +98,7 @@ def _fast_columns(path, cols: tuple | None, dtype, header_cols: int):
         (rows, len(cols) or every column) array, or None when anything is irregular (a short row, a token that
         does not parse, no data): the caller then reads the file line by line and names the line at fault.
     """
-    data = read_text_bytes(path).translate(_TO_SPACE_CR)
+    data = (read_text_bytes(path) if data is None else data).translate(_TO_SPACE_CR)
     start = 0
     while start < len(data):  # the first data line: blank and comment lines before it are skipped here
         end = data.find(b"\n", start)
@@ -160,17 +164,29 @@ def read_weighted_edge_list(path, node_ids=None) -> tuple[np.ndarray, np.ndarray
     Raises:
         ValueError: as :func:`read_edge_list` and :func:`read_edge_weights`.
     """
+    return _read_edges(path, node_ids, weighted=True)
+
+
+def _read_edges(path, node_ids, weighted: bool, data: bytes | None = None):
+    """``((2, m) ids, (m,) weights or None)``: what :func:`read_edge_list` (``weighted=False``) and
+    :func:`read_weighted_edge_list` return, the text read once (``data``: already read by the caller) for numpy's C
+    parser and, where anything is irregular, the line-by-line reader that names the line."""
     if _format_suffix(path) in _ARRAY_FORMATS:
-        return _npy_edges(path, node_ids, weighted=True)
-    if node_ids is None:
-        fast = _fast_columns(path, (0, 1, 2), _WEIGHTED_ROW, 2)
+        return _npy_edges(path, node_ids, weighted=weighted)
+    data = read_text_bytes(path) if data is None else data
+    if node_ids is None and not weighted:
+        fast = _fast_columns(path, (0, 1), np.int64, 2, data)
+        if fast is not None:
+            return np.ascontiguousarray(fast.T), None
+    elif node_ids is None:
+        fast = _fast_columns(path, (0, 1, 2), _WEIGHTED_ROW, 2, data)
         if fast is not None:
             fast = fast.ravel()
             w = np.ascontiguousarray(fast["w"])
             if np.all(np.isfinite(w)) and (w.size == 0 or w.min() >= 0):
                 return np.stack([fast["u"], fast["v"]]), w
-    rows = _edge_rows(path, node_ids)
-    return _ids_from_rows(rows, path, node_ids), _weights_from_rows(rows, path)
+    rows = _edge_rows(path, node_ids, data)
+    return _ids_from_rows(rows, path, node_ids), _weights_from_rows(rows, path) if weighted else None
 
 
 def _weights_from_rows(rows, path) -> np.ndarray:
@@ -187,9 +203,9 @@ def _weights_from_rows(rows, path) -> np.ndarray:
     return w
 
 
-def _edge_rows(path, node_ids) -> list:
+def _edge_rows(path, node_ids, data: bytes | None = None) -> list:
     """The data rows of an edge list (header dropped, see :func:`read_edge_list`), each with >= 2 fields."""
-    rows = _rows(path)
+    rows = _rows(path, data)
     if node_ids is not None:
         known = set(np.asarray(node_ids).tolist())
         if rows and len(rows[0][1]) >= 2 and not {t.decode(errors="replace") for t in rows[0][1][:2]} & known:
@@ -218,13 +234,7 @@ def read_edge_list(path, node_ids=None) -> np.ndarray:
     Raises:
         ValueError: a row with fewer than 2 fields or non-integer ids (message: file and line number).
     """
-    if _format_suffix(path) in _ARRAY_FORMATS:
-        return _npy_edges(path, node_ids, weighted=False)[0]
-    if node_ids is None:
-        fast = _fast_columns(path, (0, 1), np.int64, 2)
-        if fast is not None:
-            return np.ascontiguousarray(fast.T)
-    return _ids_from_rows(_edge_rows(path, node_ids), path, node_ids)
+    return _read_edges(path, node_ids, weighted=False)[0]
 
 
 def _ids_from_rows(rows, path, node_ids) -> np.ndarray:
@@ -400,12 +410,12 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
         from jaxclp.datasets.musae import read_multihot_json
 
         x, _ = read_multihot_json(path, index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1"))
-    elif (id_name := _id_header(path)) is not None:
-        x = _features_with_id_column(path, num_nodes, index, id_name)
-    elif (fast := _fast_columns(path, None, np.float32, 1)) is not None and fast.shape[0] > 0:
+    elif (id_name := _id_header(data := read_text_bytes(path))) is not None:
+        x = _features_with_id_column(path, data, num_nodes, index, id_name)
+    elif (fast := _fast_columns(path, None, np.float32, 1, data)) is not None and fast.shape[0] > 0:
         x = fast  # numpy's C reader; irregular files go line by line below, which names the line
     else:
-        rows = _rows(path)
+        rows = _rows(path, data)
         if rows and len(rows[0][1]) > 1 and not any(_is_number(t) for t in rows[0][1][1:]):
             rows = rows[1:]  # a header line: no number after its first field
         keyed = bool(rows) and not _is_number(rows[0][1][0]) and all(_is_number(t) for t in rows[0][1][1:])
@@ -573,28 +583,25 @@ _ID_COLUMN_NAMES = ("", "id", "node", "node_id", "nodeid", "node id", "index", "
 ``DataFrame.to_csv`` writes by default)."""
 
 
-def _id_header(path) -> str | None:
+def _id_header(data: bytes) -> str | None:
     """The first field of a features file's header line (lower case) where it names a node-id column (see
     :data:`_ID_COLUMN_NAMES`: read as a feature, such a column was a silent extra feature); else None (no header,
-    or a header whose first field names a feature)."""
-    data = read_text_bytes(path)
+    or a header whose first field names a feature). ``data``: the file's text (:func:`read_text_bytes`)."""
     for line in data.split(b"\n"):
-        ln = line.rstrip(b"\r")
-        if not ln.strip() or ln.lstrip().startswith(b"#"):
+        if not line.strip() or line.lstrip().startswith(b"#"):
             continue
-        sep = next((c for c in (b",", b"\t", b";") if c in ln), None)
-        fields = [f.strip() for f in (ln.split(sep) if sep is not None else ln.split())]
+        fields = _fields(line)
         if len(fields) >= 2 and fields[0] == b"" and [f.decode(errors="replace") for f in fields[1:]] == \
                 [str(i) for i in range(len(fields) - 1)]:
             return ""  # pd.DataFrame(x).to_csv(): the unnamed index column, then the column numbers 0..d-1
         if len(fields) < 2 or all(_is_number(f) for f in fields[1:] if f):
             return None  # a data line, or a header of numbers: no id column named
-        first = fields[0].decode(errors="replace").strip().strip('"').lower()
+        first = fields[0].decode(errors="replace").lower()
         return first if first in _ID_COLUMN_NAMES else None
     return None
 
 
-def _features_with_id_column(path, num_nodes: int, index, id_name: str) -> np.ndarray:
+def _features_with_id_column(path, data: bytes, num_nodes: int, index, id_name: str) -> np.ndarray:
     """A features CSV whose header names its first column as the node id (``id,x1,...``, or pandas' unnamed index
     ``,x1,...``): the column is read as ids, not as a feature (with a warning). Rows are placed by id where the ids
     are the labels file's; a pandas index 0..n-1 in row order is the row order itself.
@@ -602,7 +609,7 @@ def _features_with_id_column(path, num_nodes: int, index, id_name: str) -> np.nd
     Raises:
         ValueError: ids that are neither (file and example ids named), as :func:`_features_by_id` otherwise.
     """
-    rows = _rows(path)[1:]
+    rows = _rows(path, data)[1:]
     if not rows:
         raise ValueError(f"{path}: empty features file")
     if index is not None and not np.issubdtype(index.ids.dtype, np.integer):
@@ -670,13 +677,12 @@ def _npz_kind(path) -> str:
 _WEIGHT_NAMES = ("weight", "weights", "w", "value", "strength", "count", "score")
 
 
-def _report_unused_weight_column(path) -> None:
+def _report_unused_weight_column(path, data: bytes) -> None:
     """Warns where an edge list read without ``weighted`` has a header naming its third column as a weight
-    (``source,target,weight``): the column is ignored, as documented, and a user who meant it learns how."""
-    if _format_suffix(path) in _ARRAY_FORMATS:
-        return
-    for line in read_text_bytes(path).split(b"\n", 50)[:50]:
-        toks = line.rstrip(b"\r").translate(_TO_SPACE).replace(b'"', b" ").split()
+    (``source,target,weight``): the column is ignored, as documented, and a user who meant it learns how.
+    ``data``: the file's text (:func:`read_text_bytes`)."""
+    for line in data.split(b"\n", 50)[:50]:
+        toks = [t for t in _fields(line) if t]
         if not toks or toks[0].startswith(b"#"):
             continue
         if len(toks) >= 3 and not _is_number(toks[0]) and toks[2].decode(errors="replace").lower() in _WEIGHT_NAMES:
@@ -786,11 +792,10 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         by_index[row_to_index] = raw_labels
         codes, classes = _encode_with_unlabelled(by_index, labels)
         string_ids = None if ids.dtype.kind in "iu" else ids
-        if weighted:
-            edges, weights = read_weighted_edge_list(path, string_ids)
-        else:
-            edges, weights = read_edge_list(path, string_ids), None
-            _report_unused_weight_column(path)
+        text = None if _format_suffix(path) in _ARRAY_FORMATS else read_text_bytes(path)
+        edges, weights = _read_edges(path, string_ids, weighted, text)
+        if text is not None and not weighted:
+            _report_unused_weight_column(path, text)
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
