@@ -246,10 +246,7 @@ def _two_hop_memo(graph: Graph, max_edges: int | None) -> Graph:
         return hit[2]
     two_hop = two_hop_graph(graph, max_edges=max_edges)
     if two_hop.num_edges <= TWO_HOP_MEMO_MAX_EDGES:
-        try:
-            ref = weakref.ref(graph, lambda _, k=key: _forget_two_hop(k))
-        except TypeError:  # not weak-referenceable (a subclass with __slots__): no memo
-            return two_hop
+        ref = weakref.ref(graph, lambda _, k=key: _forget_two_hop(k))
         with _TWO_HOP_LOCK:
             _TWO_HOP_MEMO[key] = (ref, max_edges, two_hop)
     return two_hop
