@@ -68,6 +68,11 @@ class Context:
             ``("fit", name, TrainConfig)`` (prior-independent; kept by :func:`with_prior`) and
             ``("clp_grid", ...)`` (this context's prior; dropped by :func:`with_prior`). Change the prior
             only through :func:`with_prior`. :data:`CACHE` = False turns it off (records are the same).
+        base_priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``);
+            None: :data:`CLP_PRIOR_CANDIDATES`.
+        time_limit: seconds ``clp`` may spend on this split's base predictors (cheap ones first, an expensive
+            one only while its expected cost fits what remains; the skipped ones are named in the record);
+            None: no limit.
     """
 
     graph: jaxclp.Graph
@@ -81,6 +86,8 @@ class Context:
     priors: dict
     mlp_depth: int
     train_cfg: jaxclp.TrainConfig | None = None
+    base_priors: tuple | None = None
+    time_limit: float | None = None
     cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
