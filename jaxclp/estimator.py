@@ -462,6 +462,10 @@ class CLP:
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(graph, "
                                  "features, labels, ...) first")
 
+    transductive = True
+    """``predict_proba()`` takes no features: it predicts the nodes of the graph it was fitted on
+    (:func:`jaxclp.priors.fit_prior` reads this to use a fitted CLP as a prior)."""
+
     def predict_proba(self) -> jax.Array:
         """(n, K) beliefs of the selected configuration, rows normalized to sum to 1; columns follow
         ``classes_``."""

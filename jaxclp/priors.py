@@ -492,7 +492,9 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
               :data:`PRIOR_ROW_ATOL`) and used as is;
             * a fitted object with ``predict_proba`` (e.g. a scikit-learn classifier): ``predict_proba(features)``
               is taken as D and checked as an array; with ``classes`` given and the object having ``classes_``,
-              its columns are reordered to ``classes`` (a class it never saw gets probability 0);
+              its columns are reordered to ``classes`` (a class it never saw gets probability 0); an object with
+              ``transductive = True`` (a fitted :class:`jaxclp.CLP`) is called as ``predict_proba()`` and
+              predicts the nodes of the graph it was fitted on;
             * a callable with the signature of the :data:`PRIORS` functions, returning a :class:`PriorResult`
               or an (n, K) array.
         key: PRNG key of the training.
@@ -525,9 +527,7 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
         raise ValueError(f"options {sorted(options)} apply to a named prior only; prior is a "
                          f"{type(prior).__name__}")
     if hasattr(prior, "predict_proba"):
-        from jaxclp.estimator import CLP
-
-        if isinstance(prior, CLP):  # a fitted jaxclp.CLP predicts for its own graph's nodes
+        if getattr(prior, "transductive", False):  # e.g. a fitted jaxclp.CLP: predicts its own graph's nodes
             p, est_classes = np.asarray(prior.predict_proba()), prior.classes_
         else:
             if features is None:

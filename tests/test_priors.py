@@ -212,6 +212,16 @@ def test_array_and_predict_proba_paths():
     np.testing.assert_allclose(np.asarray(r.prior), np.tile([0.25, 0.0, 0.75], (n, 1)))
     assert r.name == "predict_proba"
 
+    class Transductive:  # predicts its own graph's nodes (a fitted jaxclp.CLP), columns in its own order
+        transductive = True
+        classes_ = np.array([2, 1, 0])
+
+        def predict_proba(self):
+            return np.tile([0.5, 0.3, 0.2], (n, 1))
+
+    r = P.fit_prior(Transductive(), None, g, None, y, tm, vm, 3, classes=np.array([0, 1, 2]))
+    np.testing.assert_allclose(np.asarray(r.prior), np.tile([0.2, 0.3, 0.5], (n, 1)))
+
     def my_prior(key, graph, features, labels, train_mask, val_mask, num_classes, cfg):
         return np.full((graph.num_nodes, num_classes), 1.0 / num_classes)
 
