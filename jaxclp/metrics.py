@@ -8,6 +8,8 @@ import jax.numpy as jnp
 from jaxclp.train import masked_accuracy
 
 accuracy = masked_accuracy
+"""``accuracy(scores, labels, mask)``: accuracy of ``argmax(scores)`` over ``mask`` (scores (n, K), labels (n,)
+ints, mask (n,) bool; 0 for an empty mask)."""
 
 METRICS = ("accuracy", "roc_auc")
 """The metrics :func:`evaluate` dispatches (``roc_auc``: binary, two classes)."""

@@ -326,8 +326,8 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
         train_mask, val_mask: (n,) bool.
         num_classes: K.
         cfg: training settings (lr, weight decay, epochs, patience, metric).
-        hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm, inner_dropout,
-            inner_activation: the architecture (:class:`LINKX`).
+        hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm, inner_dropout, inner_activation: the
+            architecture (:class:`LINKX`).
 
     Returns:
         :class:`PriorResult` with prior (n, K).

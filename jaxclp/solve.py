@@ -39,6 +39,7 @@ from jaxclp.propagate import check_spectrum, residual
 
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
 METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
+"""The closed-form methods :func:`solve` takes as ``method=`` (besides ``"auto"``, which picks one of them)."""
 DENSE_MAX_NODES = 300
 GMRES_RESTART = 30
 NEUMANN_MAX_CONTRACTION = 0.4  # benchmarks/results/solvers.md: best threshold of 0.0-0.95 on 147 cells
