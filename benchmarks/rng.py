@@ -1,7 +1,8 @@
 """Dropout masks on CPU: jaxclp's Threefry-2x32 lowering (:mod:`jaxclp._rng`: unrolled for large arrays, rolled
 for small ones) vs JAX's rolled one.
 
-The lowering is chosen once, when jaxclp is imported (``JAXCLP_ROLLED_THREEFRY=1`` keeps JAX's), so every
+jaxclp's lowering is that of its own key type (:func:`jaxclp._rng.fast_key`, which the trainers use and the
+draws below call; ``JAXCLP_ROLLED_THREEFRY=1`` makes it return the key unchanged, i.e. JAX's), so every
 measurement runs in a child process per mode; children alternate (jaxclp, rolled, jaxclp, rolled, ...), each
 pair under the same background load, and every child reports the SHA-256 of the random bits it drew, so the
 benchmark also checks that both lowerings give the same bits.
@@ -56,7 +57,7 @@ def _child(cfg: dict) -> dict:
 
     @jax.jit
     def masks(key):
-        return jnp.stack([jax.random.bernoulli(k, 0.5, shape) for k in jax.random.split(key, count)])
+        return jnp.stack([jax.random.bernoulli(_rng.fast_key(k), 0.5, shape) for k in jax.random.split(key, count)])
 
     t, m = C.time_call(lambda: masks(jax.random.PRNGKey(0)), repeats=cfg["repeats"])
     out["masks"] = {"median_s": t.median, "min_s": t.min, "first_s": t.first_call, "foreign_cores": t.foreign_cores,
@@ -66,7 +67,7 @@ def _child(cfg: dict) -> dict:
         acc = jnp.zeros(())
         for _ in range(cfg["compile_draws"]):
             key, sub = jax.random.split(key)
-            acc = acc + jax.random.uniform(sub, ())
+            acc = acc + jax.random.uniform(_rng.fast_key(sub), ())
         return acc
 
     t0 = time.perf_counter()

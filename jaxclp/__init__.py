@@ -4,10 +4,6 @@ Pipeline stages (each a pure function of arrays): :func:`fit_mlp` -> :func:`init
 :func:`estimate_compatibility` (:func:`sinkhorn`) -> :func:`edge_weights` / :func:`clp_operator` ->
 :func:`propagate` (iterative) or :func:`solve` (closed form). :class:`CLP` composes them for users.
 """
-from jaxclp import _rng
-
-_rng.install()  # the same dropout bits, 20x faster on CPU (jaxclp/_rng.py; JAXCLP_ROLLED_THREEFRY=1 keeps JAX's)
-
 from jaxclp import datasets, priors, shard
 from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, authors_starts
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels

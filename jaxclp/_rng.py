@@ -1,4 +1,4 @@
-"""Dropout masks ~10x faster on CPU: the Threefry-2x32 hash of large arrays lowered unrolled (JAX's bits).
+"""Dropout masks ~10x faster on CPU, for jaxclp's own training only: a key type whose Threefry hash is unrolled.
 
 Every training step of the MLP and the GNNs draws dropout masks: ``jax.random`` hashes one counter pair per
 two 32-bit words with Threefry-2x32 (20 rounds). JAX lowers that hash on CPU as a *rolled* loop (5 iterations of
@@ -7,27 +7,39 @@ platform unrolled or as a fused kernel. On CPU the rolled loop makes each round 
 4-block GNN step on Coauthor-CS spent most of its forward pass in its 12 dropout masks (18333 x 64 each); the
 same masks unrolled take ~8-10x less time (``benchmarks/results/rng.md``: ``python -m jaxclp.benchmarks.rng``).
 
+**Scoped by construction.** Importing jaxclp changes nothing in JAX: JAX's ``threefry2x32`` primitive keeps
+its own lowering for every caller. jaxclp defines a PRNG implementation of its own, :data:`FAST_THREEFRY`
+(``jax.extend.random.define_prng_impl``), that is JAX's ``threefry2x32`` in everything (key layout, ``seed``,
+``split``, ``fold_in`` are JAX's functions; ``random_bits`` is JAX's partitionable algorithm) except that the
+hash of ``random_bits`` binds :data:`fast_threefry2x32_p`, a primitive of jaxclp's: on CPU it is lowered by
+:func:`_lowered` below, on other platforms by binding JAX's own primitive (its GPU kernel). The library's
+trainers (:func:`jaxclp.fit_mlp`, the GNN fits) pass their dropout key through :func:`fast_key`, which re-types
+a ``threefry2x32`` key as :data:`FAST_THREEFRY` (the same 64 bits): flax's ``Dropout`` then draws through it.
+Any other key, and every draw outside those trainers, is untouched. Users who want the speed for their own
+masks call :func:`fast_key` on their key (``jax.random.bernoulli(fast_key(k), p, shape)``): the bits are those
+``k`` itself gives.
+
 Unrolling every call site costs compile time (each site becomes ~100 HLO ops): a program with 64 sequential
-``split`` + ``uniform`` calls compiled 2.7x slower. So :func:`install` registers, for the "cpu" platform only, a
-lowering of ``jax.extend.random.threefry2x32_p`` that picks per call site from its (static) shape: arrays of at
-least :data:`UNROLL_MIN_SIZE` counter pairs get :func:`threefry2x32` (unrolled), smaller ones
-:func:`threefry2x32_rolled` (a ``fori_loop`` over the 5 groups, as compact as JAX's own and as fast at those
-sizes). Both are written here from the Threefry specification (Salmon et al. 2011; the rotation constants and key
-schedule of Random123's threefry2x32_20, which JAX implements) and are emitted as an out-of-line function. The
-bits are identical to JAX's (tests: Random123's known-answer vectors for both, and ``jax.random`` outputs of
-small and large shapes against a subprocess that keeps JAX's lowering), so results do not change, only their
-speed. ``jaxclp`` calls :func:`install` on import; set ``JAXCLP_ROLLED_THREEFRY=1`` before importing it to keep
-JAX's lowering.
+``split`` + ``uniform`` calls compiled 2.7x slower. So the CPU lowering picks per call site from its (static)
+shape: arrays of at least :data:`UNROLL_MIN_SIZE` counter pairs get :func:`threefry2x32` (unrolled), smaller
+ones :func:`threefry2x32_rolled` (a ``fori_loop`` over the 5 groups, as compact as JAX's own and as fast at
+those sizes). Both are written here from the Threefry specification (Salmon et al. 2011; the rotation constants
+and key schedule of Random123's threefry2x32_20, which JAX implements) and are emitted as an out-of-line
+function. The bits are identical to JAX's (tests: Random123's known-answer vectors for both, and ``jax.random``
+outputs of small and large shapes, through a :func:`fast_key` and through JAX's own key), so results do not
+change, only their speed. Set ``JAXCLP_ROLLED_THREEFRY=1`` (before the first fit) to make :func:`fast_key`
+return its key unchanged, i.e. to keep JAX's rolled lowering in jaxclp's trainers too.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
+import jax
 import numpy as np
 
 ENV = "JAXCLP_ROLLED_THREEFRY"
-_state = {"installed": False, "reason": None}
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
@@ -99,33 +111,105 @@ def _lowered(*args):
     return list((threefry2x32 if size >= UNROLL_MIN_SIZE else threefry2x32_rolled)(*args))
 
 
-def install() -> bool:
-    """Registers jaxclp's lowering of ``threefry2x32_p`` for CPU (unrolled for large arrays; once; idempotent).
+# ------------------------------------------------------------------------- jaxclp's primitive and key type
+def _abstract_eval(*avals):
+    shape = np.broadcast_shapes(*(a.shape for a in avals))
+    if any(a.dtype != np.uint32 for a in avals):
+        raise TypeError(f"fast_threefry2x32 takes uint32 arrays; got {[str(a.dtype) for a in avals]}")
+    out = jax.core.ShapedArray(shape, np.dtype(np.uint32))
+    return [out, out]
+
+
+def _define_primitive():
+    from jax.extend.core import Primitive
+    from jax.extend.random import threefry2x32_p
+    from jax.interpreters import batching, mlir
+
+    p = Primitive("jaxclp_threefry2x32")
+    p.multiple_results = True
+    bind_jitted = jax.jit(p.bind)  # eager calls: compiled like any primitive (traced, the bind is staged)
+    p.def_impl(lambda *args: bind_jitted(*args))
+    p.def_abstract_eval(_abstract_eval)
+    batching.defbroadcasting(p)
+    # registrations of jaxclp's own primitive: nothing else lowers differently
+    mlir.register_lowering(p, mlir.lower_fun(lambda *a: threefry2x32_p.bind(*a), multiple_results=True))
+    mlir.register_lowering(p, mlir.lower_fun(_lowered, multiple_results=True), platform="cpu", inline=False)
+    return p
+
+
+def _random_bits(key, bit_width, shape):
+    """JAX's ``threefry_random_bits`` (partitionable form: counter pairs = the (hi, lo) words of the row-major
+    index; 32 bits = ``y1 ^ y2``) with the hash bound as :data:`fast_threefry2x32_p`. With
+    ``jax_threefry_partitionable`` off, or past 2**32 elements, it is JAX's own function (same bits, JAX's
+    lowering)."""
+    from jax import lax
+    from jax.extend.random import threefry_prng_impl
+
+    size = math.prod(shape)
+    if not jax.config.jax_threefry_partitionable or size >= 2**32 or bit_width not in (8, 16, 32, 64):
+        return threefry_prng_impl.random_bits(key, bit_width, shape)
+    k1, k2 = key[0], key[1]
+    lo = lax.reshape(lax.iota(np.uint32, max(size, 1))[:size], tuple(shape))
+    hi = lax.full(tuple(shape), 0, np.uint32)
+    bits1, bits2 = fast_threefry2x32_p.bind(k1, k2, hi, lo)
+    dtype = np.dtype(f"uint{bit_width}")
+    if bit_width == 64:
+        wide = [lax.convert_element_type(b, dtype) for b in (bits1, bits2)]
+        return lax.shift_left(wide[0], np.array(32, dtype)) | wide[1]
+    if bit_width == 32:
+        return bits1 ^ bits2
+    return lax.convert_element_type(bits1 ^ bits2, dtype)
+
+
+def _define_impl():
+    from jax.extend.random import define_prng_impl, threefry_prng_impl as t
+
+    return define_prng_impl(key_shape=t.key_shape, seed=t.seed, split=t.split, random_bits=_random_bits,
+                            fold_in=t.fold_in, name="jaxclp_threefry2x32", tag="jcf")
+
+
+fast_threefry2x32_p = _define_primitive()
+"""jaxclp's Threefry-2x32 primitive: JAX's ``threefry2x32`` (same operands, same results), lowered on CPU by
+:func:`_lowered` (unrolled for large arrays) and elsewhere by JAX's own primitive. Only :data:`FAST_THREEFRY`'s
+``random_bits`` binds it."""
+
+FAST_THREEFRY = _define_impl()
+"""The PRNG implementation of :func:`fast_key`'s keys (``jax.random.key_impl`` of them): JAX's ``threefry2x32``
+with :data:`fast_threefry2x32_p` as the hash of ``random_bits``."""
+
+
+def enabled() -> bool:
+    """Whether :func:`fast_key` re-types keys (False when ``JAXCLP_ROLLED_THREEFRY`` is set)."""
+    return os.environ.get(ENV, "").strip().lower() in ("", "0", "false", "no")
+
+
+def fast_key(key: jax.Array) -> jax.Array:
+    """``key`` re-typed as a :data:`FAST_THREEFRY` key: draws from it give the bits ``key`` gives, faster on CPU.
+
+    Args:
+        key: a ``threefry2x32`` key: raw uint32 data (..., 2) under JAX's default implementation, or a typed key
+            (``jax.random.key``); any leading batch shape.
 
     Returns:
-        True if it is installed; False if ``JAXCLP_ROLLED_THREEFRY`` is set or this JAX lacks the public
-        primitive (:func:`status` says why). Never raises.
+        The same key data typed with jaxclp's implementation; ``key`` itself when it is of another
+        implementation (rbg, a custom one), already a :data:`FAST_THREEFRY` key, or when
+        ``JAXCLP_ROLLED_THREEFRY`` is set. Works under ``jit``/``vmap`` (the choice depends on types only).
     """
-    if _state["installed"]:
-        return True
-    if os.environ.get(ENV, "").strip().lower() not in ("", "0", "false", "no"):
-        _state["reason"] = f"{ENV} is set: JAX's rolled lowering is kept"
-        return False
-    try:
-        from jax.extend.random import threefry2x32_p
-        from jax.interpreters import mlir
-
-        mlir.register_lowering(threefry2x32_p, mlir.lower_fun(_lowered, multiple_results=True), platform="cpu",
-                               inline=False)
-    except Exception as e:  # noqa: BLE001 - an older/newer JAX without these names: keep JAX's lowering
-        _state["reason"] = f"{type(e).__name__}: {e}"
-        return False
-    _state["installed"], _state["reason"] = True, None
-    return True
+    if not enabled():
+        return key
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if jax.random.key_impl(key) != "threefry2x32":
+            return key
+        data = jax.random.key_data(key)
+    elif key.dtype == np.uint32 and key.shape[-1:] == (2,) and jax.config.jax_default_prng_impl == "threefry2x32":
+        data = key
+    else:
+        return key
+    return jax.random.wrap_key_data(data, impl=FAST_THREEFRY)
 
 
 def status() -> str:
-    """One line: whether jaxclp's CPU lowering is in use, and why not if it is not."""
-    if _state["installed"]:
-        return f"jaxclp's threefry on CPU (unrolled from {UNROLL_MIN_SIZE} pairs)"
-    return f"JAX's rolled threefry on CPU ({_state['reason']})"
+    """One line: which Threefry lowering jaxclp's trainers use on CPU for their dropout masks."""
+    if enabled():
+        return f"jaxclp's threefry on CPU (unrolled from {UNROLL_MIN_SIZE} pairs) for jaxclp's dropout keys"
+    return f"JAX's rolled threefry on CPU ({ENV} is set: jaxclp's trainers keep JAX's lowering)"

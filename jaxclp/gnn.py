@@ -30,6 +30,7 @@ import jraph
 import numpy as np
 
 from jaxclp import _checks
+from jaxclp._rng import fast_key
 from jaxclp.graph import Graph, edge_values
 from jaxclp.features import SparseFeatures, as_features, as_input_features, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
@@ -694,7 +695,8 @@ def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -
     params = model.init(init_key, *inputs, train=False)
 
     def apply_fn(p, k, train):
-        return model.apply(p, *inputs, train=train, rngs={"dropout": k})
+        # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
+        return model.apply(p, *inputs, train=train, rngs={"dropout": fast_key(k)})
 
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     prior = jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
+from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features, matmul
 from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
 
@@ -143,7 +144,8 @@ def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, 
     params = model.init(init_key, jnp.zeros((1, features.shape[1]), features.dtype), train=False)
 
     def apply_fn(p, k, train):
-        return model.apply(p, features, train=train, rngs={"dropout": k})
+        # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
+        return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})
 
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     prior = jax.nn.softmax(model.apply(best, features, train=False), axis=-1)

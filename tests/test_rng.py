@@ -1,5 +1,7 @@
-"""jaxclp._rng: the unrolled Threefry-2x32 lowering on CPU gives JAX's bits exactly."""
+"""jaxclp._rng: jaxclp's key type hashes with an unrolled Threefry-2x32 on CPU, gives JAX's bits exactly, is used
+by the library's trainers, and importing jaxclp leaves JAX's own lowering alone."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -23,19 +25,14 @@ def _u32(*v):
 
 
 @pytest.mark.parametrize("key,ctr,expected", KAT)
-def test_known_answers_direct_and_through_the_registered_lowering(key, ctr, expected):
+def test_known_answers_direct_and_through_jaxclps_primitive(key, ctr, expected):
     for fn in (_rng.threefry2x32, _rng.threefry2x32_rolled, jax.jit(_rng.threefry2x32_rolled)):
         y = fn(*_u32(*key), *_u32(*ctr))
         assert [int(a) for a in y] == list(expected)
-    # jax's primitive, jitted on CPU: lowered by the rule jaxclp registered
-    from jax.extend.random import threefry2x32_p
-    out = jax.jit(lambda *a: threefry2x32_p.bind(*a))(*_u32(*key), *_u32(*ctr))
-    assert [int(a) for a in out] == list(expected)
-
-
-def test_installed_on_import():
-    import jaxclp  # noqa: F401
-    assert _rng.install() and _rng.status() == "jaxclp's threefry on CPU (unrolled from 65536 pairs)"
+    # jaxclp's primitive, jitted (lowered by its CPU rule on CPU) and eager
+    bind = _rng.fast_threefry2x32_p.bind
+    for out in (jax.jit(lambda *a: bind(*a))(*_u32(*key), *_u32(*ctr)), bind(*_u32(*key), *_u32(*ctr))):
+        assert [int(a) for a in out] == list(expected)
 
 
 def test_rolled_equals_unrolled_on_both_sides_of_the_size_switch():
@@ -49,17 +46,21 @@ def test_rolled_equals_unrolled_on_both_sides_of_the_size_switch():
         assert all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in zip(a, b))
 
 
-def test_lowering_unrolls_only_large_call_sites():
-    """jaxclp's lowering emits the rolled loop (a while) for small arrays and straight-line code for large ones.
-    It is the CPU platform's lowering, so the program is lowered for CPU whatever the default backend."""
-    from jax.extend.random import threefry2x32_p
+def _cpu_hlo(fn, *args):
+    """``fn`` jitted and lowered for CPU whatever the default backend, as StableHLO text."""
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cpu",)).as_text()
 
+
+def test_lowering_unrolls_only_large_call_sites():
+    """jaxclp's primitive emits the rolled loop (a while) for small arrays and straight-line code for large ones
+    (its CPU lowering), in an out-of-line function named after it."""
     def hlo(n):
         x = np.zeros(n, np.uint32)
-        traced = jax.jit(lambda *a: threefry2x32_p.bind(*a)).trace(*_u32(1, 2), x, x)
-        return traced.lower(lowering_platforms=("cpu",)).as_text()
+        return _cpu_hlo(lambda *a: _rng.fast_threefry2x32_p.bind(*a), *_u32(1, 2), x, x)
 
-    assert "while" in hlo(16) and "while" not in hlo(_rng.UNROLL_MIN_SIZE)
+    small, large = hlo(16), hlo(_rng.UNROLL_MIN_SIZE)
+    assert "while" in small and "while" not in large
+    assert "jaxclp_threefry2x32" in small and "jaxclp_threefry2x32" in large
 
 
 def test_broadcast_key_over_counter_arrays():
@@ -70,42 +71,157 @@ def test_broadcast_key_over_counter_arrays():
     for i, j in [(0, 0), (2, 4), (1, 3)]:
         ai, bi = _rng.threefry2x32(k1, k2, x1[i, j], x2[i, j])
         assert (int(a[i, j]), int(b[i, j])) == (int(ai), int(bi))
+    # the primitive broadcasts the scalar key like JAX's
+    p, q = jax.jit(lambda *z: _rng.fast_threefry2x32_p.bind(*z))(k1, k2, x1, x2)
+    assert np.array_equal(np.asarray(p), np.asarray(a)) and np.array_equal(np.asarray(q), np.asarray(b))
 
 
-_PROBE = r"""
-import hashlib, json, jax, jax.numpy as jnp, numpy as np
+def _draws(k):
+    """jax.random draws of several kinds and sizes (below and above UNROLL_MIN_SIZE) from ``k``, as bytes."""
+    out = {
+        "bernoulli": jax.jit(lambda k: jax.random.bernoulli(k, 0.8, (7, 1001)))(k),
+        "normal": jax.jit(lambda k: jax.random.normal(k, (333, 17)))(k),
+        "uniform_odd_eager": jax.random.uniform(k, (5, 3, 7)),
+        "scalar": jax.random.uniform(k, ()),
+        "bits8": jax.random.bits(k, (1001,), jnp.uint8),
+        "bits16": jax.random.bits(k, (33, 3), jnp.uint16),
+        "randint": jax.random.randint(k, (257,), 0, 1000),
+        "big_mask": jax.jit(lambda k: jax.random.bernoulli(k, 0.5, (1001, 300)))(k),
+        "big_bits_odd": jax.random.bits(k, (2 * 65536 + 3,)),
+        "folded": jax.random.bits(jax.random.fold_in(k, 7), (9,)),
+        "split_then_draw": jax.random.bits(jax.random.split(k, 3)[2], (70_000,)),
+    }
+    return {n: np.asarray(v).tobytes() for n, v in out.items()}
+
+
+@pytest.mark.parametrize("make", [jax.random.PRNGKey, jax.random.key], ids=["raw", "typed"])
+def test_fast_key_draws_jax_bits(make):
+    """Every draw from ``fast_key(k)`` is bitwise the draw from ``k`` (with JAX's own lowering, which importing
+    jaxclp leaves in place): bernoulli, normal, odd shapes, 8/16-bit, scalars, large (unrolled) arrays, keys
+    folded and split from it; in one process, since the two paths no longer share a lowering."""
+    k = make(42)
+    fk = _rng.fast_key(k)
+    assert jax.random.key_impl(fk) == _rng.FAST_THREEFRY and jax.random.key_impl(k) != _rng.FAST_THREEFRY
+    assert np.array_equal(jax.random.key_data(fk), jax.random.key_data(k) if make is jax.random.key else k)
+    assert _draws(fk) == _draws(k)
+
+
+def test_fast_key_under_vmap_and_jit_matches():
+    """A batch of keys re-typed inside jit + vmap (as the vmapped trainers do) draws JAX's bits; the batched
+    call site is sized as a whole (300 * 300 * 4 pairs: the unrolled form)."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    draw = lambda k: jax.random.bits(k, (300, 300))  # noqa: E731
+    a = jax.jit(jax.vmap(draw))(keys)
+    b = jax.jit(jax.vmap(lambda k: draw(_rng.fast_key(k))))(keys)
+    assert np.array_equal(np.asarray(a), np.asarray(b))
+    hlo = _cpu_hlo(jax.vmap(lambda k: draw(_rng.fast_key(k))), keys)
+    assert "jaxclp_threefry2x32" in hlo and "while" not in hlo
+
+
+def test_fast_key_leaves_other_keys_and_honours_the_opt_out(monkeypatch):
+    rbg = jax.random.key(0, impl="rbg")
+    assert _rng.fast_key(rbg) is rbg
+    fk = _rng.fast_key(jax.random.PRNGKey(0))
+    assert _rng.fast_key(fk) is fk
+    assert _rng.enabled() and _rng.status() == ("jaxclp's threefry on CPU (unrolled from 65536 pairs) for "
+                                                "jaxclp's dropout keys")
+    monkeypatch.setenv(_rng.ENV, "1")
+    raw = jax.random.PRNGKey(0)
+    assert not _rng.enabled() and _rng.fast_key(raw) is raw
+    assert _rng.status().startswith("JAX's rolled threefry on CPU (JAXCLP_ROLLED_THREEFRY is set")
+
+
+_IMPORT_PROBE = r"""
+import json, jax, numpy as np
+def hlo():  # a fresh function each time: nothing cached between the two lowerings
+    f = lambda k: jax.random.bernoulli(k, 0.5, (1001, 300))
+    return jax.jit(f).trace(jax.random.PRNGKey(0)).lower(lowering_platforms=("cpu",)).as_text()
+def rules():
+    try:  # JAX's private registry of per-platform lowering rules, where it is found
+        from jax._src.interpreters import mlir
+        from jax.extend.random import threefry2x32_p
+        return repr(mlir._platform_specific_lowerings["cpu"].get(threefry2x32_p))
+    except Exception as e:
+        return "unavailable"
+before, rule_before = hlo(), rules()
 import jaxclp
-from jaxclp import _rng
-k = jax.random.PRNGKey(42)
-outs = {
-    "bernoulli": jax.jit(lambda k: jax.random.bernoulli(k, 0.8, (7, 1001)))(k),
-    "normal": jax.jit(lambda k: jax.random.normal(k, (333, 17)))(k),
-    "uniform_odd": jax.random.uniform(k, (5, 3, 7)),
-    "split": jax.random.key_data(jax.random.split(k, 9)),
-    "vmapped": jax.jit(jax.vmap(lambda k: jax.random.bits(k, (11,))))(jax.random.split(k, 4)),
-    "new_style": jax.random.randint(jax.random.key(3), (257,), 0, 1000),
-    "big_mask": jax.jit(lambda k: jax.random.bernoulli(k, 0.5, (1001, 300)))(k),
-    "big_bits_odd": jax.random.bits(k, (2 * 65536 + 3,)),
-}
-print(json.dumps({"status": _rng.status(),
-                  **{n: hashlib.sha256(np.asarray(v).tobytes()).hexdigest() for n, v in outs.items()}}))
+after, rule_after = hlo(), rules()
+print(json.dumps({"same_hlo": before == after, "rolled": "while" in after, "same_rule": rule_before == rule_after,
+                  "ours": "jaxclp_threefry2x32" in after}))
 """
 
 
-def _probe(rolled: bool) -> dict:
+def test_import_jaxclp_leaves_jax_threefry_lowering_alone():
+    """Issue 48.6: in a fresh process, importing jaxclp changes nothing global: jax.random's CPU program (JAX's
+    rolled Threefry, a while loop) and JAX's registered CPU lowering rule of threefry2x32 are the same before and
+    after the import. (jaxclp <= a7c0a97 re-registered that rule on import: this test failed there.)"""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop(_rng.ENV, None)
-    if rolled:
-        env[_rng.ENV] = "1"
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], env=env, capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"same_hlo": True, "rolled": True,
+                                                               "same_rule": True, "ours": False}
 
 
-def test_same_bits_as_jax_rolled_lowering():
-    """jax.random outputs (bernoulli, normal, odd shapes, split, vmap, new-style keys; small arrays, rolled, and
-    large ones, unrolled) are bitwise those of JAX's own CPU lowering (a subprocess with JAXCLP_ROLLED_THREEFRY=1)."""
-    fast, rolled = _probe(False), _probe(True)
-    assert fast.pop("status").startswith("jaxclp's threefry on CPU")
-    assert rolled.pop("status").startswith("JAX's rolled threefry on CPU (JAXCLP_ROLLED_THREEFRY is set")
-    assert fast == rolled
+# fit_mlp's parameters on the graph below, computed at a7c0a97 (jaxclp's lowering then installed for the whole
+# process on import; JAXCLP_ROLLED_THREEFRY=1 gave the same hash): the fast key type changes no bit of a fit
+MLP_PARAMS_SHA256 = "ae601a0bb68433b97a8d71ebea4e7478e84120ef7ed2fc496bda5c735e2f8bc8"
+
+
+def _mlp_problem():
+    rng = np.random.default_rng(0)
+    n, d, k = 1100, 12, 3  # masks of 1100 x 64 = 70400 >= UNROLL_MIN_SIZE pairs: the unrolled form
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, k, n)
+    perm = rng.permutation(n)
+    tm, vm = np.zeros(n, bool), np.zeros(n, bool)
+    tm[perm[:300]], vm[perm[300:500]] = True, True
+    return x, y, tm, vm, k
+
+
+@pytest.mark.cpu_bitwise
+def test_mlp_fit_uses_the_fast_key_and_keeps_its_params(monkeypatch):
+    """fit_mlp draws its dropout masks through jaxclp's primitive (in its compiled program) and its parameters
+    are bit for bit those computed before the change (stored hash); with JAXCLP_ROLLED_THREEFRY=1 its program
+    has JAX's lowering instead, and the same parameters."""
+    from jaxclp import fit_mlp, mlp
+    from jaxclp.train import TrainConfig
+
+    x, y, tm, vm, k = _mlp_problem()
+    cfg = TrainConfig(epochs=20, patience=20)
+
+    def hlo():
+        return mlp._fit_mlp_jit.trace(jax.random.PRNGKey(7), jnp.asarray(x), jnp.asarray(y), jnp.asarray(tm),
+                                      jnp.asarray(vm), num_classes=k, hidden=(64,), dropout=0.5,
+                                      cfg=cfg).lower(lowering_platforms=("cpu",)).as_text()
+
+    def params_sha():
+        res = fit_mlp(jax.random.PRNGKey(7), x, y, tm, vm, num_classes=k, hidden=(64,), dropout=0.5, cfg=cfg)
+        leaves = [np.asarray(v) for v in jax.tree_util.tree_leaves(res.params)]
+        return hashlib.sha256(b"".join(v.tobytes() for v in leaves)).hexdigest()
+
+    assert "jaxclp_threefry2x32" in hlo()
+    assert params_sha() == MLP_PARAMS_SHA256
+    monkeypatch.setenv(_rng.ENV, "1")
+    mlp._fit_mlp_jit.clear_cache()  # the choice is made when tracing
+    try:
+        assert "jaxclp_threefry2x32" not in hlo()
+        assert params_sha() == MLP_PARAMS_SHA256
+    finally:
+        mlp._fit_mlp_jit.clear_cache()
+
+
+def test_gnn_fit_draws_through_the_fast_key():
+    """The GNN trainers' compiled programs (a GCN fit, lowered only) draw dropout through jaxclp's primitive."""
+    from jaxclp import Graph, gnn
+    from jaxclp.train import TrainConfig
+
+    n = 40
+    src = np.arange(n)
+    g = Graph.from_edge_index(np.stack([src, (src + 1) % n]), n)
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(n, 5)), jnp.float32)
+    y = jnp.asarray(np.arange(n) % 2)
+    mask = jnp.asarray(np.arange(n) < 20)
+    traced = gnn._fit_gcn_jit.trace(jax.random.PRNGKey(0), g, x, y, mask, ~mask, num_classes=2, hidden=(16,),
+                                    dropout=0.5, cfg=TrainConfig(epochs=2, patience=2))
+    assert "jaxclp_threefry2x32" in traced.lower(lowering_platforms=("cpu",)).as_text()
