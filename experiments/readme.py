@@ -1,10 +1,11 @@
-"""The README's result tables, generated from the committed records (no hand-pasted numbers).
+"""The result tables of the documentation, generated from the committed records (no hand-pasted numbers).
 
-Each generated table sits in the README between ``<!-- jaxclp:NAME -->`` and ``<!-- /jaxclp:NAME -->``;
-:func:`render` recomputes every such block from ``results/`` and :func:`update` writes it back. The test suite
-checks that the README equals its rendering, so a table cannot drift from the records it cites.
+Each generated table sits in a results page (``docs/results/*.md``) between ``<!-- jaxclp:NAME -->`` and
+``<!-- /jaxclp:NAME -->``; :func:`render` recomputes every such block from ``results/`` and :func:`update` writes
+it back. The test suite checks that every page equals its rendering, so a table cannot drift from the records it
+cites.
 
-    python -m jaxclp.experiments.readme            # rewrite the blocks of ./README.md from ./results
+    python -m jaxclp.experiments.readme            # rewrite the blocks of ./docs/results/*.md from ./results
     python -m jaxclp.experiments.readme --check    # exit 1 if they differ (what tests/test_readme.py checks)
 
 Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
@@ -31,12 +32,14 @@ from jaxclp.paper import paper_number
 
 DATASETS = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports", "brazil-airports",
             "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
+PAGES = "docs/results"
+"""The folder of the pages that hold generated blocks, relative to the repository root."""
 PRIOR_NAMES = {"mlp": "MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN",
                "gcn_tuned": "tuned GCN", "sage_tuned": "SAGE"}
 
 
 class Table(NamedTuple):
-    """One generated README table.
+    """One generated table of the results pages.
 
     Attributes:
         results: folder of the records, relative to the repository root.
@@ -175,7 +178,7 @@ _BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /ja
 
 
 def render(text: str, root: Path = Path(".")) -> str:
-    """``text`` (a README) with every generated block recomputed from the records under ``root``.
+    """``text`` (a page) with every generated block recomputed from the records under ``root``.
 
     Raises:
         ValueError: a block names a table that :data:`TABLES` does not define.
@@ -193,35 +196,46 @@ def render(text: str, root: Path = Path(".")) -> str:
             p = PAIRED[name]
             return m.group(1) + paired_markdown([records(f) for f in p.results], p) + "\n" + m.group(4)
         if name not in TABLES:
-            raise ValueError(f"README block jaxclp:{name} names no table; known: {sorted(TABLES) + sorted(PAIRED)}")
+            raise ValueError(f"block jaxclp:{name} names no table; known: {sorted(TABLES) + sorted(PAIRED)}")
         t = TABLES[name]
         return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
     return _BLOCK.sub(block, text)
 
 
-def update(readme: Path = Path("README.md"), root: Path | None = None) -> bool:
-    """Rewrites the generated blocks of ``readme`` in place; returns whether anything changed."""
-    readme = Path(readme)
-    text = readme.read_text()
-    new = render(text, readme.parent if root is None else root)
-    if new != text:
-        readme.write_text(new)
-    return new != text
+def pages(root: Path = Path(".")) -> list[Path]:
+    """The markdown pages under ``root / PAGES`` (each may hold generated blocks), sorted."""
+    return sorted((Path(root) / PAGES).glob("*.md"))
+
+
+def update(paths=None, root: Path = Path(".")) -> list[Path]:
+    """Rewrites the generated blocks of each page in ``paths`` (default: :func:`pages`) in place from the records
+    under ``root``; returns the pages that changed."""
+    changed = []
+    for path in (pages(root) if paths is None else [Path(p) for p in paths]):
+        text = path.read_text()
+        new = render(text, root)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.readme", description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", default="README.md")
-    ap.add_argument("--check", action="store_true", help="exit 1 if the README's tables differ from the records")
+    ap.add_argument("--root", default=".", help="the repository root (records under ROOT/results, pages under "
+                                                f"ROOT/{PAGES})")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a page's tables differ from the records")
     a = ap.parse_args(argv)
-    path = Path(a.readme)
+    root = Path(a.root)
     if a.check:
-        same = render(path.read_text(), path.parent) == path.read_text()
-        print("README tables match the records" if same else "README tables differ from the records: run "
-              "python -m jaxclp.experiments.readme", file=sys.stderr)
-        return 0 if same else 1
-    print("README updated" if update(path) else "README already up to date")
+        stale = [str(p) for p in pages(root) if render(p.read_text(), root) != p.read_text()]
+        print("the results pages match the records" if not stale else
+              f"tables of {', '.join(stale)} differ from the records: run python -m jaxclp.experiments.readme",
+              file=sys.stderr)
+        return 1 if stale else 0
+    changed = update(root=root)
+    print(f"updated {', '.join(map(str, changed))}" if changed else "the results pages are up to date")
     return 0
 
 

@@ -1,4 +1,6 @@
-"""The README's library example runs as written (data fetched through the file:// mirror of ../shared)."""
+"""The README and the documentation: their library examples run as written (data fetched through the file://
+mirror of ../shared), the README keeps its shape (short, the hello-world on its first screen, the CI's own test
+command), and the results pages' tables equal their rendering from the committed records."""
 
 import os
 import re
@@ -10,13 +12,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
+README = REPO / "README.md"
+GETTING_STARTED = REPO / "docs" / "getting-started.md"
 
 
-def readme_block(section: str, index: int = 0) -> str:
-    """The ``index``-th python block of the README section ``section`` (up to the next section)."""
-    text = (REPO / "README.md").read_text()
+def readme_block(section: str, index: int = 0, path: Path = README, lang: str = "python") -> str:
+    """The ``index``-th ``lang`` block of the section ``## section`` of ``path`` (up to the next section)."""
+    text = path.read_text()
     body = re.split(r"\n## ", text.split(f"\n## {section}\n", 1)[1], maxsplit=1)[0]
-    return re.findall(r"```python\n(.*?)```", body, re.S)[index]
+    return re.findall(rf"```{lang}\n(.*?)```", body, re.S)[index]
 
 
 def run_fresh(code: str, tmp_path) -> subprocess.CompletedProcess:
@@ -30,22 +34,50 @@ def run_fresh(code: str, tmp_path) -> subprocess.CompletedProcess:
     return done
 
 
+STAGE_CHECKS = (
+    "\nimport numpy as _np\n"
+    "assert 0.3 < float((_np.asarray(model.predict()) == ds.labels)[test].mean()) <= 1.0\n"
+    "assert bool(_np.all(_np.asarray(sol.converged))) and sol.value.shape == (ds.num_nodes, ds.num_classes)\n"
+    "assert bool(info.converged)\n")
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
 def test_library_example_runs(tmp_path):
-    code = readme_block("Library example") + (
-        "\nimport numpy as _np\n"
-        "assert 0.3 < float((_np.asarray(model.predict()) == ds.labels)[test].mean()) <= 1.0\n"
-        "assert bool(_np.all(_np.asarray(sol.converged))) and sol.value.shape == (ds.num_nodes, ds.num_classes)\n"
-        "assert bool(info.converged)\n")
+    """The README's hello-world (fit / predict) and its stages block, run one after the other as a reader would."""
+    code = readme_block("Library example") + readme_block("The stages as functions") + STAGE_CHECKS
     done = run_fresh(code, tmp_path)
-    assert "test acc" in done.stdout and "alpha" in done.stdout
+    assert "test acc" in done.stdout and "alpha" in done.stdout and "converged True" in done.stdout
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
+def test_getting_started_example_runs(tmp_path):
+    """The getting-started page's fit (a grid of variants) and its stages block."""
+    code = (readme_block("Fit and predict", path=GETTING_STARTED)
+            + readme_block("The stages as functions", path=GETTING_STARTED) + STAGE_CHECKS)
+    done = run_fresh(code, tmp_path)
+    assert "test acc" in done.stdout and "rho" in done.stdout
+
+
+def test_readme_shape():
+    """At most 150 lines, the fit / predict example within the first 40, and the test command exactly .ci/run's."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 150, len(lines)
+    first_screen = "\n".join(lines[:40])
+    example = readme_block("Library example")
+    assert example in first_screen and ".fit(" in example and ".predict()" in example
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert len(ci) == 1, ci
+    bash = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
+    assert ci[0] + "\n" in bash, "the README's test command differs from .ci/run's"
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    assert links and [link for link in links if not link.startswith("http") and not (REPO / link).is_file()] == []
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
 def test_library_extensions_example_runs(tmp_path):
-    """The README's second library block (prior=, spectral scaling, the authors' step, end-to-end training) runs
-    as written, and what it prints is what its objects hold."""
-    code = readme_block("Library example", 1) + (
+    """The getting-started page's extensions block (prior=, spectral scaling, the authors' step, end-to-end
+    training) runs as written, and what it prints is what its objects hold."""
+    code = readme_block("Other base predictors, the authors' step, end-to-end training", path=GETTING_STARTED) + (
         "\nimport numpy as _np\n"
         "assert m.prior_name_ in ('mlp', 'link') and [n for n, _ in m.prior_val_scores_] == ['mlp', 'link']\n"
         "assert m.prior_val_scores_[['mlp', 'link'].index(m.prior_name_)][1] == max(s for _, s in m.prior_val_scores_)\n"
@@ -57,20 +89,41 @@ def test_library_extensions_example_runs(tmp_path):
     assert "end to end: alpha" in done.stdout and "propagated" in done.stdout
 
 
-def test_readme_tables_match_the_records():
-    """The generated result tables of the README (between ``<!-- jaxclp:NAME -->`` markers) equal their rendering
-    from the committed records: numbers cannot be pasted by hand or drift (``python -m jaxclp.experiments.readme``
-    regenerates them)."""
+def test_results_pages_match_the_records():
+    """The generated result tables of the results pages (between ``<!-- jaxclp:NAME -->`` markers) equal their
+    rendering from the committed records: numbers cannot be pasted by hand or drift (``python -m
+    jaxclp.experiments.readme`` regenerates them)."""
     from jaxclp.experiments import readme
 
-    text = (REPO / "README.md").read_text()
+    pages = readme.pages(REPO)
+    assert {p.name for p in pages} >= {"medium.md", "sparse-dense.md", "acm-dblp.md", "homophilous.md", "baselines.md"}
+    text = "".join(p.read_text() for p in pages)
     for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
-                 "clp-paired-dense", "clp-paired-table5"):
-        assert f"<!-- jaxclp:{name} -->" in text, name
+                 "clp-paired-dense", "clp-paired-table5", *readme.TABLES, *readme.PAIRED):
+        assert text.count(f"<!-- jaxclp:{name} -->") == 1, name  # every table once, on some page
     from jaxclp.experiments.reproduce import GNN_METHODS
 
     assert tuple(m for m, _ in readme.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
-    assert readme.render(text, REPO) == text, "README tables differ from results/: run python -m jaxclp.experiments.readme"
+    for page in pages:
+        assert readme.render(page.read_text(), REPO) == page.read_text(), (
+            f"{page.name}: tables differ from results/: run python -m jaxclp.experiments.readme")
+    assert "<!-- jaxclp:" not in README.read_text()  # the README shows no result table (the docs do)
+
+
+def test_update_rewrites_a_drifted_page(tmp_path):
+    """update() rewrites a page whose table was edited by hand back to the records' numbers, and --check notices."""
+    from jaxclp.experiments import readme
+
+    page = REPO / readme.PAGES / "acm-dblp.md"
+    (tmp_path / readme.PAGES).mkdir(parents=True)
+    (tmp_path / "results").symlink_to(REPO / "results")
+    drifted = tmp_path / readme.PAGES / "acm-dblp.md"
+    good = page.read_text()
+    row = next(line for line in good.splitlines() if line.startswith("| acm |"))
+    drifted.write_text(good.replace(row, row.replace("| acm |", "| acm | 99.9 |", 1), 1))
+    assert readme.main(["--root", str(tmp_path), "--check"]) == 1
+    assert readme.update(root=tmp_path) == [drifted] and drifted.read_text() == good
+    assert readme.main(["--root", str(tmp_path), "--check"]) == 0
 
 
 def test_readme_table_cells_by_hand(tmp_path):
