@@ -12,8 +12,9 @@ import contextvars
 import dataclasses
 import functools
 import itertools
+import time
 import warnings
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -101,8 +102,11 @@ class Candidates(dict):
     but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
 
     def __init__(self, *args, references: dict | None = None, rule: Callable | None = None,
-                 pending: dict | None = None, **kwargs):
+                 pending: dict | None = None, skipped: Sequence[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
+        self.skipped = list(skipped)
+        """Names of the base predictors left out because :attr:`Context.time_limit` ran out (the record's
+        ``skipped``)."""
         self.references = dict(references or {})
         self.rule = rule
         """How the runner chooses among these candidates: ``rule(cands, labels_visible, val_mask, metric) ->
@@ -462,7 +466,26 @@ def prior_train_config(ctx: Context):
     return cfg._replace(metric=ctx.metric)
 
 
-def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
+PRIOR_COST = {"mlp": 0.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
+              "gcn_tuned": 16.0, "sage_tuned": 16.0, "gat_tuned": 24.0}
+"""Expected cost of fitting each base predictor, in units of one 2-layer GCN fit on the same graph (compilation
+included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_before.md``:
+on Texas ``gcn_tuned`` 56.6 s and ``sage_tuned`` 60.5 s against 3.3 s for ``gcn``, 2.2 s for ``link``, 6.1 s for
+``linkx``, 3.9 s for ``h2gcn``, all but ~5 % compilation). Under :attr:`Context.time_limit`, a predictor is
+fitted only while ``cost * unit`` fits in the time left, ``unit`` being the largest seconds-per-cost-unit of the
+predictors fitted so far on this split (unknown names count 16)."""
+
+
+def _within_budget(ctx: Context, name: str, start: float, unit: float | None, fitted: int) -> bool:
+    """Whether ``clp`` may still fit base predictor ``name`` under ``ctx.time_limit`` (see :data:`PRIOR_COST`);
+    the first predictor to fit is always fitted, so a choice exists."""
+    if ctx.time_limit is None or fitted == 0:
+        return True
+    left = float(ctx.time_limit) - (time.perf_counter() - start)
+    return left > 0 and (unit is None or PRIOR_COST.get(name, 16.0) * unit <= left)
+
+
+def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | None = None) -> dict:
     """``name -> (n, K)`` prior of every base predictor in ``names`` (:data:`jaxclp.priors.PRIORS`).
 
     ``"mlp"`` is the runner's MLP prior (``ctx.prior``, its depth chosen on validation); the others are fitted
@@ -473,14 +496,25 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
     H2GCN is left out, with a warning, where its 2-hop graph exceeds :data:`jaxclp.gnn.MAX_TWO_HOP_EDGES`
     (:class:`jaxclp.gnn.TwoHopTooLarge`; no graph of the 18 datasets comes within 20x of it) and other predictors
     remain; asked for alone it raises.
+
+    Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
+    :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:data:`PRIOR_COST`); the names
+    left out are appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used.
     """
     from jaxclp.priors import TUNED_PRIORS, fit_prior
 
     out = {}
     cfg = prior_train_config(ctx)
+    start, unit = time.perf_counter(), None
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
+            continue
+        cached = CACHE and _fit_key(name, cfg) in ctx.cache
+        if not cached and not _within_budget(ctx, name, start, unit, len(out)):
+            status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
+            if skipped is not None:
+                skipped.append(name)
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
@@ -490,7 +524,11 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES) -> dict:
                              ctx.num_classes, cfg, **opts).prior
 
         try:
+            t0 = time.perf_counter()
             out[name] = _cached(ctx, _fit_key(name, cfg), fit)
+            if not cached:
+                jax.block_until_ready(out[name])
+                unit = max(unit or 0.0, (time.perf_counter() - t0) / max(PRIOR_COST.get(name, 16.0), 0.1))
         except TwoHopTooLarge as err:  # a hub-heavy graph: H2GCN's 2-hop graph does not fit; the others still do
             if name != "h2gcn" or len(names) == 1:
                 raise
@@ -506,7 +544,7 @@ def with_prior(ctx: Context, prior) -> Context:
                                cache={k: v for k, v in ctx.cache.items() if k[0] == "fit"})
 
 
-def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, lazy: bool = True, **clp_options) -> Candidates:
+def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options) -> Candidates:
     """The runner's ``clp``: CLP on several base predictors, chosen on validation by
     :func:`select_prior_first` (the best predictor alone first, then CLP's variant on it, or the predictor
     itself at alpha = 0 when no variant beats it on validation).
@@ -521,9 +559,15 @@ def method_clp_prior(ctx: Context, priors=CLP_PRIOR_CANDIDATES, lazy: bool = Tru
     :func:`select_prior_first` computes only the chosen predictor's, the one it reads (the record's
     ``num_candidates`` counts what was computed); ``lazy=False`` computes every grid (the cross-fit of
     ``jaxclp reproduce selection`` needs them all). The choice and its scores are the same either way (tested).
+
+    ``priors`` None: ``ctx.base_priors``, else :data:`CLP_PRIOR_CANDIDATES`. Under ``ctx.time_limit`` the
+    expensive predictors may be left out (:func:`fit_base_priors`); the candidates' ``skipped`` names them.
     """
-    bases = fit_base_priors(ctx, priors)
-    cands = Candidates(references=bases, rule=select_prior_first)
+    if priors is None:
+        priors = ctx.base_priors if ctx.base_priors is not None else CLP_PRIOR_CANDIDATES
+    skipped = []
+    bases = fit_base_priors(ctx, priors, skipped)
+    cands = Candidates(references=bases, rule=select_prior_first, skipped=skipped)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
         cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself

@@ -456,3 +456,40 @@ def test_clp_grid_bytes_counts_the_grid_it_stores():
     per = n * k * np.dtype(ctx.prior.dtype).itemsize
     assert M._grid_bytes(ctx, M.CLP_VARIANTS, True, True) == 312 * per == len(M.method_clp(ctx)) * per
     assert M._grid_bytes(ctx, (("sym", False, "mlp"),), False, False) == 9 * per == len(M.method_clp_paper(ctx)) * per
+
+
+def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monkeypatch):
+    """Under Context.time_limit, clp fits its base predictors in order while PRIOR_COST * (the largest seconds per
+    cost unit seen so far) fits in the time left; a fake clock makes the fits' seconds exact."""
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    seconds = {"link": 1.0, "linkx": 4.0, "gcn": 2.0, "h2gcn": 4.0, "gcn_tuned": 32.0, "sage_tuned": 32.0}
+    clock = {"t": 0.0}
+    fitted = []
+
+    def fake_fit(name, *args, **kwargs):
+        clock["t"] += seconds[name]
+        fitted.append(name)
+        return P.PriorResult(prior=jnp.full((len(y), 3), 1 / 3), name=name, val_score=0.0)
+
+    monkeypatch.setattr(P, "fit_prior", fake_fit)
+    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+    small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
+    names = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
+    # unit = max(1/0.5, 4/2, 2/1, 4/2) = 2 s; at t = 11 the tuned GNNs' 16 * 2 = 32 s exceed the 9 s left
+    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={}), priors=names, **small)
+    assert fitted == ["link", "linkx", "gcn", "h2gcn"]
+    assert cands.skipped == ["gcn_tuned", "sage_tuned"]
+    assert list(cands.references) == ["mlp", "link", "linkx", "gcn", "h2gcn"]
+    # without a limit everything is fitted; ctx.base_priors names the predictors when priors= is not given
+    fitted.clear()
+    assert not M.method_clp_prior(M.dataclasses.replace(ctx, cache={}), priors=names, **small).skipped
+    assert fitted == list(names[1:])
+    fitted.clear()
+    only = M.method_clp_prior(M.dataclasses.replace(ctx, base_priors=("link", "gcn"), cache={}), **small)
+    assert list(only.references) == ["link", "gcn"] and fitted == ["link", "gcn"]
+    # a spent budget still fits the first predictor, so there is a choice; cached fits are free
+    fitted.clear()
+    spent = M.dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})
+    assert list(M.method_clp_prior(spent, **small).references) == ["link"] and fitted == ["link"]
+    assert M.method_clp_prior(spent, **small).skipped == ["gcn"] and fitted == ["link"]
