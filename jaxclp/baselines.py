@@ -36,7 +36,7 @@ from jaxclp import _checks
 from jaxclp.compat import one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, edge_values, spmm
 from jaxclp.operator import lp_operator, norm_bounds
-from jaxclp.solve import Method, Solution, solve_operator, stationary_columns
+from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm
 from jaxclp.train import TrainConfig, train_full_batch
 
 AUTOSCALE_CAP = 1000.0
@@ -132,9 +132,19 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
     reset = jnp.zeros(graph.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask)
     x, its, res, rel = _iterate(graph, op.values, x0, alphas, reset, jnp.asarray(lo, dtype),
                                 jnp.asarray(hi, dtype), jnp.asarray(tol, dtype), num_layers, max_iters)
+    return _iterate_solution(op, x0, alphas, x, its, res, rel, tol)
+
+
+def _iterate_solution(op, x0, alphas, x, its, res, rel, tol) -> Solution:
+    """The :class:`jaxclp.solve.Solution` of the LP iteration: ``converged`` is the increment test
+    ``relative_residual <= tol`` (a clamped iteration solves no linear system, so no backward-error floor);
+    ``backward_error`` is the increment measured as :func:`jaxclp.solve.backward_error` of the linear system."""
     rows, cols = norm_bounds(op)
+    a = alphas[..., None]
+    den = jnp.linalg.norm((1.0 - a)[..., None] * x0, axis=-2)
+    eta = backward_error(res, jnp.linalg.norm(x, axis=-2), den, system_norm(a, rows, cols))
     return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
-                    rho_bound=jnp.minimum(rows, cols), method="iterate")
+                    rho_bound=jnp.minimum(rows, cols), backward_error=eta, method="iterate")
 
 
 def _lp_inputs(num_nodes: int, x0, alpha, *, normalization, tol, num_layers, clamp, reset_mask):

@@ -1234,7 +1234,7 @@ def _cg_symmetrized(op: ShardedOperator, rhs, alpha, tol, max_iters):
 
 @functools.partial(jax.jit, static_argnames=("method", "max_iters"))
 def _solve_kernel(op, prior, alpha, method, tol, max_iters):
-    from jaxclp.solve import bicgstab_columns, stationary_columns
+    from jaxclp.solve import backward_error, bicgstab_columns, stationary_columns, system_norm
 
     rhs = (1.0 - alpha) * prior
     rn = jnp.linalg.norm(rhs, axis=0)  # a reduction over the row-sharded axis: local sums + one all-reduce
@@ -1254,7 +1254,8 @@ def _solve_kernel(op, prior, alpha, method, tol, max_iters):
         res = jnp.linalg.norm(rhs - (x - alpha * op.matvec(x)), axis=0)
     rows = op.matvec(jnp.ones_like(x)).max(axis=0)
     cols = op.rmatvec(jnp.ones_like(x)).max(axis=0)
-    return x, its, res, res / jnp.where(rn > 0, rn, 1.0), jnp.minimum(rows, cols)
+    eta = backward_error(res, jnp.linalg.norm(x, axis=0), rn, system_norm(alpha, rows, cols))
+    return x, its, res, res / jnp.where(rn > 0, rn, 1.0), jnp.minimum(rows, cols), eta
 
 
 def solve(sg: ShardedGraph, b0: jax.Array, H: jax.Array, prior: jax.Array, *, alpha: float,
@@ -1309,16 +1310,17 @@ def _solve_operator(op: ShardedOperator, pi, alpha, *, normalization, method, to
                     internal: bool = False):
     """``(1 - alpha) (I - alpha op)^{-1} pi`` for internal-order ``pi`` and a scalar alpha; the value in the
     user's order (``internal=True``: in the internal order)."""
-    from jaxclp.solve import Solution, _check_converged
+    from jaxclp.solve import Solution, _check_converged, is_converged
 
     sg = op.graph
     alpha_ = jnp.asarray(alpha, op.left.dtype)
     method = _resolve_method(op, float(alpha), normalization, method)
     if throw:
         check_spectrum(op, alpha_, throw=True, what="solve: CLP", normalization=normalization)
-    x, its, res, rel, rho_bound = _solve_kernel(op, pi, alpha_, method, tol, max_iters)
-    sol = Solution(value=x if internal else from_internal(sg, x), converged=rel <= tol, iterations=its,
-                   residual=res, relative_residual=rel, rho_bound=rho_bound, method=method)
+    x, its, res, rel, rho_bound, eta = _solve_kernel(op, pi, alpha_, method, tol, max_iters)
+    sol = Solution(value=x if internal else from_internal(sg, x), converged=is_converged(rel, eta, tol),
+                   iterations=its, residual=res, relative_residual=rel, rho_bound=rho_bound, backward_error=eta,
+                   method=method)
     if throw:
         _check_converged(sol, alpha_, tol, max_iters)
     return sol
@@ -1419,9 +1421,9 @@ def propagate_labels(sg: ShardedGraph, x0: jax.Array, *, alpha, normalization: N
     reset = to_internal(sg, jnp.zeros(sg.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask, bool))
     x, its, res, rel = _iterate_lp(op, x0i, alphas, reset, jnp.asarray(lo, dtype), jnp.asarray(hi, dtype),
                                    jnp.asarray(tol, dtype), num_layers, max_iters)
-    rows, cols = norm_bounds(op)
-    return Solution(value=_user_rows(sg, x, alphas.ndim == 1), converged=rel <= tol, iterations=its, residual=res,
-                    relative_residual=rel, rho_bound=jnp.minimum(rows, cols), method="iterate")
+    from jaxclp.baselines import _iterate_solution
+
+    return _iterate_solution(op, x0i, alphas, _user_rows(sg, x, alphas.ndim == 1), its, res, rel, tol)
 
 
 # ============================================================================ baselines
