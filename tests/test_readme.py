@@ -92,45 +92,45 @@ def test_library_extensions_example_runs(tmp_path):
 def test_results_pages_match_the_records():
     """The generated result tables of the results pages (between ``<!-- jaxclp:NAME -->`` markers) equal their
     rendering from the committed records: numbers cannot be pasted by hand or drift (``python -m
-    jaxclp.experiments.readme`` regenerates them)."""
-    from jaxclp.experiments import readme
+    jaxclp.experiments.results_tables`` regenerates them)."""
+    from jaxclp.experiments import results_tables as tables
 
-    pages = readme.pages(REPO)
+    pages = tables.pages(REPO)
     assert {p.name for p in pages} >= {"medium.md", "sparse-dense.md", "acm-dblp.md", "homophilous.md", "baselines.md"}
     text = "".join(p.read_text() for p in pages)
     for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
-                 "clp-paired-dense", "clp-paired-table5", *readme.TABLES, *readme.PAIRED):
+                 "clp-paired-dense", "clp-paired-table5", *tables.TABLES, *tables.PAIRED):
         assert text.count(f"<!-- jaxclp:{name} -->") == 1, name  # every table once, on some page
     from jaxclp.experiments.reproduce import GNN_METHODS
 
-    assert tuple(m for m, _ in readme.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
+    assert tuple(m for m, _ in tables.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
     for page in pages:
-        assert readme.render(page.read_text(), REPO) == page.read_text(), (
-            f"{page.name}: tables differ from results/: run python -m jaxclp.experiments.readme")
+        assert tables.render(page.read_text(), REPO) == page.read_text(), (
+            f"{page.name}: tables differ from results/: run python -m jaxclp.experiments.results_tables")
     assert "<!-- jaxclp:" not in README.read_text()  # the README shows no result table (the docs do)
 
 
 def test_update_rewrites_a_drifted_page(tmp_path):
     """update() rewrites a page whose table was edited by hand back to the records' numbers, and --check notices."""
-    from jaxclp.experiments import readme
+    from jaxclp.experiments import results_tables as tables
 
-    page = REPO / readme.PAGES / "acm-dblp.md"
-    (tmp_path / readme.PAGES).mkdir(parents=True)
+    page = REPO / tables.PAGES / "acm-dblp.md"
+    (tmp_path / tables.PAGES).mkdir(parents=True)
     (tmp_path / "results").symlink_to(REPO / "results")
-    drifted = tmp_path / readme.PAGES / "acm-dblp.md"
+    drifted = tmp_path / tables.PAGES / "acm-dblp.md"
     good = page.read_text()
     row = next(line for line in good.splitlines() if line.startswith("| acm |"))
     drifted.write_text(good.replace(row, row.replace("| acm |", "| acm | 99.9 |", 1), 1))
-    assert readme.main(["--root", str(tmp_path), "--check"]) == 1
-    assert readme.update(root=tmp_path) == [drifted] and drifted.read_text() == good
-    assert readme.main(["--root", str(tmp_path), "--check"]) == 0
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert tables.update(root=tmp_path) == [drifted] and drifted.read_text() == good
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
 
 
 def test_readme_table_cells_by_hand(tmp_path):
     """Cells, (n), ‡ for a stale method definition, bold only among complete current cells, base-prior counts."""
     import json
 
-    from jaxclp.experiments import readme
+    from jaxclp.experiments import results_tables as tables
     from jaxclp.experiments.specs import method_hash
 
     def rec(method, run, test, stale=False, base=None):
@@ -142,36 +142,36 @@ def test_readme_table_cells_by_hand(tmp_path):
             rec("lp", 0, 0.90, stale=True), rec("lp", 1, 0.90, stale=True)]
     (tmp_path / "results" / "t").mkdir(parents=True)
     (tmp_path / "results" / "t" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    table = readme.Table("results/t", "medium", (("mlp", "MLP"), ("lp", "LP"), ("clp", "CLP")), paper="paper",
+    table = tables.Table("results/t", "medium", (("mlp", "MLP"), ("lp", "LP"), ("clp", "CLP")), paper="paper",
                          base_counts=True)
-    readme.TABLES["_test"] = table
+    tables.TABLES["_test"] = table
     try:
         text = "x\n<!-- jaxclp:_test -->\nold\n<!-- /jaxclp:_test -->\ny\n"
-        out = readme.render(text, tmp_path)
+        out = tables.render(text, tmp_path)
     finally:
-        del readme.TABLES["_test"]
+        del tables.TABLES["_test"]
     row = next(line for line in out.splitlines() if line.startswith("| texas"))
     # mlp 55.0 ± 7.1 is the only complete current cell: bold; lp is stale (‡, never bold); clp has 1 of 2 runs
     assert row == "| texas | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 (1) (GCN 1) | 69.6 ± 3.8 |"
     assert out.startswith("x\n<!-- jaxclp:_test -->\n| dataset | MLP | LP | CLP | paper |") and out.endswith(
         "<!-- /jaxclp:_test -->\ny\n")
     # a table stopped part-way: with the protocol's run count every cell below it says (n), and none is bold
-    readme.TABLES["_test"] = table._replace(runs=3, paper="", base_counts=False)
+    tables.TABLES["_test"] = table._replace(runs=3, paper="", base_counts=False)
     try:
-        out = readme.render(text, tmp_path)
+        out = tables.render(text, tmp_path)
     finally:
-        del readme.TABLES["_test"]
+        del tables.TABLES["_test"]
     row = next(line for line in out.splitlines() if line.startswith("| texas"))
     assert row == "| texas | 55.0 ± 7.1 (2) | 90.0 ± 0.0 (2) ‡ | 70.0 (1) |"
     with pytest.raises(ValueError, match="names no table"):
-        readme.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)
+        tables.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)
 
 
 def test_paired_block_merges_targets_on_the_same_splits_only():
     """The clp-paired block: clp of the first folder against baselines of both; a second folder's records count only
     where its configuration equals the first's for that dataset, never for a method the first already has, and
     stale records (another definition of the method) are left out."""
-    from jaxclp.experiments import readme
+    from jaxclp.experiments import results_tables as tables
     from jaxclp.experiments.specs import method_hash
 
     def rec(dataset, method, run, test, cfg="c1", stale=False, base=None):
@@ -185,17 +185,17 @@ def test_paired_block_merges_targets_on_the_same_splits_only():
     second = [rec("a", "sage", i, 0.70) for i in range(3)]  # same config as a's: the best baseline of a
     second += [rec("b", "sage", i, 0.99, cfg="c2") for i in range(3)]  # other splits / settings: ignored
     second += [rec("a", "mlp", i, 0.99) for i in range(3)]  # the first folder has a's mlp: ignored
-    out = readme.paired_markdown([first, second], readme.Paired(("x", "y"), "medium"))
+    out = tables.paired_markdown([first, second], tables.Paired(("x", "y"), "medium"))
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines()[2:]}
     assert set(rows) == {"a", "b"}  # c's clp is stale
     assert rows["a"][2] == "62.0" and rows["a"][3] == "+11.0 ± 1.0 (3/0/0)"  # vs its own mlp, not the second's
     assert rows["a"][6] == "sage 70.0" and rows["a"][7] == "-8.0 ± 2.0 (0/3/0)" and rows["a"][8] == "no |"
     assert rows["b"][6] == "mlp 51.0" and rows["b"][8] == "yes |"
-    assert readme.paired_markdown([[rec("a", "clp", 0, 0.5, stale=True)]], readme.Paired(("x",), "medium")) == "–"
+    assert tables.paired_markdown([[rec("a", "clp", 0, 0.5, stale=True)]], tables.Paired(("x",), "medium")) == "–"
     # a tuple of splits: one row per (dataset, split), each paired within its own split only
     other = [dict(r, split="dense", test=r["test"] - 0.1) for r in first if r["dataset"] == "a"]
-    out = readme.paired_markdown([first + other], readme.Paired(("x",), ("medium", "dense")))
+    out = tables.paired_markdown([first + other], tables.Paired(("x",), ("medium", "dense")))
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in out.splitlines()[2:]}
     assert set(rows) == {("| a", "dense"), ("| a", "medium"), ("| b", "medium")}
     assert rows["| a", "dense"][2] == "52.0" and rows["| a", "dense"][3] == "+11.0 ± 1.0 (3/0/0)"
-    assert readme.paired_markdown([first + other], readme.Paired(("x",), "dense")).count("| a | dense |") == 1
+    assert tables.paired_markdown([first + other], tables.Paired(("x",), "dense")).count("| a | dense |") == 1

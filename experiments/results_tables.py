@@ -5,8 +5,8 @@ Each generated table sits in a results page (``docs/results/*.md``) between ``<!
 it back. The test suite checks that every page equals its rendering, so a table cannot drift from the records it
 cites.
 
-    python -m jaxclp.experiments.readme            # rewrite the blocks of ./docs/results/*.md from ./results
-    python -m jaxclp.experiments.readme --check    # exit 1 if they differ (what tests/test_readme.py checks)
+    python -m jaxclp.experiments.results_tables            # rewrite the blocks of ./docs/results/*.md from ./results
+    python -m jaxclp.experiments.results_tables --check    # exit 1 if they differ (what tests/test_readme.py checks)
 
 Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
 row's most complete method have, ``‡`` where a record was made under an earlier definition of its method (its
@@ -222,7 +222,7 @@ def update(paths=None, root: Path = Path(".")) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.readme", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.results_tables", description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=".", help="the repository root (records under ROOT/results, pages under "
                                                 f"ROOT/{PAGES})")
     ap.add_argument("--check", action="store_true", help="exit 1 if a page's tables differ from the records")
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     if a.check:
         stale = [str(p) for p in pages(root) if render(p.read_text(), root) != p.read_text()]
         print("the results pages match the records" if not stale else
-              f"tables of {', '.join(stale)} differ from the records: run python -m jaxclp.experiments.readme",
+              f"tables of {', '.join(stale)} differ from the records: run python -m jaxclp.experiments.results_tables",
               file=sys.stderr)
         return 1 if stale else 0
     changed = update(root=root)
