@@ -124,13 +124,22 @@ def node_features(ds: Dataset, kind: str = "auto"):
     """The model input features and their kind: :func:`jaxclp.datasets.node_features`.
 
     Default (``"auto"``): the dataset's own features (scipy CSR float32 when sparse and over 256 MiB dense, as
-    deezer-europe and Coauthor CS and Physics; else a dense float32 array); for featureless graphs the paper's single
+    deezer-europe and Coauthor CS and Physics, or mostly zeros: :data:`jaxclp.datasets.featurize.
+    SPARSE_FEATURES_MAX_DENSITY`; else a dense float32 array); for featureless graphs the paper's single
     feature ``log(degree + 1)`` (``"log-degree"``). Options ``"identity"``, ``"degree-onehot"``. The returned kind
-    is what the records' ``"features"`` field holds.
+    is what the records' ``"features"`` field holds, with ``"/csr"`` appended where the features became CSR for
+    their density alone (the same model, another float rounding than the dense product: such records are kept
+    apart from dense-feature ones).
     """
-    from jaxclp.datasets import node_features as _node_features
+    import scipy.sparse as sps
 
-    return _node_features(ds, kind)
+    from jaxclp.datasets import node_features as _node_features
+    from jaxclp.datasets._base import DENSE_FEATURES_MAX_BYTES
+
+    feats, kind = _node_features(ds, kind)
+    if sps.issparse(feats) and 4 * feats.shape[0] * feats.shape[1] <= DENSE_FEATURES_MAX_BYTES:
+        kind += "/csr"
+    return feats, kind
 
 
 def single_class_parts(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs) -> dict[int, dict[str, list]]:
@@ -221,7 +230,8 @@ def _agree_on_done(done: set, name: str, split: str, nruns: int, methods: list) 
 def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = ("mlp", "clp"),
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
         progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
-        replace_stale: bool | None = None, reuse: Sequence[str | Path] = (), metric: str | None = None) -> list[dict]:
+        replace_stale: bool | None = None, reuse: Sequence[str | Path] = (), metric: str | None = None,
+        priors: Sequence[str] | None = None, time_limit: float | None = None) -> list[dict]:
     """Runs ``methods`` on ``runs`` splits of one dataset; appends records to ``out/results.jsonl``.
 
     Resumable and safe for concurrent callers on one ``out`` (see the module docstring): only keys of the
@@ -251,6 +261,15 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         metric: ``"accuracy"`` or ``"roc_auc"`` (two classes) for validation selection, early stopping and
             scoring, instead of the dataset's own (:meth:`jaxclp.datasets.Dataset.with_metric`); part of the
             configuration, so records of the two metrics never mix.
+        priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS`, ``"mlp"`` the runner's
+            MLP prior; :func:`check_priors`); None: the method's own list. Part of the configuration when given.
+        time_limit: seconds per split ``clp`` may spend on its base predictors (> 0; the ones left out for time
+            are named in the record's ``"skipped"``); None: no limit. Part of the configuration when given.
+
+    Resuming prints ``reusing N records, computing M`` (stderr) when some of the work is already in ``out``.
+    Inside :func:`job` the progress bar names the job's position (``dataset 4/14 actor``), the split and the
+    method, and shows an overall ETA from the job's own record times once :data:`ETA_MIN_RECORDS` exist; with
+    ``progress`` a line per finished dataset and split stays on stderr with its time.
 
     Returns:
         The new records (not the copied ones).
@@ -261,6 +280,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             ``replace_stale`` is False.
     """
     methods = check_methods(methods)
+    priors = check_priors(priors)
+    time_limit = check_time_limit(time_limit)
     replace_stale = replace_stale_default(replace_stale)
     if int(runs) < 1:
         raise ValueError(f"runs must be >= 1; got {runs}")
@@ -272,7 +293,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     feats, feat_kind = node_features(ds)
     cfg = (TrainConfig(epochs=epochs, metric=ds.metric) if "metric" in TrainConfig._fields
            else TrainConfig(epochs=epochs))
-    config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root))
+    config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root), priors, time_limit)
     chash = config_hash(config)
     mhash = {m: method_hash(m) for m in methods}
     out = Path(out)
@@ -280,6 +301,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     writer = is_writer()  # under jax.distributed only process 0 touches the folder
     if writer:
         out.mkdir(parents=True, exist_ok=True)
+        _note_active(out)
     with folder_lock(out) if writer else contextlib.nullcontext():
         if writer:
             _repair_tail(path)
@@ -290,6 +312,14 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         if jax.process_count() > 1:
             done = _agree_on_done(done, ds.name, split, nruns, methods)
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
+        reused = sum((ds.name, split, i, m) in done for i in range(nruns) for m in methods)
+        computing = nruns * len(methods) - reused
+        tracker = _JOB.get()
+        if tracker is not None:
+            tracker.begin(ds.name, split, computing)
+        if reused and writer:
+            print(f"jaxclp: {ds.name}/{split}: reusing {reused} records in {path}, computing {computing}",
+                  file=sys.stderr, flush=True)
         if not todo:
             return []
         check_splits(np.asarray(ds.labels), np.asarray(sp.train), np.asarray(sp.val), todo, ds.name, split,
@@ -300,19 +330,23 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
                                                        "config_hash": chash})
         records = []
-        bar = _progress(todo, progress, f"{ds.name}/{split}")
-        show = _StatusLine(bar)
+        t_start = time.perf_counter()
+        where = (f"dataset {tracker.index}/{tracker.total} {ds.name}" if tracker is not None and tracker.total > 1
+                 else ds.name) + f" ({split})"
+        bar = _progress(todo, progress, where)
+        show = _StatusLine(bar, tracker)
         with reporting(show):
             needs_prior = bool(NEEDS_PRIOR & set(methods))
             if needs_prior:
                 show.at("MLP priors")
-            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior)
+            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior, priors, time_limit)
             for j, i in enumerate(bar):
                 ctx = setup.context(j)
                 for m in methods:
                     if (ds.name, split, i, m) in done:
                         continue
-                    show.at(f"run {i} {m}")
+                    show.at(f"split {i + 1}/{nruns}, method {m}")
+                    t_rec = time.perf_counter()
                     fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
                     rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
                             "seed": None if sp.seeds is None else sp.seeds[i]} | fields
@@ -321,8 +355,50 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                     if writer:
                         append_record(path, rec)
                     records.append(rec)
+                    if tracker is not None:
+                        tracker.record(time.perf_counter() - t_rec)
                     release_compiled()
+        if hasattr(bar, "close"):
+            bar.close()
+        if progress and writer:
+            eta = tracker.eta() if tracker is not None else None
+            print(f"jaxclp: {where} done: {len(records)} records in {_duration(time.perf_counter() - t_start)}"
+                  + (f"; whole job: about {_duration(eta)} left" if eta else ""), file=sys.stderr, flush=True)
     return records
+
+
+def check_priors(priors) -> tuple[str, ...] | None:
+    """``priors`` (a comma string or a sequence of base predictor names) as a tuple; None stays None.
+
+    Raises:
+        ValueError: an unknown name (naming the choices: :data:`jaxclp.priors.PRIORS`), or an empty list.
+    """
+    if priors is None:
+        return None
+    from jaxclp.priors import PRIORS
+
+    names = [p.strip() for p in priors.split(",")] if isinstance(priors, str) else [str(p).strip() for p in priors]
+    names = [p for p in names if p]
+    choices = sorted(set(PRIORS) | {"mlp"})
+    unknown = [p for p in names if p not in choices]
+    if unknown or not names:
+        raise ValueError(f"--priors: unknown base predictor(s) {unknown}; choose from {', '.join(choices)}"
+                         if unknown else f"--priors names no base predictor; choose from {', '.join(choices)}")
+    return tuple(dict.fromkeys(names))
+
+
+def check_time_limit(time_limit) -> float | None:
+    """``time_limit`` as a float > 0 (seconds), or None.
+
+    Raises:
+        ValueError: not a finite number > 0.
+    """
+    if time_limit is None:
+        return None
+    t = float(time_limit)
+    if not (np.isfinite(t) and t > 0):
+        raise ValueError(f"--time-limit must be a number of seconds > 0; got {time_limit}")
+    return t
 
 
 def check_methods(methods) -> list[str]:
@@ -335,16 +411,20 @@ def check_methods(methods) -> list[str]:
 
 
 class _StatusLine:
-    """A :func:`jaxclp.experiments.methods.status` callback that writes the progress bar's postfix (``run 3 clp:
-    base predictor gcn_tuned``); :meth:`at` sets its first part. A no-op without a bar (``progress=False``)."""
+    """A :func:`jaxclp.experiments.methods.status` callback that writes the progress bar's postfix (``split 3/10,
+    method clp: base predictor gcn_tuned; job ETA ~12 min``); :meth:`at` sets its first part. A no-op without a
+    bar (``progress=False``)."""
 
-    def __init__(self, bar):
+    def __init__(self, bar, tracker: "Job | None" = None):
         self._set = getattr(bar, "set_postfix_str", None)
         self._where = ""
+        self._tracker = tracker
 
     def __call__(self, text: str = "") -> None:
         if self._set is not None:
-            self._set(self._where + (f": {text}" if text else ""), refresh=True)
+            eta = self._tracker.eta() if self._tracker is not None else None
+            self._set(self._where + (f": {text}" if text else "") + (f"; job ETA ~{_duration(eta)}" if eta else ""),
+                      refresh=True)
 
     def at(self, where: str) -> None:
         self._where = where
@@ -459,19 +539,24 @@ class SplitSetup:
     priors: dict
     mlp_seconds: float
     cfg: TrainConfig
+    base_priors: tuple | None = None
+    time_limit: float | None = None
 
     def context(self, j: int) -> Context:
         """The :class:`Context` of split ``todo[j]`` (:func:`split_context`)."""
         i = self.todo[j]
         return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], self.keys[i],
-                             {d: self.priors[d][j] for d in self.priors}, self.cfg)
+                             {d: self.priors[d][j] for d in self.priors}, self.cfg, self.base_priors,
+                             self.time_limit)
 
 
 def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: TrainConfig,
-                   with_priors: bool) -> SplitSetup:
+                   with_priors: bool, base_priors: tuple | None = None,
+                   time_limit: float | None = None) -> SplitSetup:
     """The shared setup of the splits ``todo`` of ``sp`` (see :class:`SplitSetup`): keys
     ``split(key(seed), nruns)``, test labels removed (:func:`visible_labels`), MLP priors of every depth
-    (vmapped over the splits; skipped without ``with_priors``)."""
+    (vmapped over the splits; skipped without ``with_priors``); ``base_priors`` and ``time_limit`` go to every
+    split's :class:`Context` (``clp``'s base predictors and their time budget; None: the method's defaults)."""
     todo = tuple(int(i) for i in todo)
     x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
     y = np.asarray(ds.labels)
@@ -480,16 +565,19 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
     priors, secs = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg) if with_priors
                     else ({}, 0.0))
-    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg)
+    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit)
 
 
-def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None) -> Context:
+def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
+                  base_priors: tuple | None = None, time_limit: float | None = None) -> Context:
     """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
-    is the run's training configuration (the base predictors a method fits use it)."""
+    is the run's training configuration (the base predictors a method fits use it); ``base_priors`` and
+    ``time_limit``: :attr:`Context.base_priors`, :attr:`Context.time_limit` (None: the method's defaults)."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
-                   priors=priors, mlp_depth=depth, train_cfg=cfg)
+                   priors=priors, mlp_depth=depth, train_cfg=cfg,
+                   base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit)
 
 
 def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,
@@ -517,6 +605,9 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
               "params": chosen_params(cfg_m, method, ctx.mlp_depth), "seconds": seconds,
               "num_candidates": len(cands)}
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
+    skipped = list(getattr(cands, "skipped", None) or ())
+    if skipped:  # base predictors the method left out for time (``time_limit``): named in the record
+        fields["skipped"] = skipped
     return fields, (cfg_m, val, cands[cfg_m])
 
 
@@ -539,6 +630,92 @@ def chosen_params(cfg, method, depth) -> dict:
     for a, b in zip(items[0::2], items[1::2]):
         p[a] = b
     return p
+
+
+# ------------------------------------------------------------------------- the whole job: position, ETA, interrupt
+ETA_MIN_RECORDS = 3
+"""A job's ETA is shown once this many records of it have been computed (before, one record's time says little:
+early rates misled by a factor of six, issue 50)."""
+
+
+def _duration(seconds: float) -> str:
+    """``"45s"``, ``"3m12s"``, ``"2h05m"``."""
+    s = int(round(max(float(seconds), 0.0)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+class Job:
+    """What one command runs in all: ``total`` (dataset, split kind) units of :func:`run`, each of
+    ``records_per_unit`` records (runs x methods) at most. :func:`run` calls :meth:`begin` per unit and
+    :meth:`record` per computed record; :meth:`eta` is the mean compute time of the records computed so far times
+    the records still to compute (the current unit's, exactly; each later unit's, at most ``records_per_unit``),
+    None before :data:`ETA_MIN_RECORDS` records (tqdm's early rate misled)."""
+
+    def __init__(self, total: int = 1, records_per_unit: int | None = None):
+        self.total, self.records_per_unit = int(total), records_per_unit
+        self.index, self.left_in_unit, self.seconds = 0, 0, []
+
+    def begin(self, dataset: str, split: str, computing: int) -> None:
+        self.index += 1
+        self.left_in_unit = int(computing)
+
+    def record(self, seconds: float) -> None:
+        self.seconds.append(float(seconds))
+        self.left_in_unit = max(self.left_in_unit - 1, 0)
+
+    def eta(self) -> float | None:
+        if len(self.seconds) < ETA_MIN_RECORDS:
+            return None
+        later = max(self.total - self.index, 0) * (self.records_per_unit or 0)
+        return float(np.mean(self.seconds)) * (self.left_in_unit + later)
+
+
+_JOB: contextvars.ContextVar = contextvars.ContextVar("jaxclp_job", default=None)
+
+
+@contextlib.contextmanager
+def job(total: int, records_per_unit: int | None = None):
+    """Within the block, :func:`run` calls are units of one :class:`Job` of ``total`` (dataset, split kind) units
+    (the progress bar says ``dataset 4/14 actor`` and shows the job's ETA). Yields the :class:`Job`."""
+    tracker = Job(total, records_per_unit)
+    token = _JOB.set(tracker)
+    try:
+        yield tracker
+    finally:
+        _JOB.reset(token)
+
+
+_ACTIVE: dict = {"out": None, "summary": {}}
+"""The folder :func:`run` writes now and how its summary is titled: read by the CLI's interrupt handler (on its
+own thread, hence a plain module dict and not a context variable) to say where the kept records are and write
+their summary."""
+
+
+def _note_active(out: Path) -> None:
+    if _ACTIVE["out"] is None or Path(_ACTIVE["out"]).resolve() != Path(out).resolve():
+        _ACTIVE.update(out=Path(out), summary={})
+
+
+@contextlib.contextmanager
+def summary_target(out, **summary_kwargs):
+    """Within the block, an interrupted command's summary of ``out`` is written with ``summary_kwargs``
+    (:func:`jaxclp.experiments.summary.write_summary`'s title, methods, ...)."""
+    previous = dict(_ACTIVE)
+    _ACTIVE.update(out=Path(out), summary=dict(summary_kwargs))
+    try:
+        yield
+    finally:
+        _ACTIVE.clear()
+        _ACTIVE.update(previous)
+
+
+def active_output() -> tuple[Path | None, dict]:
+    """``(folder, summary options)`` of the :func:`run` in progress or last begun (None: none yet)."""
+    return _ACTIVE["out"], dict(_ACTIVE["summary"])
 
 
 def _progress(items, enabled: bool, desc: str):
@@ -588,11 +765,20 @@ def config_hash(config: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kind: str, data: dict) -> dict:
-    """Every option of a run that can change a number (the runs count excepted: see the module docstring)."""
-    return {"dataset": ds.name, "split": split, "seed": int(seed), "train": dict(cfg._asdict()),
-            "features": feature_kind, "metric": ds.metric, "data": data, "jaxclp": jaxclp.__version__,
-            "x64": bool(jax.config.jax_enable_x64)}
+def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kind: str, data: dict,
+               priors: Sequence[str] | None = None, time_limit: float | None = None) -> dict:
+    """Every option of a run that can change a number (the runs count excepted: see the module docstring).
+
+    ``priors`` and ``time_limit`` enter only when given, so the records of a default run keep the configuration
+    hash they had before these options existed."""
+    config = {"dataset": ds.name, "split": split, "seed": int(seed), "train": dict(cfg._asdict()),
+              "features": feature_kind, "metric": ds.metric, "data": data, "jaxclp": jaxclp.__version__,
+              "x64": bool(jax.config.jax_enable_x64)}
+    if priors is not None:
+        config["priors"] = list(priors)
+    if time_limit is not None:
+        config["time_limit"] = float(time_limit)
+    return config
 
 
 def data_identity(dataset: str | Dataset, ds: Dataset, data_root=None) -> dict:

@@ -1,5 +1,7 @@
 """Sparse node features: :mod:`jaxclp.features` and the MLP's sparse first layer (never densified)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -193,3 +195,28 @@ def test_clp_fit_on_scipy_csr(rng):
     np.testing.assert_allclose(np.asarray(ms.predict_proba()), np.asarray(md.predict_proba()), atol=1e-4)
     with pytest.raises(ValueError, match=r"features must have shape \(90, \?\)"):
         jaxclp.CLP(**kw).fit(syn.graph, x[:-1], y, tm, vm)
+
+
+def test_mostly_zero_features_are_given_to_the_models_as_csr():
+    """node_features: CSR where at most 5 % of >= 2^20 entries are nonzero (dense or sparse input alike), dense
+    otherwise; the runner's record says so ("given/csr") only where density alone made them CSR."""
+    from jaxclp.datasets import featurize
+    from jaxclp.experiments import runner
+
+    r = np.random.default_rng(0)
+    n, d = 1100, 1000  # 1.1M entries
+    sparse_x = np.where(r.random((n, d)) < 0.01, 1.0, 0.0).astype(np.float32)
+    dense_x = np.where(r.random((n, d)) < 0.10, 1.0, 0.0).astype(np.float32)
+    assert featurize.sparse_by_density(sparse_x) and featurize.sparse_by_density(sp.csr_matrix(sparse_x))
+    assert not featurize.sparse_by_density(dense_x)
+    assert not featurize.sparse_by_density(sparse_x[:500])  # 0.5M entries: too small to bother
+    syn = jaxclp.datasets.synthetic(0.3, 3, num_classes=2, nodes_per_class=n // 2, seed=0)
+    for x, want_csr in ((sparse_x, True), (sp.csr_matrix(sparse_x), True), (dense_x, False),
+                        (sp.csr_matrix(dense_x), False)):
+        ds = dataclasses.replace(syn, features=x)
+        f, kind = jaxclp.datasets.node_features(ds)
+        assert sp.issparse(f) == want_csr and kind == "given"
+        np.testing.assert_array_equal(f.toarray() if sp.issparse(f) else f, sparse_x if want_csr else dense_x)
+        assert runner.node_features(ds)[1] == ("given/csr" if want_csr else "given")
+        f0, _ = jaxclp.datasets.node_features(ds, max_density=0.0)
+        assert not sp.issparse(f0)
