@@ -5,7 +5,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxclp.train import masked_accuracy
+
+
+def masked_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+    """Accuracy of ``argmax(scores)`` over ``mask``: scores (n, K), labels (n,) ints, mask (n,) bool; 0 for an
+    empty mask."""
+    hit = (jnp.argmax(scores, axis=-1) == labels) & mask
+    return jnp.sum(hit) / jnp.maximum(jnp.sum(mask), 1)
+
 
 accuracy = masked_accuracy
 """``accuracy(scores, labels, mask)``: accuracy of ``argmax(scores)`` over ``mask`` (scores (n, K), labels (n,)

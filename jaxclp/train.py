@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxclp.metrics import masked_accuracy, roc_auc
+
 
 class TrainConfig(NamedTuple):
     """Optimisation settings (paper defaults).
@@ -72,12 +74,6 @@ def masked_cross_entropy(logits: jax.Array, labels: jax.Array, mask: jax.Array) 
     return jnp.sum(jnp.where(mask, ce, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
 
 
-def masked_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
-    """Accuracy of ``argmax(scores)`` over ``mask``."""
-    hit = (jnp.argmax(scores, axis=-1) == labels) & mask
-    return jnp.sum(hit) / jnp.maximum(jnp.sum(mask), 1)
-
-
 def train_full_batch(
     apply_fn: Callable,
     params,
@@ -119,8 +115,6 @@ def validation_metric(metric: str) -> Callable:
     if metric == "accuracy":
         return masked_accuracy
     if metric == "roc_auc":
-        from jaxclp.metrics import roc_auc  # metrics imports this module
-
         def auc(logits, labels, mask):
             if logits.shape[-1] != 2:
                 raise ValueError(f"metric 'roc_auc' needs 2 classes; logits have shape {logits.shape}")
