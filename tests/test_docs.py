@@ -66,3 +66,13 @@ def test_the_coverage_check_can_fail(tmp_path):
     entries = api_entries()
     assert "jaxclp.solve.solve" in entries and "jaxclp.CLP" in entries
     assert "jaxclp.solve" not in entries  # the module of that name, which would render the whole module
+
+
+def test_pages_are_not_a_lab_notebook():
+    """The README and the written pages carry no session or revision markers and no commit hashes (history lives
+    in git; the served benchmark and record files keep their own provenance)."""
+    marker = re.compile(r"\bsession \d+|\brevision \d+|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", re.I)
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    found = {p.relative_to(REPO).as_posix(): marker.findall(p.read_text()) for p in pages}
+    assert {p: m for p, m in found.items() if m} == {}
+    assert marker.search("as of session 21") and marker.search("at commit 575f0ff") and not marker.search("a 1e6 run")
