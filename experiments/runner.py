@@ -545,9 +545,17 @@ class SplitSetup:
     def context(self, j: int) -> Context:
         """The :class:`Context` of split ``todo[j]`` (:func:`split_context`)."""
         i = self.todo[j]
-        return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], self.keys[i],
-                             {d: self.priors[d][j] for d in self.priors}, self.cfg, self.base_priors,
-                             self.time_limit)
+        key, priors = _split_row((self.keys, self.priors), jnp.asarray([i, j], jnp.int32))
+        return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
+                             self.base_priors, self.time_limit)
+
+
+@jax.jit
+def _split_row(keys_and_priors, ij):
+    """``(keys[i], {depth: priors[depth][j]})`` with traced indices: one program for every split (``x[i]`` with a
+    Python int compiles a static slice per index value)."""
+    keys, priors = keys_and_priors
+    return keys[ij[0]], {d: p[ij[1]] for d, p in priors.items()}
 
 
 def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: TrainConfig,

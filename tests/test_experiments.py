@@ -503,3 +503,32 @@ def test_progress_bar_says_what_a_long_method_is_fitting(tmp_path, monkeypatch):
     assert seen == []
     methods.status("outside any run")  # a no-op outside reporting()
     assert seen == []
+
+
+def test_a_three_split_run_compiles_no_more_programs_than_a_one_split_run(tmp_path):
+    """Compile once per graph: every split of a run reuses the programs of the first (same shapes; no Python-int
+    slicing or data-dependent shapes per split). Counted by JAX's own backend-compile events."""
+    import collections
+
+    counts = collections.Counter()
+
+    def on_duration(event, secs, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            counts[kw.get("fun_name", "?")] += 1
+
+    ds = _dataset()
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    try:
+        per_runs = {}
+        for runs in (1, 3):
+            jax.clear_caches()
+            counts.clear()
+            recs = runner.run(ds, "medium", ["clp"], runs=runs, out=tmp_path / str(runs), epochs=5,
+                              progress=False, priors=("mlp", "link"))
+            assert len(recs) == runs
+            per_runs[runs] = dict(counts)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+    more = {f: (per_runs[1].get(f, 0), n) for f, n in per_runs[3].items() if n > per_runs[1].get(f, 0)}
+    assert sum(per_runs[1].values()) > 20  # the listener saw the run's compilations
+    assert not more, f"programs compiled again for later splits (1-split count, 3-split count): {more}"
