@@ -118,6 +118,29 @@ def test_fast_key_under_vmap_and_jit_matches():
     assert "jaxclp_threefry2x32" in hlo and "while" not in hlo
 
 
+def test_fast_key_with_threefry_partitionable_off_is_jaxs_function():
+    """With ``jax_threefry_partitionable`` off (JAX's other bit layout), jaxclp's random_bits is JAX's own: the
+    same bits as the plain key, which differ from the partitionable ones."""
+    k = jax.random.PRNGKey(5)
+    with jax.threefry_partitionable(False):
+        a, b = jax.random.bits(k, (70_001,)), jax.random.bits(_rng.fast_key(k), (70_001,))
+    assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(a), np.asarray(jax.random.bits(k, (70_001,))))
+
+
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+def test_off_cpu_the_fast_key_hashes_with_jaxs_primitive(platform):
+    """Lowered for another platform, a draw from a fast key calls JAX's own threefry2x32 lowering (its GPU
+    kernel where JAX enables it), never jaxclp's CPU function."""
+    def hlo(fn):
+        return jax.jit(fn).trace(jax.random.PRNGKey(0)).lower(lowering_platforms=(platform,)).as_text()
+
+    fast = hlo(lambda k: jax.random.bernoulli(_rng.fast_key(k), 0.5, (1000, 100)))
+    plain = hlo(lambda k: jax.random.bernoulli(k, 0.5, (1000, 100)))
+    assert "jaxclp_threefry2x32" not in fast
+    assert "call @threefry2x32(" in fast and "call @threefry2x32(" in plain
+
+
 def test_fast_key_leaves_other_keys_and_honours_the_opt_out(monkeypatch):
     rbg = jax.random.key(0, impl="rbg")
     assert _rng.fast_key(rbg) is rbg
