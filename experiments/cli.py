@@ -14,7 +14,8 @@ import jax
 
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS, reporting
-from jaxclp.experiments.runner import RESULTS_FILE, check_methods, is_writer, read_records, replacing_stale, run
+from jaxclp.experiments.runner import (RESULTS_FILE, active_output, check_methods, check_priors, check_time_limit,
+                                       is_writer, job, read_records, replacing_stale, run, summary_target)
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 from jaxclp.metrics import METRICS
@@ -91,6 +92,41 @@ def _split_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+METHOD_HELP = {
+    "mlp": "MLP on the node features (1-3 layers, chosen on validation); the prior of the CLP methods",
+    "link": "LINK: logistic regression on each node's adjacency row (structure only)",
+    "linkx": "LINKX (Lim et al. 2021): MLPs on the adjacency and on the features, combined",
+    "lp": "label propagation of the training labels (alpha chosen on validation)",
+    "cs": "Correct & Smooth on the MLP prior (its alphas and scale chosen on validation)",
+    "clp_star": "CLP*: the MLP prior propagated with the estimated compatibility matrix (alpha on validation)",
+    "clp_paper": "CLP exactly as the paper: sym-normalized closed form on the MLP prior, alpha on validation",
+    "clp_refined": "clp_paper with the compatibility matrix re-estimated once from the propagated beliefs",
+    "clp_authors": "the CLP authors' own propagation (start, alpha, post-processing, layer on validation)",
+    "clp_mlp": "CLP on the MLP prior, every variant (normalization, start, alpha, the authors' propagation) "
+               "chosen on validation",
+    "clp": "jaxclp's CLP (recommended): the best base predictor on validation (MLP, LINK, LINKX, GCN, H2GCN, tuned "
+           "GCN, SAGE; --priors), then CLP's propagation on it, or the predictor alone where propagation does not "
+           "help on validation",
+    "clp_e2e": "clp_paper with the MLP trained through the closed-form CLP (end to end)",
+    "gcn": "Kipf & Welling's 2-layer GCN (the paper's setup)",
+    "gcn_tuned": "GCN and the tuned GCN grid (depth x residual + LayerNorm), chosen on validation",
+    "h2gcn": "H2GCN (Zhu et al. 2020), a GNN for heterophily",
+    "sage": "GraphSAGE (mean aggregator), tuned grid",
+    "gat": "GAT (4 heads), tuned grid",
+    "gat_sep": "GAT-sep (ego embedding kept apart from the neighbours'), tuned grid",
+    "gcn_sep": "GCN-sep (ego embedding kept apart from the neighbours'), tuned grid",
+}
+"""One line per method of :data:`jaxclp.experiments.methods.METHODS` (``jaxclp run --help`` lists them)."""
+
+
+def _method_lines(width: int = 12) -> str:
+    return "\n".join(f"  {m:<{width}} {METHOD_HELP.get(m, '')}" for m in sorted(METHODS))
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's default shown; descriptions and epilogs (the method and target lists) kept as written."""
+
+
 PASS_THROUGH = ("anchors", "bench")
 """Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``, ``jaxclp.benchmarks.run``)."""
 
@@ -107,13 +143,20 @@ def _add_graph_source(parser) -> None:
                           "CSV (then --labels is required; a label -1, '?', NA/nan/null/None or nothing after the "
                           "comma marks an unlabelled node). Text files may be gzip/bz2/xz compressed (edges.csv.gz)")
     parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label; or a "
-                                                          ".npy array, one label per node, NaN/-1 unlabelled)")
+                                                          ".npy array, one label per node, NaN/-1 unlabelled; a CSV "
+                                                          "with more columns: name them with --id-column and "
+                                                          "--label-column)")
+    parser.add_argument("--id-column", metavar="NAME", default=None,
+                        help="header name of the node id column of a multi-column --labels CSV (the ids the edge "
+                             "list uses)")
+    parser.add_argument("--label-column", metavar="NAME", default=None,
+                        help="header name of the label column of a multi-column --labels CSV")
     parser.add_argument("--features", metavar="FILE",
                         help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "
                              "order: by id for ids 0..n-1, else the labels file's row order; or, for non-integer "
                              "ids, a first column of node ids) or .json ({node id: [feature ids]})")
     parser.add_argument("--directed", action="store_true",
-                        help="keep the edge direction of --graph (default: undirected, both directions stored)")
+                        help="keep the edge direction of --graph (else undirected, both directions stored)")
     parser.add_argument("--weighted", action="store_true",
                         help="the third column of an edge-list --graph is the edge weight (finite, >= 0)")
 
@@ -121,30 +164,41 @@ def _add_graph_source(parser) -> None:
 def _parser() -> argparse.ArgumentParser:
     import jaxclp
 
-    p = argparse.ArgumentParser(prog="jaxclp", description="Compatible Label Propagation experiments.")
+    p = argparse.ArgumentParser(prog="jaxclp", description="Compatible Label Propagation experiments.",
+                                formatter_class=_HelpFormatter)
     p.add_argument("--version", action="version", version=f"jaxclp {jaxclp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run methods on one dataset (or a graph file) and split")
+    r = sub.add_parser(
+        "run", help="run methods on one dataset (or a graph file) and split", formatter_class=_HelpFormatter,
+        description="Run methods on random (or published) splits of one graph: every method chooses its "
+                    "configuration on the validation nodes and is scored on the test nodes. Writes one record per "
+                    "split and method to OUT/results.jsonl (an interrupted run resumes where it stopped), then "
+                    "OUT/summary.md and OUT/summary.png, and prints the methods' ranking.",
+        epilog="methods:\n" + _method_lines())
     _add_graph_source(r)
     r.add_argument("--split", default="medium", type=_split_arg, metavar="SPLIT",
-                   help="label rate: sparse (5/5/90), medium (10/10/80, default), dense (48/32/20) or your own "
+                   help="label rate: sparse (5/5/90), medium (10/10/80), dense (48/32/20) or your own "
                         "TRAIN/VAL/TEST rates (e.g. 60/20/20); or published: the dataset's masks (also the masks of "
                         "a --graph .npz)")
-    r.add_argument("--methods", default=ALL_METHODS, help=f"comma list from {sorted(METHODS)}")
+    r.add_argument("--methods", default=ALL_METHODS, help="comma list of methods (listed below)")
     r.add_argument("--runs", type=_positive_int, default=10, help="number of random splits (>= 1)")
     r.add_argument("--seed", type=int, default=0, help="base seed: split i uses seed + i")
     r.add_argument("--epochs", type=_positive_int, default=500,
                    help="maximal training epochs of the MLP and of the base predictors clp fits (>= 1; the GNN "
                         "methods keep 500)")
-    r.add_argument("--out", default="results/runs")
+    r.add_argument("--out", default="results/runs", metavar="DIR",
+                   help="folder of the records (results.jsonl) and the summary; a run resumes the records it holds")
     r.add_argument("--metric", choices=METRICS, default=None,
-                   help="selection and test metric (default: the dataset's; accuracy for a --graph file): roc_auc is "
+                   help="selection and test metric (None: the dataset's; for a --graph file roc_auc when it has two "
+                        "classes and the rarer one under a third of the labelled nodes, else accuracy): roc_auc is "
                         "binary ROC-AUC, for two-class graphs with rare positives")
+    _add_cost_options(r, "per split")
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
                         "results.stale.jsonl and recompute them, instead of refusing")
-    r.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
+    r.add_argument("--no-progress", action="store_true",
+                   help="no progress bar and no line per finished dataset (the result lines stay)")
     dist = r.add_argument_group(
         "many processes (jax.distributed)",
         "start one `jaxclp run` per process with the same arguments and its own --process-id; every process "
@@ -156,12 +210,16 @@ def _parser() -> argparse.ArgumentParser:
     dist.add_argument("--process-id", metavar="I", type=_nonnegative_int, default=None,
                       help="this process's index in 0..N-1")
     pr = sub.add_parser("predict", help="fit a method on every labelled node of a graph and predict all nodes "
-                                        "(CSV + JSON)")
+                                        "(CSV + JSON)", formatter_class=_HelpFormatter,
+                        description="Label the unlabelled nodes of a graph: the method is fitted on the labelled "
+                                    "nodes (a share held out to choose its configuration) and predicts every node. "
+                                    "Writes FILE.csv and FILE.json and says in a sentence which predictor made the "
+                                    "labels.", epilog="methods:\n" + _method_lines())
     _add_graph_source(pr)
-    pr.add_argument("--method", default="clp", choices=sorted(METHODS),
-                    help="the method (default clp: base predictor, variant and alpha chosen on validation)")
+    pr.add_argument("--method", default="clp", choices=sorted(METHODS), metavar="METHOD",
+                    help="the method, listed below (clp: base predictor, variant and alpha chosen on validation)")
     pr.add_argument("--val-fraction", type=_open_fraction, default=0.2,
-                    help="share of the labelled nodes held out to choose the configuration (default 0.2)")
+                    help="share of the labelled nodes held out to choose the configuration")
     pr.add_argument("--seed", type=int, default=0, help="seed of the hold-out and of the fits")
     pr.add_argument("--epochs", type=_positive_int, default=500,
                     help="maximal training epochs of the MLP and of the base predictors")
@@ -169,29 +227,144 @@ def _parser() -> argparse.ArgumentParser:
                     help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
                          "names the chosen configuration and its validation score")
     pr.add_argument("--metric", choices=METRICS, default=None,
-                    help="validation metric of the choice (default: the dataset's; roc_auc: two classes)")
-    pr.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
+                    help="validation metric of the choice (None: the dataset's; for a --graph file roc_auc when it "
+                         "has two classes and the rarer one under a third of the labelled nodes, else accuracy)")
+    _add_cost_options(pr, "for the whole fit")
+    pr.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
     pr.add_argument("--no-progress", action="store_true", help="no line per base predictor while clp fits them")
-    q = sub.add_parser("reproduce", help="regenerate a table of results/")
-    q.add_argument("target", choices=sorted(reproduce.TARGETS))
-    q.add_argument("--out", default="results")
-    q.add_argument("--runs", type=_positive_int, default=10)
-    q.add_argument("--datasets", default=None, help="comma list overriding the target's datasets")
-    q.add_argument("--data-root", default=None)
+    q = sub.add_parser("reproduce", help="regenerate a table or figure of results/", formatter_class=_HelpFormatter,
+                       description="Regenerate one of the paper's tables or figures (records under OUT/<target>/, "
+                                   "resumable: an interrupted target resumes where it stopped).",
+                       epilog="targets:\n" + "\n".join(f"  {t:<16} {reproduce.target_help(t)}"
+                                                       for t in sorted(reproduce.TARGETS)))
+    q.add_argument("target", choices=sorted(reproduce.TARGETS), metavar="TARGET", help="what to regenerate "
+                   "(listed below)")
+    q.add_argument("--out", default="results", metavar="DIR", help="folder of the targets' folders")
+    q.add_argument("--runs", type=_positive_int, default=10, help="random splits per dataset and split kind")
+    q.add_argument("--datasets", default=None, help="comma list overriding the target's datasets (None: all)")
+    q.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
     q.add_argument("--splits", default=None,
-                   help="comma list of split kinds to run, a subset of the target's (e.g. dense for table4)")
+                   help="comma list of split kinds to run, a subset of the target's (e.g. dense for table4; None: "
+                        "all)")
     q.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in the target's folders to results.stale.jsonl "
                         "and recompute them, instead of refusing")
-    s = sub.add_parser("summarize", help="write summary.md and summary.png for a results directory")
-    s.add_argument("dir")
-    d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached")
-    d.add_argument("--data-root", default=None, help="dataset root (default $JAXCLP_DATA or user cache)")
+    s = sub.add_parser("summarize", help="write summary.md and summary.png for a results directory",
+                       formatter_class=_HelpFormatter)
+    s.add_argument("dir", help="the --out folder of a run (holding results.jsonl)")
+    d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached",
+                       formatter_class=_HelpFormatter)
+    d.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
     # PASS_THROUGH subcommands: listed here for `jaxclp -h`; main() hands their arguments to their own parsers
     sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
                                    "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)")
     sub.add_parser("bench", help="benchmarks (`jaxclp bench -h`; see benchmarks/)")
     return p
+
+
+def _add_cost_options(parser, budget: str) -> None:
+    """``--priors`` and ``--time-limit``: what ``clp`` may try and how long it may take."""
+    from jaxclp.priors import PRIORS
+
+    parser.add_argument("--priors", metavar="NAMES", default=None,
+                        help="comma list of the base predictors clp may try, from "
+                             f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (None: clp's own list)")
+    parser.add_argument("--time-limit", metavar="SECONDS", type=float, default=None,
+                        help=f"seconds clp may spend on its base predictors {budget}: cheap ones first, an expensive "
+                             "one only while it fits; the ones left out are named (None: no limit)")
+
+
+def check_out_folder(out, option: str = "--out") -> None:
+    """Refuses an output folder that names an existing file (or lies under one): UserError naming it and the way
+    out, before anything is computed."""
+    p = Path(out)
+    for q in (p, *p.parents):
+        if q.exists() and not q.is_dir():
+            where = "" if q == p else f" ({q} is a file)"
+            raise UserError(f"{option} {out} is not a folder{where}: run writes a folder (results.jsonl, "
+                            f"summary.md); name a new or existing folder, e.g. {option} {p.with_suffix('')}_runs")
+
+
+def check_out_file(out, option: str = "--out") -> None:
+    """Refuses a predictions path that names an existing folder or lies under a file: UserError with the way out."""
+    p = Path(out)
+    if p.is_dir():
+        raise UserError(f"{option} {out} is a folder; name the predictions file, e.g. {option} {p / 'predictions.csv'}")
+    for q in p.parents:
+        if q.exists() and not q.is_dir():
+            raise UserError(f"{option} {out}: {q} is a file, not a folder; choose another path for the predictions")
+
+
+IMBALANCED_SHARE = 1.0 / 3.0
+"""A two-class user graph whose rarer class holds less than this share of the labelled nodes is scored by ROC-AUC
+when ``--metric`` is not given (accuracy rewards the constant guess there: 80 % for 20 % positives)."""
+
+
+def _user_graph_metric(ds, metric):
+    """A user's graph with its metric: ``metric`` if given; else for two classes ROC-AUC when the rarer one is
+    under :data:`IMBALANCED_SHARE` of the labelled nodes, accuracy otherwise, with a one-line note either way
+    saying why and how to change it. Returns the dataset."""
+    import numpy as np
+
+    if metric is not None or ds.num_classes != 2:
+        return ds.with_metric(metric)
+    counts = np.asarray(ds.class_counts, dtype=float)
+    share = counts / max(counts.sum(), 1.0)
+    rare = int(np.argmin(share))
+    value = ds.label_values[rare]
+    if share[rare] < IMBALANCED_SHARE:
+        print(f"jaxclp: note: {ds.name} has two classes and only {100 * share[rare]:.0f}% of its labelled nodes are "
+              f"{value!s}: scoring ROC-AUC, not accuracy (--metric accuracy to change it)", file=sys.stderr)
+        return ds.with_metric("roc_auc")
+    print(f"jaxclp: note: {ds.name} has two classes, {100 * share[rare]:.0f}% of its labelled nodes {value!s}: "
+          f"balanced enough for accuracy (--metric roc_auc to rank by ROC-AUC)", file=sys.stderr)
+    return ds.with_metric("accuracy")
+
+
+METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}
+
+
+def ranking_text(out, dataset: str, split: str, methods) -> str:
+    """The methods of ``out``'s records on (dataset, split) best first: test score mean ± std over the runs (in
+    percent, the metric named), the best named in words; and which base predictors ``clp`` left out for time."""
+    import numpy as np
+
+    last = {}
+    for r in read_records(Path(out) / RESULTS_FILE):
+        if (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
+                and r.get("method") in methods):
+            last[(r["method"], r["run"])] = r
+    if not last:
+        return f"no results for {dataset}/{split} in {out}"
+    metric = next(iter(last.values())).get("metric", "accuracy")
+    scores = {}
+    for (m, _), r in sorted(last.items()):
+        scores.setdefault(m, []).append(100.0 * r["test"])
+    rank = sorted(scores, key=lambda m: -np.mean(scores[m]))
+    mname = METRIC_NAMES.get(metric, metric)
+
+    def cell(m, words=False):
+        v = np.asarray(scores[m])
+        std = f" ± {v.std(ddof=1):.1f}" if v.size > 1 else ""
+        runs = f"{v.size} run{'s' if v.size > 1 else ''}"
+        return f"{v.mean():.1f}{std} % test {mname} over {runs}" if words else f"{v.mean():.1f}{std}  ({runs})"
+
+    lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)} (mean ± std)",
+             f"ranking (test {mname} in %, mean ± std over the runs):"]
+    lines += [f"  {k}. {m:<10} {cell(m)}" for k, m in enumerate(rank, start=1)]
+    skipped = {}
+    for (m, _), r in last.items():
+        for name in r.get("skipped") or ():
+            skipped.setdefault((m, name), 0)
+            skipped[(m, name)] += 1
+    limit = next((r["config"].get("time_limit") for r in last.values() if r.get("config", {}).get("time_limit")),
+                 None)
+    for m in sorted({m for m, _ in skipped}):
+        names = ", ".join(f"{n} ({c} of {len([1 for k in last if k[0] == m])} splits)"
+                          for (mm, n), c in sorted(skipped.items()) if mm == m)
+        lines.append(f"{m} left out base predictor(s) {names}: their expected fit time did not fit the time limit"
+                     + (f" of {limit:g} s per split" if limit else ""))
+    return "\n".join(lines)
 
 
 def datasets_table(data_root=None) -> str:
@@ -253,6 +426,9 @@ def main(argv=None) -> int:
     try:
         with _user_warnings():
             return _main(a, argv)
+    except KeyboardInterrupt:  # outside run/reproduce's handler (_interruptible): e.g. predict, datasets
+        print("\njaxclp: interrupted", file=sys.stderr, flush=True)
+        return INTERRUPT_EXIT
     except (ValueError, FileNotFoundError, NotADirectoryError, DownloadError) as err:
         if os.environ.get("JAXCLP_TRACEBACK"):
             raise
@@ -277,6 +453,83 @@ def _user_warnings():
         yield
     finally:
         warnings.formatwarning = default
+
+
+INTERRUPT_EXIT = 130
+"""Exit status of an interrupted ``run``/``reproduce`` (128 + SIGINT, the shell's convention; also for SIGTERM)."""
+INTERRUPT_DEADLINE = 10.0
+"""Seconds the interrupt handler may take to write the summary before the process exits anyway."""
+
+
+def _say_interrupted(folder: Path | None, summary: dict) -> None:
+    """What an interrupt does once the work is abandoned: the summary of the kept records (summary.md only: the
+    plot imports matplotlib, seconds on a loaded machine) and the one line saying where they are. Runs on the
+    watcher thread; never raises."""
+    kept = 0
+    if folder is not None:
+        try:
+            kept = sum(r.get("type") == "result" for r in read_records(Path(folder) / RESULTS_FILE))
+            if kept:
+                write_summary(folder, **summary)
+        except Exception as err:  # noqa: BLE001 - the records are safe whatever the summary does
+            print(f"jaxclp: warning: the summary of {folder} was not written ({_one_line(err)})", file=sys.stderr)
+    where = f"{kept} records kept in {folder}" if folder is not None else "finished records are kept"
+    print(f"\njaxclp: interrupted: {where}; run the same command to resume", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _interruptible(enabled: bool = True):
+    """Ctrl-C (SIGINT) and SIGTERM inside the block end the command within seconds, whatever it computes: one line
+    ``jaxclp: interrupted: N records kept in DIR; run the same command to resume`` on stderr, summary.md of the
+    records so far, exit status :data:`INTERRUPT_EXIT`, no traceback.
+
+    A signal's C handler writes its number to a pipe (``signal.set_wakeup_fd``) even while the main thread is
+    inside a long XLA computation (where a Python handler, hence ``KeyboardInterrupt``, would wait for it to
+    return: 95 s measured, issue 50); a watcher thread reads the pipe, writes the summary and ends the process
+    with ``os._exit`` (records are whole lines, each written with one fsynced ``write``, so nothing is torn; the
+    folder lock dies with the process). Only in the main thread (signals are delivered there); elsewhere a no-op.
+    """
+    import signal
+    import threading
+
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    handled = (signal.SIGINT, signal.SIGTERM)
+    old_handlers = {sig: signal.getsignal(sig) for sig in handled}
+    for sig in handled:
+        signal.signal(sig, lambda signum, frame: None)  # the watcher thread acts; the main thread goes on
+    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    stop = threading.Event()
+
+    def watch():
+        while True:
+            byte = os.read(read_fd, 1)
+            if stop.is_set() or not byte:
+                return
+            if byte[0] in [int(sig) for sig in handled]:
+                break
+        threading.Timer(INTERRUPT_DEADLINE, os._exit, (INTERRUPT_EXIT,)).start()  # a stuck summary
+        folder, summary = active_output()
+        _say_interrupted(folder, summary)
+        sys.stdout.flush()
+        os._exit(INTERRUPT_EXIT)
+
+    watcher = threading.Thread(target=watch, name="jaxclp-interrupt", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        for sig, h in old_handlers.items():
+            signal.signal(sig, h)
+        stop.set()
+        os.write(write_fd, b"\0")
+        watcher.join()
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def distributed_options(a) -> dict | None:
@@ -318,13 +571,16 @@ def _graph_source(a):
     ``--labels``/``--features``/``--directed`` without ``--graph``."""
     if a.graph is None:
         extra = [o for o, v in (("--labels", a.labels), ("--features", a.features), ("--directed", a.directed),
-                                ("--weighted", a.weighted)) if v]
+                                ("--weighted", a.weighted), ("--id-column", a.id_column),
+                                ("--label-column", a.label_column)) if v]
         if extra:
             raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
         return a.dataset
     from jaxclp.datasets import load_file
 
-    return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed, weighted=a.weighted)
+    columns = {k: v for k, v in (("id_column", a.id_column), ("label_column", a.label_column)) if v is not None}
+    return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed, weighted=a.weighted,
+                     **columns)
 
 
 def _main(a, argv) -> int:
@@ -335,17 +591,25 @@ def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
-        check_methods(a.methods.split(","))  # before any file is read (a large --graph takes a while to load)
+        methods = check_methods(a.methods.split(","))  # before any file is read (a large --graph takes a while)
+        priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
+        check_out_folder(a.out, "--out")
         dataset = _graph_source(a)
+        metric = a.metric
+        if not isinstance(dataset, str):
+            dataset, metric = _user_graph_metric(dataset, a.metric), None
         name = dataset if isinstance(dataset, str) else dataset.name
         if not isinstance(dataset, str) and is_writer():
             print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
-        run(dataset, a.split, a.methods.split(","), a.runs, a.out, seed=a.seed, epochs=a.epochs,
-            progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
-            replace_stale=a.replace_stale, metric=a.metric)
+        title = f"jaxclp run ({name}, {a.split})"
+        with summary_target(a.out, title=title), _interruptible(is_writer()), job(1, a.runs * len(methods)):
+            run(dataset, a.split, methods, a.runs, a.out, seed=a.seed, epochs=a.epochs,
+                progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
+                replace_stale=a.replace_stale, metric=metric, priors=priors, time_limit=time_limit)
         if is_writer():
-            print(write_summary(a.out, title=f"jaxclp run ({name}, {a.split})"))
-            png = plot_summary(a.out, title=f"jaxclp run ({name}, {a.split})")
+            print(ranking_text(a.out, name, a.split, methods))
+            print(write_summary(a.out, title=title))
+            png = plot_summary(a.out, title=title)
             if png is not None:
                 print(png)
         else:
@@ -355,20 +619,25 @@ def _main(a, argv) -> int:
         from jaxclp.datasets import load
         from jaxclp.experiments.predict import predict, write_predictions
 
+        priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
+        check_out_file(a.out, "--out")
         dataset = _graph_source(a)
         if isinstance(dataset, str):
-            dataset = load(dataset, root=a.data_root)
-        dataset = dataset.with_metric(a.metric)
+            dataset = load(dataset, root=a.data_root).with_metric(a.metric)
+        else:
+            dataset = _user_graph_metric(dataset, a.metric)
         n_lab = int((dataset.labels >= 0).sum())
         print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
-              f"{a.val_fraction:g} of them for validation)...", file=sys.stderr, flush=True)
+              f"{a.val_fraction:g} of them for validation, metric {dataset.metric})...", file=sys.stderr, flush=True)
         say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
         with reporting(say):  # clp's base predictors, one line each (they take most of its time)
-            pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs)
+            pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
+                           priors=priors, time_limit=time_limit)
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
         n_unl = int((dataset.labels < 0).sum())
         print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
               f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n{json_path}")
+        print(f"jaxclp: {pred.explain()}", file=sys.stderr)
     elif a.cmd == "reproduce":
         datasets = a.datasets.split(",") if a.datasets else None
         kw = {}
@@ -380,7 +649,8 @@ def _main(a, argv) -> int:
                 kw["splits"] = reproduce.pick_splits(a.target, [s for s in a.splits.split(",") if s])
             except ValueError as e:
                 raise UserError(f"reproduce --splits: {e}") from None
-        with replacing_stale(a.replace_stale):
+        check_out_folder(a.out, "--out")
+        with replacing_stale(a.replace_stale), _interruptible():
             for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
                                                     data_root=a.data_root, argv=["jaxclp", *argv], **kw):
                 print(path)

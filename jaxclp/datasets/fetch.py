@@ -143,7 +143,12 @@ def _download(url: str, target: Path, spec: FileSpec, timeout: float) -> None:
                         h.update(chunk)
                         out.write(chunk)
             except (urllib.error.URLError, OSError, ValueError) as err:
-                raise DownloadError(f"could not download {url} -> {target}: {err}") from err
+                root = target.parents[len(Path(spec.path).parts) - 1]
+                raise DownloadError(f"could not download {url} -> {target}: {_reason(err)}. Offline or behind a "
+                                    f"firewall? Put the file at {target} (the data folder is {root}; "
+                                    f"${ENV_ROOT} or root= choose another), or set ${ENV_URL} to a mirror with "
+                                    f"the same layout (a folder or URL, e.g. {ENV_URL}=file:///path/to/datasets)"
+                                    ) from err
         actual = h.hexdigest()
         if spec.sha256 is not None and actual != spec.sha256:
             raise _mismatch(url, spec.sha256, actual, f"; the download was discarded and {target} not written")
@@ -156,6 +161,14 @@ def _download(url: str, target: Path, spec: FileSpec, timeout: float) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _reason(err: BaseException) -> str:
+    """The cause of a failed download in a few words (urllib's ``<urlopen error [Errno -3] Temporary failure in
+    name resolution>`` as ``Temporary failure in name resolution``)."""
+    reason = getattr(err, "reason", None)
+    text = str(getattr(reason, "strerror", None) or reason or err)
+    return text or type(err).__name__
 
 
 def fetch_file(spec: FileSpec, root=None, *, download: bool = True, base_url=None, timeout: float = 60.0) -> Path:

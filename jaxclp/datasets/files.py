@@ -254,9 +254,76 @@ def _is_int(tok: bytes) -> bool:
         return False
 
 
-def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
+def _named_columns(path, rows, id_column: str | None, label_column: str | None) -> list:
+    """The ``(line, [id, label])`` rows of a multi-column labels CSV whose header names ``id_column`` and
+    ``label_column`` (exact names, else the only case-insensitive match); ``id_column`` None: the first column;
+    ``label_column`` None: the other column of a two-column file.
+
+    Raises:
+        ValueError: a name not in the header, a missing label column on more than two columns, or a row whose
+            field count differs from the header's (naming the file, the line and the header).
+    """
+    if not rows:
+        raise ValueError(f"{path}: empty labels file")
+    hline, header = rows[0][0], [t.decode(errors="replace") for t in rows[0][1]]
+    shown = ",".join(header)
+
+    def find(name, option):
+        if name in header:
+            return header.index(name)
+        folded = [i for i, h in enumerate(header) if h.lower() == name.lower()]
+        if len(folded) == 1:
+            return folded[0]
+        raise ValueError(f"{path}: line {hline} (the header '{shown}'): no column named {name!r} for {option}; "
+                         f"the columns are {', '.join(header)}")
+
+    id_col = 0 if id_column is None else find(id_column, "--id-column (id_column=)")
+    if label_column is None:
+        others = [i for i in range(len(header)) if i != id_col]
+        if len(others) != 1:
+            raise ValueError(f"{path}: line {hline} (the header '{shown}'): {len(header)} columns; name the label "
+                             f"column with --label-column (label_column=), one of {', '.join(header[i] for i in others)}")
+        label_col = others[0]
+    else:
+        label_col = find(label_column, "--label-column (label_column=)")
+    if id_col == label_col:
+        raise ValueError(f"{path}: the id column and the label column are both {header[id_col]!r}")
+    out = []
+    for line, toks in rows[1:]:
+        if len(toks) != len(header):
+            raise ValueError(f"{path}: line {line}: {len(toks)} field(s), the header (line {hline}) names "
+                             f"{len(header)}")
+        out.append((line, [toks[id_col], toks[label_col]]))
+    if not out:
+        raise ValueError(f"{path}: no rows below the header (line {hline})")
+    return out
+
+
+def _header_error(path, rows, ncols: int) -> ValueError:
+    """The error of a labels file with ``ncols`` (not 1 or 2) fields per row: pointing at its header when its first
+    line is one (non-numeric fields) and naming --id-column/--label-column; else at the first such row."""
+    first_line, first = rows[0]
+    if len(first) == ncols and not all(_is_number(t) for t in first):
+        names = [t.decode(errors="replace") for t in first]
+        guess = next((n for n in names if n.lower() in ("id", "node", "node_id", "new_id")), names[0])
+        return ValueError(f"{path}: line {first_line} (the header '{','.join(names)}'): {ncols} columns, but a labels "
+                          f"file is 'node,label' rows; name the columns to read with --id-column and --label-column "
+                          f"(load_file(..., id_column=, label_column=)): --id-column {guess} (or the column holding "
+                          f"the ids the edge list uses) and --label-column one of "
+                          f"{', '.join(n for n in names if n != guess)}")
+    line = next(ln for ln, t in rows if len(t) == ncols)
+    return ValueError(f"{path}: line {line}: expected 'node,label' or one label per line, got {ncols} fields (a CSV "
+                      "with a header can name its columns with --id-column and --label-column)")
+
+
+def read_labels_file(path, id_column: str | None = None, label_column: str | None = None) -> tuple[np.ndarray,
+                                                                                                   np.ndarray]:
     """Reads a labels file: ``node,label`` rows, or one label per line (node ids 0..n-1); optional header. A label
     of -1 or ``?``, or an empty label field (``node,``), marks an unlabelled node.
+
+    A CSV with more columns (e.g. MUSAE's ``id,days,mature,views,partner,new_id``) is read through its header:
+    ``id_column`` names the node id column (None: the first) and ``label_column`` the label column (None: the
+    other column of a two-column file).
 
     Repeated node ids with the same label are accepted with a warning (first row kept); with different labels
     they are refused.
@@ -271,8 +338,13 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
 
     Raises:
         ValueError: mixed 1- and 2-column rows, node ids mixing integers and other tokens (file and line
-            number), conflicting duplicates, an empty file.
+            number), conflicting duplicates, an empty file; more than two columns without ``label_column`` (the
+            message points at the header); a column name the header does not have.
     """
+    named = id_column is not None or label_column is not None
+    if named and _format_suffix(path) in _ARRAY_FORMATS:
+        raise ValueError(f"{path}: id_column/label_column (--id-column/--label-column) name columns of a CSV "
+                         "labels file; an array holds one label per node")
     if _format_suffix(path) in _ARRAY_FORMATS:  # one label per node, in node order (NaN: unlabelled)
         arr = _load_array(path, "labels")
         if arr.ndim == 2 and arr.shape[1] == 1:
@@ -285,17 +357,24 @@ def read_labels_file(path) -> tuple[np.ndarray, np.ndarray]:
     rows = _rows(path, data)
     if not rows:
         raise ValueError(f"{path}: empty labels file")
-    if any(len(t) == 2 for _, t in rows) and any(len(t) == 1 for _, t in rows):
+    if named:
+        # fields kept empty: "7,,False" holds an empty field; _rows drops empty tokens, so split the lines again
+        lines = data.split(b"\n")
+        rows = [(i, [t for t in _fields(lines[i - 1])]) for i, _ in rows]
+        rows = _named_columns(path, rows, id_column, label_column)
+        rows = [(i, [t[0], t[1] if t[1] else b"?"]) for i, t in rows]
+    elif any(len(t) == 2 for _, t in rows) and any(len(t) == 1 for _, t in rows):
         # "node," (an empty label field, as pandas writes a missing value): an unlabelled node, like "node,?"
         text = data.split(b"\n")
         rows = [(i, t + [b"?"]) if len(t) == 1 and text[i - 1].rstrip(b"\r ").removesuffix(b'""').endswith(
                     (b",", b";", b"\t")) else (i, t) for i, t in rows]
     ncols = len(rows[-1][1])
     if ncols not in (1, 2):
-        raise ValueError(f"{path}: line {rows[-1][0]}: expected 'node,label' or one label per line, got "
-                         f"{ncols} fields")
+        raise _header_error(path, rows, ncols)
     string_ids = ncols == 2 and len(rows) > 1 and not any(_is_int(t[0]) for _, t in rows[1:])
-    if string_ids:
+    if named:
+        string_ids = not any(_is_int(t[0]) for _, t in rows)
+    elif string_ids:
         if all(len(t) == 2 and t[1] != rows[0][1][1] for _, t in rows[1:]):
             rows = rows[1:]  # a header: its "label" is no other row's label
     elif ncols == 2:
@@ -714,7 +793,7 @@ def _report_cleanup(path, edge_index: np.ndarray, num_nodes: int, weighted: bool
 
 
 def load_file(path, *, labels=None, features=None, directed: bool = False, weighted: bool = False,
-              name: str | None = None) -> Dataset:
+              name: str | None = None, id_column: str | None = None, label_column: str | None = None) -> Dataset:
     """Loads a user's graph from files (see the module docstring for the formats).
 
     Args:
@@ -730,6 +809,8 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             its largest weight, and the reverse edge of an undirected graph gets the same weight). Every
             normalization (``"sym"``, ``"row"``), degree and GNN aggregation is then weighted.
         name: dataset name (default: the file name without extension).
+        id_column, label_column: header names of the node id and label columns of a labels CSV with more
+            columns (:func:`read_labels_file`; ``jaxclp run --id-column ... --label-column ...``).
 
     Returns:
         :class:`Dataset` (metric ``"accuracy"``; ``splits`` = the published masks of a Platonov npz or the split
@@ -747,10 +828,17 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
     root = ogb_root(path)
     for what, f in (("graph", path), ("labels", labels), ("features", features)):
         if f is not None and not Path(f).is_file() and not (what == "graph" and root is not None):
-            if Path(f).is_dir():
+            if Path(f).is_dir() and what == "graph":
                 raise ValueError(f"{what} {f} is a folder: an OGB node-property folder holds raw/edge.csv.gz or "
                                  "raw/data.npz; other graphs are files")
+            if Path(f).is_dir():
+                inside = sorted(p.name for p in Path(f).iterdir() if p.is_file() and not p.name.startswith("."))
+                hint = f" (it holds {', '.join(inside[:4])}{', ...' if len(inside) > 4 else ''})" if inside else ""
+                raise ValueError(f"--{what} {f} is a folder, not a file: pass the {what} file itself{hint}")
             raise FileNotFoundError(f"{what} file {f} does not exist")
+    if (id_column is not None or label_column is not None) and labels is None:
+        raise ValueError(f"{path}: id_column/label_column (--id-column/--label-column) name columns of the labels "
+                         "file of an edge list; pass labels= (--labels) too")
     for what, f in (("graph", path), ("labels", labels), ("features", features)):
         if f is not None and not (what == "graph" and root is not None):
             check_format(f, what)
@@ -786,7 +874,7 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         if labels is None:
             raise ValueError(f"{path}: an edge-list file needs labels=<labels file> (node,label rows or one label "
                              "per line); or pass a .npz in the Platonov or Shchur layout")
-        ids, raw_labels = read_labels_file(labels)
+        ids, raw_labels = read_labels_file(labels, id_column, label_column)
         idx, row_to_index = IdIndex.from_rows(ids, os.path.basename(str(labels)))
         by_index = np.empty_like(raw_labels)
         by_index[row_to_index] = raw_labels
@@ -796,14 +884,21 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         edges, weights = _read_edges(path, string_ids, weighted, text)
         if text is not None and not weighted:
             _report_unused_weight_column(path, text)
+        if np.asarray(edges).size == 0:
+            raise ValueError(f"{path}: no edges (no 'u,v' line{' below its header' if text and text.strip() else ''})"
+                             f"; write one edge per line, e.g. '0,1' (without edges CLP has nothing to propagate "
+                             "over)")
+        way_out = ("; list every node of the graph in the labels file, an unlabelled one with an empty label (a "
+                   "line 'ID,')")
         if idx.is_identity and edges.size and (edges.min() < 0 or edges.max() >= len(idx)):
             bad = np.unique(edges[(edges < 0) | (edges >= len(idx))])
+            way_out = way_out.replace("'ID,'", f"'{bad[0]},'")
             raise ValueError(f"{path}: {bad.size} node id(s) out of range [0, {len(idx)}) of the labels file "
-                             f"{labels}, e.g. {bad[:5].tolist()}")
+                             f"{labels}, e.g. {bad[:5].tolist()}{way_out}")
         try:
             edge_index = idx.index(edges, f"edges of {path}").reshape(2, -1)
         except ValueError as err:
-            raise ValueError(f"{err} (labels file {labels})") from None
+            raise ValueError(f"{err} (labels file {labels}){way_out}") from None
         _report_cleanup(path, edge_index, len(idx), weighted, None if idx.is_identity else idx.ids)
         feats = None if features is None else read_features_file(features, len(idx), idx)
         raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
