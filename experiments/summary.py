@@ -56,12 +56,15 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
     methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
     stale = stale_cells(last, methods)
+    # the paper's columns only where the paper has a number for a shown cell: a user's own graph gets none
+    with_paper = any(paper_number(d, s, m) is not None for d, s in rows for m in methods)
+    paper = ("Paper: the CLP paper's mean ± std (Zhong et al., TMLR 2022; its configurations were selected on test "
+             "accuracy) where its tables have the method, dataset and split; Δ = ours − paper; ⚠ marks |Δ| larger "
+             "than the combined spread sqrt(std_ours² + std_paper²); ") if with_paper else ""
     lines = [f"## {title}" if title else "", "",
              "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± sample std (ddof 1) over "
-             "the runs (n), every hyperparameter chosen on validation only. Paper: the CLP paper's mean ± std "
-             "(Zhong et al., TMLR 2022; its configurations were selected on test accuracy) where its tables "
-             "have the method, dataset and split; Δ = ours − paper; ⚠ marks |Δ| larger than the combined "
-             "spread sqrt(std_ours² + std_paper²); ‡ marks a cell holding records made under an earlier definition "
+             f"the runs (n), every hyperparameter chosen on validation only; bold: the best mean of the row. {paper}"
+             "‡ marks a cell holding records made under an earlier definition "
              "of its method (stale: the next `--replace-stale` run recomputes them).", "",
              "| dataset | split | metric | " + " | ".join(methods) + " |",
              "|---|---|---|" + "---|" * len(methods)]
