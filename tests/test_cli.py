@@ -2,6 +2,7 @@
 ``runner.run``), writes the summary, and turns on JAX's persistent compilation cache for run/reproduce."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -358,3 +359,247 @@ def test_cli_run_with_custom_label_rates(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", bad, "--out", str(out)])
         assert e.value.code == 2 and "argument --split" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- issue 50: what a newcomer meets
+def _edge_list(tmp_path, labels, p_in=0.3, p_out=0.02, seed=0):
+    """An edge list over nodes 0..n-1 (homophilous edges) and its labels file; returns the two paths."""
+    rng = np.random.default_rng(seed)
+    y = np.asarray(labels)
+    n = y.size
+    e = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < (p_in if y[i] == y[j] else p_out)]
+    (tmp_path / "e.csv").write_text("".join(f"{a},{b}\n" for a, b in e))
+    (tmp_path / "y.csv").write_text("".join(f"{i},{v}\n" for i, v in enumerate(y)))
+    return tmp_path / "e.csv", tmp_path / "y.csv"
+
+
+def test_cli_help_shows_every_default_and_describes_methods_and_targets(capsys):
+    """Every option of every subcommand has help text, with its default shown; run and predict list each method
+    with a line, reproduce each target."""
+    from jaxclp.experiments import reproduce
+    from jaxclp.experiments.methods import METHODS
+
+    parser = cli._parser()
+    subs = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction)).choices
+    for name in ("run", "predict", "reproduce", "summarize", "datasets"):
+        for action in subs[name]._actions:
+            assert action.help, (name, action.dest)  # no option without a word on what it does
+    assert set(cli.METHOD_HELP) == set(METHODS) and all(cli.METHOD_HELP.values())
+    assert all(reproduce.target_help(t) for t in reproduce.TARGETS)
+    for cmd in ("run", "predict", "reproduce"):
+        with pytest.raises(SystemExit):
+            cli.main([cmd, "--help"])
+        out = capsys.readouterr().out
+        flat = " ".join(out.split())
+        if cmd == "reproduce":
+            assert "(default: results)" in flat and "(default: 10)" in flat  # --out, --runs
+            for t in reproduce.TARGETS:
+                assert re.search(rf"^  {t}\s+\S", out, re.M), t
+            continue
+        for m in METHODS:
+            assert re.search(rf"^  {m}\s+{re.escape(cli.METHOD_HELP[m][:20])}", out, re.M), (cmd, m)
+        assert "(default: None)" in flat  # --metric, --priors, --time-limit
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "Run methods on random (or published) splits of one graph" in flat  # the description
+    assert "(default: results/runs)" in flat and "(default: medium)" in flat and "(default: 500)" in flat
+
+
+def test_cli_refuses_silent_inputs_with_one_line(tmp_path, capsys):
+    """Each input that ran silently or ended in a traceback is one line naming the file or option and the way out,
+    exit 2, nothing written."""
+    e, y = _edge_list(tmp_path, [0, 1] * 10)
+    (tmp_path / "empty.csv").write_text("src,dst\n")
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "labels_dir").mkdir()
+    (tmp_path / "labels_dir" / "y.csv").write_text(y.read_text())
+    (tmp_path / "ghost.csv").write_text("0,1\n1,25\n")
+    out = str(tmp_path / "o")
+    run = ["run", "--labels", str(y), "--methods", "lp", "--runs", "1", "--no-progress"]
+    cases = [
+        ([*run, "--graph", str(tmp_path / "empty.csv"), "--out", out], "empty.csv: no edges", "one edge per line"),
+        ([*run, "--graph", str(e), "--out", str(tmp_path / "a_file")], "--out", "is not a folder"),
+        ([*run, "--graph", str(e), "--out", str(tmp_path / "a_file" / "sub")], "a_file is a file", "name a new"),
+        (["reproduce", "table2", "--out", str(tmp_path / "a_file")], "--out", "is not a folder"),
+        (["predict", "--graph", str(e), "--labels", str(y), "--out", str(tmp_path)], "is a folder",
+         "predictions.csv"),
+        (["run", "--graph", str(e), "--labels", str(tmp_path / "labels_dir"), "--out", out],
+         "--labels " + str(tmp_path / "labels_dir") + " is a folder, not a file", "(it holds y.csv)"),
+        ([*run, "--graph", str(tmp_path / "ghost.csv"), "--out", out], "1 node id(s) out of range [0, 20)",
+         "an unlabelled one with an empty label (a line '25,')"),
+        ([*run, "--graph", str(e), "--priors", "mlp,gnn", "--out", out], "unknown base predictor(s) ['gnn']",
+         "choose from gat, gat_tuned, gcn"),
+        ([*run, "--graph", str(e), "--time-limit", "0", "--out", out], "--time-limit must be", "> 0"),
+    ]
+    for args, what, way_out in cases:
+        assert cli.main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("jaxclp: error: ") and err.count("\n") == 1, (args, err)
+        assert what in err and way_out in err, (args, err)
+        assert not Path(out).exists(), args
+    assert (tmp_path / "a_file").read_text() == "x"
+
+
+def test_cli_two_class_graph_metric_and_note(tmp_path, capsys):
+    """A two-class user graph whose rarer class is under a third of the labelled nodes is scored by ROC-AUC unless
+    --metric says otherwise, with a one-line note; a balanced one keeps accuracy, with a note saying why. Every
+    printed line names the metric used (the description line used to say accuracy under --metric roc_auc)."""
+    e, y = _edge_list(tmp_path, [1 if i % 5 == 0 else 0 for i in range(60)], p_in=0.1)  # 12 of 60: 20 %
+    args = ["run", "--graph", str(e), "--labels", str(y), "--methods", "lp", "--runs", "2", "--split", "dense",
+            "--no-progress"]
+    assert cli.main([*args, "--out", str(tmp_path / "a")]) == 0
+    io = capsys.readouterr()
+    assert "jaxclp: note: e has two classes and only 20% of its labelled nodes are 1: scoring ROC-AUC" in io.err
+    describe = next(ln for ln in io.err.splitlines() if ln.startswith("jaxclp: e: "))
+    assert describe.endswith("metric roc_auc")  # the graph's line names the metric used
+    assert "test ROC-AUC" in io.out
+    assert {r["metric"] for r in runner.read_records(tmp_path / "a" / runner.RESULTS_FILE)
+            if r["type"] == "result"} == {"roc_auc"}
+    assert cli.main([*args, "--metric", "accuracy", "--out", str(tmp_path / "b")]) == 0
+    io = capsys.readouterr()
+    assert "note:" not in io.err and io.err.rstrip().endswith("metric accuracy") and "test accuracy" in io.out
+    _edge_list(tmp_path, [i % 2 for i in range(60)], p_in=0.1)
+    assert cli.main([*args, "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert "two classes, 50% of its labelled nodes 0: balanced enough for accuracy (--metric roc_auc" in err
+    assert "metric accuracy" in err
+
+
+def test_cli_run_prints_the_ranking_in_words(tmp_path, capsys):
+    """``run`` ends with the best method and each method's mean ± std over the runs (the records' own numbers,
+    best first), the metric named; then the summary's paths."""
+    e, y = _edge_list(tmp_path, [i % 3 for i in range(45)], p_in=0.25, p_out=0.05)
+    out = tmp_path / "out"
+    assert cli.main(["run", "--graph", str(e), "--labels", str(y), "--methods", "lp,clp_star", "--runs", "3",
+                     "--epochs", "3", "--out", str(out), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    score = {m: 100 * np.array([r["test"] for r in recs if r["method"] == m]) for m in ("lp", "clp_star")}
+    best, second = sorted(score, key=lambda m: -score[m].mean())
+    assert lines[0] == (f"best on e (medium split): {best}, {score[best].mean():.1f} ± {score[best].std(ddof=1):.1f} "
+                        "% test accuracy over 3 runs (mean ± std)")
+    assert lines[1] == "ranking (test accuracy in %, mean ± std over the runs):"
+    assert lines[2].split() == ["1.", best, f"{score[best].mean():.1f}", "±", f"{score[best].std(ddof=1):.1f}",
+                                "(3", "runs)"]
+    assert lines[3].split()[:3] == ["2.", second, f"{score[second].mean():.1f}"]
+    assert lines[-2:] == [str(out / "summary.md"), str(out / "summary.png")]
+    assert "Paper:" not in (out / "summary.md").read_text()  # a user's graph: no paper legend
+
+
+def test_cli_labels_csv_with_named_columns(tmp_path, capsys):
+    """A labels CSV with more columns (MUSAE's id,days,mature,views,partner,new_id) is read through its header
+    with --id-column/--label-column; without them the error points at the header line and names both options."""
+    rng = np.random.default_rng(3)
+    n = 30
+    mature = rng.random(n) < 0.5
+    ids = rng.permutation(1000)[:n]  # the `id` column: not the ids the edges use
+    rows = "".join(f"{ids[i]},{100 + i},{mature[i]},{7 * i},False,{i}\n" for i in range(n))
+    (tmp_path / "target.csv").write_text("id,days,mature,views,partner,new_id\n" + rows)
+    e, _ = _edge_list(tmp_path, mature.astype(int))
+    args = ["run", "--graph", str(e), "--labels", str(tmp_path / "target.csv"), "--methods", "lp", "--runs", "1",
+            "--no-progress"]
+    assert cli.main([*args, "--out", str(tmp_path / "o1")]) == 2
+    err = capsys.readouterr().err
+    assert "target.csv: line 1 (the header 'id,days,mature,views,partner,new_id'): 6 columns" in err
+    assert "--id-column" in err and "--label-column" in err and err.count("\n") == 1
+    assert cli.main([*args, "--id-column", "new_id", "--label-column", "mature", "--out", str(tmp_path / "o2")]) == 0
+    err = capsys.readouterr().err
+    assert f"labelled nodes per class: False={int((~mature).sum())}, True={int(mature.sum())}" in err
+    assert cli.main([*args, "--id-column", "new_id", "--label-column", "Mature ", "--out", str(tmp_path / "o3")]) == 0
+    assert (runner.read_records(tmp_path / "o3" / runner.RESULTS_FILE)[-1]["test"]
+            == runner.read_records(tmp_path / "o2" / runner.RESULTS_FILE)[-1]["test"])  # case and spaces forgiven
+    capsys.readouterr()
+    assert cli.main([*args, "--id-column", "new_id", "--label-column", "maturity", "--out", str(tmp_path / "o4")]) == 2
+    err = capsys.readouterr().err
+    assert "no column named 'maturity' for --label-column" in err and "columns are id, days, mature" in err
+
+
+@needs_shared
+def test_cli_musae_target_csv_header_error(tmp_path, capsys):
+    """The published MUSAE file, as the issue met it: the error names line 1 (the header), not the last line."""
+    d = SHARED / "twitch" / "ENGB"
+    assert cli.main(["run", "--graph", str(d / "musae_ENGB_edges.csv"), "--labels", str(d / "musae_ENGB_target.csv"),
+                     "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "musae_ENGB_target.csv: line 1 (the header 'id,days,mature,views,partner,new_id')" in err
+    assert "line 7127" not in err
+
+
+def test_job_eta_from_the_records_own_times():
+    """No ETA before 3 records; then mean record time x records left (this unit's exactly, later units' at most
+    runs x methods): by hand 2 s x (7 + 2 x 10) = 54 s."""
+    tracker = runner.Job(total=3, records_per_unit=10)
+    tracker.begin("a", "medium", 10)
+    tracker.record(1.0)
+    tracker.record(2.0)
+    assert tracker.eta() is None
+    tracker.record(3.0)
+    assert tracker.eta() == pytest.approx(2.0 * (7 + 2 * 10))
+    tracker.begin("b", "medium", 4)  # 6 of b's 10 records reused: 4 to compute, one unit after it
+    assert tracker.eta() == pytest.approx(2.0 * (4 + 10))
+    assert [runner._duration(s) for s in (45, 192, 7500)] == ["45s", "3m12s", "2h05m"]
+
+
+def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, capsys, monkeypatch):
+    """A resumed run names the records it reuses and the number it computes. ``priors``/``time_limit`` reach each
+    split's Context, enter the configuration only when given (a default run keeps its hash), and a method's
+    ``skipped`` predictors go into the record and the ranking's words."""
+    from jaxclp.experiments import methods
+
+    e, y = _edge_list(tmp_path, [i % 2 for i in range(60)], p_in=0.1)
+    ds = load_file(e, labels=y)
+    seen = []
+    lp = methods.METHODS["lp"]
+
+    def fake(ctx):
+        seen.append((ctx.base_priors, ctx.time_limit))
+        cands = methods.Candidates(lp(ctx))
+        if ctx.time_limit is not None:
+            cands.skipped = ["gcn_tuned", "sage_tuned"]
+        return cands
+
+    monkeypatch.setitem(methods.METHODS, "lp", fake)
+    out = tmp_path / "out"
+    runner.run(ds, "medium", ["lp"], 2, out, progress=False)
+    assert "reusing" not in capsys.readouterr().err
+    runner.run(ds, "medium", ["lp"], 3, out, progress=False)
+    assert f"e/medium: reusing 2 records in {out / runner.RESULTS_FILE}, computing 1" in capsys.readouterr().err
+    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert seen == [(None, None)] * 3 and all("skipped" not in r for r in recs)
+    assert "priors" not in recs[0]["config"] and "time_limit" not in recs[0]["config"]
+    old = {k: v for k, v in recs[0]["config"].items()}  # the configuration as written before the options existed
+    assert runner.config_hash(old) == recs[0]["config_hash"]
+    limited = tmp_path / "limited"
+    runner.run(ds, "medium", ["lp"], 2, limited, progress=False, priors="mlp,link", time_limit=30)
+    assert seen[3:] == [(("mlp", "link"), 30.0)] * 2
+    recs = [r for r in runner.read_records(limited / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert recs[0]["config"]["priors"] == ["mlp", "link"] and recs[0]["config"]["time_limit"] == 30.0
+    assert recs[0]["config_hash"] != runner.config_hash(old)
+    assert [r["skipped"] for r in recs] == [["gcn_tuned", "sage_tuned"]] * 2
+    text = cli.ranking_text(limited, "e", "medium", ["lp"])
+    assert ("lp left out base predictor(s) gcn_tuned (2 of 2 splits), sage_tuned (2 of 2 splits): their expected "
+            "fit time did not fit the time limit of 30 s per split") in text
+
+
+def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):
+    """A table target runs its (dataset, split) units as one job (the bar says "dataset 2/3 ...") and tells the
+    interrupt handler which folder and summary title are its own."""
+    from jaxclp.experiments import reproduce
+
+    calls = []
+
+    def fake_run(name, split, methods, runs, d, **kw):
+        tracker = runner._JOB.get()
+        tracker.begin(name, split, runs * len(methods))
+        calls.append((name, split, tracker.index, tracker.total, runner.active_output()))
+        return []
+
+    monkeypatch.setattr(reproduce, "run", fake_run)
+    monkeypatch.setattr(reproduce, "write_summary", lambda d, **kw: d / "summary.md")
+    reproduce.table4(tmp_path, runs=2, datasets=("texas", "cornell"))
+    title = "Heterophily datasets, sparse (5/5/90) and dense (48/32/20) splits"
+    assert [c[:4] for c in calls] == [("texas", "sparse", 1, 4), ("cornell", "sparse", 2, 4),
+                                      ("texas", "dense", 3, 4), ("cornell", "dense", 4, 4)]
+    assert calls[0][4] == (tmp_path / "table4", {"title": title, "methods": reproduce.METHODS})
+    assert runner.active_output()[0] != tmp_path / "table4"  # restored after the target

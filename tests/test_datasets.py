@@ -941,3 +941,24 @@ def test_integral_labels_name_fractions_and_inf_and_mark_nan():
     assert ints[[0, 1, 4, 5]].tolist() == [1, -1, -1, 3] and ints.dtype == np.int64
     ints, nan, bad = integral(np.array([4, 0, 7], np.int32))
     assert ints.tolist() == [4, 0, 7] and not nan.any() and not bad.any()
+
+
+def test_offline_download_error_names_the_mirror_variable_and_the_data_folder(tmp_path, monkeypatch):
+    """Offline, a load said only "[Errno -3] Temporary failure in name resolution"; now the one message names the
+    cause, the data folder, $JAXCLP_DATA_URL and where the file goes."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.delenv("JAXCLP_DATA_URL", raising=False)
+    with pytest.raises(D.DownloadError) as exc:
+        D.load("texas", root=tmp_path / "cache")
+    msg = str(exc.value)
+    assert "Temporary failure in name resolution. Offline or behind a firewall?" in msg
+    assert f"Put the file at {tmp_path / 'cache' / 'texas'}" in msg and f"the data folder is {tmp_path / 'cache'};" in msg
+    assert "set $JAXCLP_DATA_URL to a mirror" in msg and "$JAXCLP_DATA or root=" in msg
+    assert not list((tmp_path / "cache").rglob("*.part"))

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sps
 
 from jaxclp import datasets as D
+from jaxclp.datasets.files import read_labels_file
 
 
 def _platonov(path, n=6, with_masks=True):
@@ -750,3 +751,47 @@ def test_fields_with_spaces_in_separated_files(tmp_path):
     (tmp_path / "w.txt").write_text("# FromNodeId ToNodeId\n0 1\n1  2\n")
     (tmp_path / "wl.txt").write_text("0 a\n1 b\n2 a\n")
     assert D.load_file(tmp_path / "w.txt", labels=tmp_path / "wl.txt").graph.num_edges == 4
+
+
+def test_labels_csv_with_named_columns(tmp_path):
+    """``read_labels_file(path, id_column, label_column)`` reads a CSV with more columns through its header (an
+    empty label field: unlabelled; names matched ignoring case and spaces); without the names the error points
+    at the header line (line 1), not the last line; a short row names its own line."""
+    f = tmp_path / "t.csv"
+    f.write_text("id,days,mature,new_id\n9,1,True,2\n8,2,,0\n7,3,False,1\n")
+    ids, raw = read_labels_file(f, id_column="new_id", label_column=" Mature")
+    assert ids.tolist() == [2, 0, 1] and raw.tolist() == ["True", "?", "False"]
+    ids, raw = read_labels_file(f, label_column="days")  # the id column defaults to the first
+    assert ids.tolist() == [9, 8, 7] and raw.tolist() == [1, 2, 3]
+    with pytest.raises(ValueError, match=r"t\.csv: line 1 \(the header 'id,days,mature,new_id'\): 4 columns.*"
+                                         r"--id-column id .*--label-column one of days, mature, new_id"):
+        read_labels_file(f)
+    with pytest.raises(ValueError, match=r"line 1 \(the header 'id,days,mature,new_id'\): 4 columns; name the label "
+                                         r"column with --label-column"):
+        read_labels_file(f, id_column="new_id")
+    f.write_text("id,days,mature,new_id\n9,1,True,2\n8,2\n")
+    with pytest.raises(ValueError, match=r"t\.csv: line 3: 2 field\(s\), the header \(line 1\) names 4"):
+        read_labels_file(f, id_column="new_id", label_column="mature")
+    f.write_text("0,1,2\n1,0,1\n")  # no header: the first offending row is named
+    with pytest.raises(ValueError, match=r"t\.csv: line 1: expected 'node,label' or one label per line, got 3"):
+        read_labels_file(f)
+
+
+def test_load_file_refusals_name_the_way_out(tmp_path):
+    """An empty edge list, a folder as labels and an edge to a node the labels file lacks are refused with the
+    file and what to do."""
+    (tmp_path / "y.csv").write_text("a,0\nb,1\nc,0\n")
+    (tmp_path / "e.csv").write_text("src,dst\n")
+    with pytest.raises(ValueError, match=r"e\.csv: no edges \(no 'u,v' line below its header\); write one edge per "
+                                         r"line"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    (tmp_path / "e.csv").write_text("a,b\nb,zed\n")
+    with pytest.raises(ValueError, match=r"not in y\.csv, e\.g\. \['zed'\] \(labels file .*y\.csv\); list every "
+                                         r"node of the graph in the labels file, an unlabelled one with an empty "
+                                         r"label"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    (tmp_path / "ydir").mkdir()
+    with pytest.raises(ValueError, match=r"--labels .*ydir is a folder, not a file: pass the labels file itself$"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "ydir")
+    with pytest.raises(ValueError, match=r"pass labels= \(--labels\) too"):
+        D.load_file(tmp_path / "e.csv", label_column="x")

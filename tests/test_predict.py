@@ -123,3 +123,76 @@ def test_predict_few_labels_one_class_validation(tmp_path, capsys):
                          str(tmp_path / "p.csv")]) == 2
     err = capsys.readouterr().err
     assert "every validation node has label ['ant']" in err and "label more nodes of another class" in err
+
+
+def _fake_clp(prior_scores, propagated_scores, skipped=()):
+    """A method shaped like ``clp`` (candidates keyed by base prior, the prior alone a reference, the prior-first
+    rule) with the given (n, K) scores: LINK alone, and CLP on LINK at alpha 0.5."""
+    from jaxclp.experiments import methods
+
+    def method(ctx):
+        cands = methods.Candidates({("base_prior", "link", "alpha", 0.0): prior_scores,
+                                    ("base_prior", "link", "alpha", 0.5): propagated_scores},
+                                   references={"link": prior_scores}, rule=methods.select_prior_first)
+        if skipped:
+            cands.skipped = list(skipped)
+        return cands
+
+    return method
+
+
+def test_predict_says_which_predictor_made_the_labels(tmp_path, monkeypatch, capsys):
+    """``predict`` says in a sentence which base predictor produced the labels and what CLP's propagation added on
+    validation (its validation score before -> after), or that it did not beat the predictor (alpha = 0); the
+    sentence is printed and kept in the JSON sidecar, with the predictors left out for time."""
+    from jaxclp.experiments import methods
+
+    rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    with pytest.warns(UserWarning):
+        ds = load_file(e, labels=y)
+    n = ds.num_nodes
+    truth = (np.asarray(ds.node_ids) >= 20).astype(int)
+    right = np.eye(2)[truth]
+    wrong = np.eye(2)[1 - truth]
+    half = np.full((n, 2), 0.5)
+    # the prior right on the first clique only: validation (one node of each clique) 0.5; propagation: 1.0
+    prior = np.where((truth == 0)[:, None], right, wrong)
+    monkeypatch.setitem(methods.METHODS, "clp", _fake_clp(prior, right))
+    pred = predict(ds, "clp", val_fraction=0.34, seed=0)
+    assert (pred.base_prior, pred.prior_val_score, pred.val_score) == ("link", 0.5, 1.0)
+    assert pred.explain() == ("labels from CLP's propagation on top of LINK: validation accuracy 0.50 -> 1.00 on 2 "
+                              "nodes (alpha 0.5)")
+    monkeypatch.setitem(methods.METHODS, "clp", _fake_clp(right, half, skipped=("gcn_tuned",)))
+    pred = predict(ds, "clp", val_fraction=0.34, seed=0)
+    assert pred.params["alpha"] == 0.0 and pred.prior_val_score == pred.val_score == 1.0
+    assert pred.explain() == ("labels from LINK alone (validation accuracy 1.00 on 2 nodes): CLP's propagation did "
+                              "not beat it on validation, so alpha = 0; left out for time (--time-limit): gcn_tuned")
+    out = tmp_path / "p.csv"
+    with pytest.warns(UserWarning):
+        assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--val-fraction", "0.34", "--out",
+                         str(out)]) == 0
+    assert f"jaxclp: {pred.explain()}" in capsys.readouterr().err
+    info = json.loads(out.with_suffix(".json").read_text())
+    assert info["explanation"] == pred.explain() and info["base_prior"] == "link" and info["skipped"] == ["gcn_tuned"]
+    lp = predict(ds, "lp", val_fraction=0.34, seed=0)  # any other method: its name and validation score
+    assert lp.base_prior is None and lp.explain().startswith("labels from lp (validation accuracy 1.00 on 2 nodes, ")
+
+
+def test_predict_passes_priors_and_time_limit_to_the_context(tmp_path, monkeypatch):
+    from jaxclp.experiments import methods
+
+    rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    with pytest.warns(UserWarning):
+        ds = load_file(e, labels=y)
+    seen = []
+    lp = methods.METHODS["lp"]
+    monkeypatch.setitem(methods.METHODS, "lp", lambda ctx: seen.append((ctx.base_priors, ctx.time_limit)) or lp(ctx))
+    predict(ds, "lp", val_fraction=0.34)
+    predict(ds, "lp", val_fraction=0.34, priors=["link", "mlp"], time_limit=12)
+    assert seen == [(None, None), (("link", "mlp"), 12.0)]
+    with pytest.raises(ValueError, match=r"unknown base predictor\(s\) \['mpl'\]"):
+        predict(ds, "lp", priors="mpl")

@@ -245,3 +245,13 @@ def test_e2e_as_a_candidate_switches_only_on_the_mlp_prior_and_a_strictly_higher
 def test_sections_without_records_leave_no_blank_run():
     text = summary.markdown(_records("texas", "medium", "mlp", [0.6, 0.7]), "t")
     assert "\n\n\n" not in text and "### Compute time" in text
+
+
+def test_paper_legend_only_where_the_paper_has_a_number():
+    """A user's graph (no paper number in any cell) gets no paper legend and no paper cell; a registered dataset
+    with the paper's method keeps both."""
+    mine = summary.markdown(_records("my_graph", "medium", "clp", [0.6, 0.7]), "t")
+    assert "paper" not in mine.lower() and "Δ = ours" not in mine
+    assert "| my_graph | medium | accuracy | **65.0 ± 7.1 (2)** ‡ |" in mine  # ‡: the records have no method_hash
+    texas = summary.markdown(_records("texas", "medium", "clp", [0.6, 0.7]), "t")
+    assert "Paper: the CLP paper's mean ± std" in texas and "paper 69.6 ± 3.8" in texas

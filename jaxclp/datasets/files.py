@@ -271,7 +271,7 @@ def _named_columns(path, rows, id_column: str | None, label_column: str | None) 
     def find(name, option):
         if name in header:
             return header.index(name)
-        folded = [i for i, h in enumerate(header) if h.lower() == name.lower()]
+        folded = [i for i, h in enumerate(header) if h.strip().lower() == name.strip().lower()]
         if len(folded) == 1:
             return folded[0]
         raise ValueError(f"{path}: line {hline} (the header '{shown}'): no column named {name!r} for {option}; "
@@ -323,7 +323,7 @@ def read_labels_file(path, id_column: str | None = None, label_column: str | Non
 
     A CSV with more columns (e.g. MUSAE's ``id,days,mature,views,partner,new_id``) is read through its header:
     ``id_column`` names the node id column (None: the first) and ``label_column`` the label column (None: the
-    other column of a two-column file).
+    other column of a two-column file); a name matches exactly, else ignoring case and surrounding spaces.
 
     Repeated node ids with the same label are accepted with a warning (first row kept); with different labels
     they are refused.
