@@ -57,6 +57,7 @@ def _instrument(rec: _Recorder):
         (P, "fit_prior", timed_fit_prior),
         (M, "method_clp", rec.wrap("clp grid", M.method_clp)),
         (M, "_first_best", rec.wrap("selection", M._first_best)),
+        (M, "validation_scores", rec.wrap("selection", M.validation_scores)),
         (R, "score_test", rec.wrap("selection", R.score_test)),
         (R, "reference_scores", rec.wrap("selection", R.reference_scores)),
     ])

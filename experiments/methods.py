@@ -34,7 +34,7 @@ from jaxclp.gnn import TUNED_HIDDEN as GNN_HIDDEN
 from jaxclp.gnn import TUNED_LR as GNN_LR
 from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
 from jaxclp.gnn import TwoHopTooLarge
-from jaxclp.metrics import evaluate
+from jaxclp.selection import first_best, prior_first, validation_scores
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -155,33 +155,44 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
 
 
 def _first_best(candidates: dict, y, val_mask, metric: str) -> tuple[object, float]:
-    """The first config with the best finite validation score and that score; ``(None, -inf)`` if none is finite."""
-    best, best_score = None, -np.inf
-    for cfg, scores in candidates.items():
-        s = float(evaluate(metric, jnp.asarray(scores), y, val_mask))
-        if np.isfinite(s) and s > best_score:
-            best, best_score = cfg, s
-    return best, best_score
+    """The first config with the best finite validation score and that score; ``(None, -inf)`` if none is finite
+    (:func:`jaxclp.selection.first_best`)."""
+    keys = list(candidates)
+    i, best_score = first_best(validation_scores(metric, [candidates[k] for k in keys], y, val_mask))
+    return (None if i is None else keys[i]), best_score
 
 
 def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str) -> tuple[object, float]:
-    """``clp``'s rule (revision 2): the base predictor with the best validation score alone (its
-    ``references``), then the best of CLP's candidates on that predictor (keys ``("base_prior", name, ...)``);
-    the predictor alone, ``("base_prior", name, "alpha", 0.0)`` (CLP at alpha = 0 is its prior), when no CLP
-    candidate on it scores higher on validation. Ties go to the simpler choice: the earlier predictor, the prior.
+    """``clp``'s rule (revision 2), :func:`jaxclp.selection.prior_first` (the one :class:`jaxclp.CLP` uses): the
+    base predictor with the best validation score alone (its ``references``), then the best of CLP's candidates
+    on that predictor (keys ``("base_prior", name, ...)``); the predictor alone, ``("base_prior", name, "alpha",
+    0.0)`` (CLP at alpha = 0 is its prior), when no CLP candidate on it scores higher on validation. Ties go to
+    the simpler choice: the earlier predictor, the prior.
 
     Chosen over the joint maximum of revision 1 by 2-fold cross-fitting on validation nodes only
     (``jaxclp reproduce selection``, ``results/selection/summary.md``): with 20-500 validation nodes the best of
     ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm.
     """
-    name, s_prior = select(cands.references, labels_visible, val_mask, metric)
-    alone = ("base_prior", name, "alpha", 0.0)
-    if isinstance(cands, Candidates):
-        status(f"CLP candidates on {name}")
-        cands.expand(("base_prior", name))  # only the chosen predictor's CLP grid is ever read
-    on_prior = {k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone}
-    best, s_best = select(on_prior, labels_visible, val_mask, metric)
-    return (alone, s_prior) if s_prior >= s_best else (best, s_best)
+    y = jnp.asarray(labels_visible)
+    if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
+        raise ValueError("validation labels missing (-1) inside val_mask")
+    names = list(cands.references)
+    on_prior = {}
+
+    def candidate_scores(i):
+        name = names[i]
+        alone = ("base_prior", name, "alpha", 0.0)
+        if isinstance(cands, Candidates):
+            status(f"CLP candidates on {name}")
+            cands.expand(("base_prior", name))  # only the chosen predictor's CLP grid is ever read
+        on_prior.update({k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone})
+        return validation_scores(metric, list(on_prior.values()), y, jnp.asarray(val_mask))
+
+    choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
+                         candidate_scores)
+    if not choice.propagated:
+        return ("base_prior", names[choice.prior], "alpha", 0.0), choice.score
+    return list(on_prior)[choice.candidate], choice.score
 
 
 _STATUS: contextvars.ContextVar = contextvars.ContextVar("jaxclp_experiments_status", default=None)

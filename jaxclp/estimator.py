@@ -15,7 +15,8 @@ from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compat import initial_beliefs
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
-from jaxclp.metrics import check_metric, evaluate
+from jaxclp.metrics import check_metric
+from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
 from jaxclp.priors import PRIORS, fit_prior
@@ -329,74 +330,86 @@ class CLP:
                                       self.cfg, classes=self.classes_))
         # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"
         # compares like with like (PriorResult.val_score may be float64 where CLP's scores are float32)
-        vmj = jnp.asarray(vm)
-        self.prior_val_scores_ = [(f.name, float(evaluate(self.metric, jnp.asarray(f.prior), y, vmj))) for f in fits]
-        prior_scores = np.array([s if np.isfinite(s) else -np.inf for _, s in self.prior_val_scores_])
-        self.prior_index_ = int(np.argmax(prior_scores))  # the first on ties
+        prior_scores = validation_scores(self.metric, [jnp.asarray(f.prior) for f in fits], y, vm)
+        self.prior_val_scores_ = [(f.name, float(s)) for f, s in zip(fits, prior_scores)]
+        grids = {}
+
+        def candidate_scores(i):  # CLP's candidates on the chosen prior only (jaxclp.selection.prior_first)
+            grids[i] = self._candidates(graph, jnp.asarray(fits[i].prior), y, tm, vm)
+            return [c[0] for c in grids[i]]
+
+        choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None)
+        self.prior_index_ = choice.prior
         fitted = fits[self.prior_index_]
         self.prior_fit_ = fitted
         self.prior_name_ = fitted.name
         self.mlp_ = MLPResult(fitted.prior, fitted.params, fitted.info) if fitted.name == "mlp" else None
         self.prior_ = jnp.asarray(fitted.prior)
-        best = None
+        candidates = grids[choice.prior]
+        best_clp = first_best([c[0] for c in candidates])[0]
+        if best_clp is None:
+            raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
+        # the best CLP configuration (described even where the prior is kept); H and the Sinkhorn diagnostics are
+        # the best closed form's where the authors' step wins
+        plain = [c for c in candidates if c[1][0] == "clp"]
+        self._take(plain[first_best([c[0] for c in plain])[0] or 0])
+        if candidates[best_clp][1][0] == "authors":
+            self._take(candidates[best_clp])
+        self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
+        self.propagated_ = choice.propagated
+        if not choice.propagated:
+            # the chosen prior alone (CLP at alpha = 0 is its prior): no CLP configuration beats it on validation
+            self.alpha_, self.val_score_ = 0.0, float(choice.score)
+            self.beliefs_ = self.prior_
+        self._fitted = True
+        return self
+
+    def _candidates(self, graph, prior, y, tm, vm) -> list:
+        """CLP's candidates on ``prior`` in the grid's order (variants x alphas, then the authors' configurations):
+        ``[(validation score, setter), ...]``; a setter stores its candidate's fitted attributes (:meth:`_take`).
+        Fills ``val_scores_``."""
         self.val_scores_ = {}
+        out = []
         combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
                                         _as_list(self.prior_source), _as_list(self.spectral_scale)))
         # spectral scaling applies to the linear update only: skip it with the per-step L1 variant in a grid
         # (asked for alone, clp_beliefs refuses it with a ValueError)
         combos = [c for c in combos if not (c[1] and c[3])] or combos
         for norm, l1, src, scale in combos:
-            res: CLPResult = clp_beliefs(graph, self.prior_, y, jnp.asarray(tm), alphas=self.alphas,
+            res: CLPResult = clp_beliefs(graph, prior, y, jnp.asarray(tm), alphas=self.alphas,
                                          normalization=norm, l1_normalize=l1, prior_source=src,
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
                                          spectral_scale=bool(scale))
             scores = np.where(res.valid, self._val_scores(res.beliefs, y, vm), -np.inf)
-            for a, s in zip(self.alphas, scores):
+            for i, (a, s) in enumerate(zip(self.alphas, scores)):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
-            i = int(np.argmax(scores))
-            if best is None or scores[i] > best[0]:
-                best = (scores[i], norm, l1, src, bool(scale), i, res)
-        score, self.normalization_, self.l1_normalize_, self.prior_source_, self.spectral_scale_, i, res = best
-        self.alpha_ = self.alphas[i]
-        self.H_, self.sinkhorn_, self._spectral = res.H, res.sinkhorn, res.spectral
-        self.method_ = res.method
-        self.beliefs_ = res.beliefs[i]
-        self.authors_ = None
-        self._spectral_normalization = self.normalization_
+                out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
         if self.authors is not False:  # True or a dict of options (an empty dict: the defaults)
-            score = self._fit_authors(graph, y, tm, vm, score)
-        if not np.isfinite(score):
-            raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
+            if _is_sharded(graph):
+                raise ValueError("authors=True needs the unsharded graph (jaxclp.authors_grid); it is not supported "
+                                 "for a ShardedGraph")
+            options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
+            ares = authors_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
+            scores = self._val_scores(ares.beliefs, y, vm)
+            for j, ((start, a, post, echo, w), s) in enumerate(zip(ares.configs, scores)):
+                self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
+                out.append((float(s), ("authors", j, ares)))
+        return out
+
+    def _take(self, candidate) -> None:
+        """Stores the fitted attributes of one of :meth:`_candidates`' entries."""
+        score, spec = candidate
         self.val_score_ = float(score)
-        self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
-        self.propagated_ = True
-        if several is not None and not score > prior_scores[self.prior_index_]:
-            # the chosen prior alone (CLP at alpha = 0 is its prior): no CLP configuration beats it on validation
-            self.alpha_, self.val_score_ = 0.0, float(prior_scores[self.prior_index_])
-            self.beliefs_ = self.prior_
-            self.propagated_ = False
-        self._fitted = True
-        return self
-
-    def _val_scores(self, beliefs, y, vm) -> np.ndarray:
-        """(C,) validation ``metric`` of (C, n, K) candidate beliefs."""
-        return np.asarray(jax.vmap(lambda b: evaluate(self.metric, b, y, jnp.asarray(vm)))(beliefs))
-
-    def _fit_authors(self, graph, y, tm, vm, best_score) -> float:
-        """Adds the authors' propagation (:func:`jaxclp.authors_grid`, each configuration at its best validation
-        layer) to the candidates; takes it where it scores strictly higher than ``best_score``. Returns the best
-        score."""
-        if _is_sharded(graph):
-            raise ValueError("authors=True needs the unsharded graph (jaxclp.authors_grid); it is not supported for "
-                             "a ShardedGraph")
-        options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
-        ares = authors_grid(graph, self.prior_, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
-        scores = self._val_scores(ares.beliefs, y, vm)
-        for (start, a, post, echo, w), s in zip(ares.configs, scores):
-            self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
-        j = int(np.argmax(scores))
-        if not scores[j] > best_score:
-            return best_score
+        self.authors_ = None
+        if spec[0] == "clp":
+            _, self.normalization_, self.l1_normalize_, self.prior_source_, self.spectral_scale_, i, res = spec
+            self.alpha_ = self.alphas[i]
+            self.H_, self.sinkhorn_, self._spectral = res.H, res.sinkhorn, res.spectral
+            self.method_ = res.method
+            self.beliefs_ = res.beliefs[i]
+            self._spectral_normalization = self.normalization_
+            return
+        _, j, ares = spec
         start, a, post, echo, w = ares.configs[j]
         self.authors_ = {"start": start, "post": post, "echo": bool(echo), "weight": w,
                          "layer": int(np.asarray(ares.layer)[j])}
@@ -404,7 +417,10 @@ class CLP:
         self.spectral_scale_, self.alpha_, self.method_ = False, float(a), "authors"
         self.H_, self._spectral, self._spectral_normalization = ares.H, None, w
         self.beliefs_ = ares.beliefs[j]
-        return float(scores[j])
+
+    def _val_scores(self, beliefs, y, vm) -> np.ndarray:
+        """(C,) validation ``metric`` of (C, n, K) candidate beliefs."""
+        return validation_scores(self.metric, beliefs, y, vm)
 
     def _resolve_classes(self, y: np.ndarray, tm: np.ndarray, vm: np.ndarray) -> np.ndarray:
         """Sorted class labels (K,), validating ``y`` (user values) on the train/val nodes."""

@@ -1,0 +1,73 @@
+"""jaxclp.selection: the validation-only choice rule shared by jaxclp.CLP and the runner's clp."""
+
+import numpy as np
+import pytest
+
+import jaxclp
+from jaxclp import selection as S
+from jaxclp.experiments import methods as M
+from jaxclp.experiments import runner
+
+
+def test_first_best_takes_the_first_maximal_finite_score():
+    assert S.first_best([0.2, 0.5, np.nan, 0.5, np.inf]) == (1, 0.5)
+    assert S.first_best([np.nan, -np.inf]) == (None, -np.inf)
+    assert S.first_best([]) == (None, -np.inf)
+
+
+def test_prior_first_reads_only_the_chosen_predictors_candidates_and_keeps_it_unless_beaten():
+    asked = []
+
+    def cands(i):
+        asked.append(i)
+        return {0: [0.1, 0.2], 1: [0.6, 0.7, 0.7], 2: [0.9]}[i]
+
+    c = S.prior_first([0.5, 0.6, np.nan], cands)
+    assert asked == [1] and c == S.Choice(1, 1, 0.7, 0.6) and c.propagated
+    asked.clear()
+    c = S.prior_first([0.5, 0.7, 0.7], cands)  # a tie between CLP and its prior goes to the prior
+    assert asked == [1] and c == S.Choice(1, None, 0.7, 0.7) and not c.propagated
+    c = S.prior_first([0.5], lambda i: [np.nan, np.nan])  # no finite candidate: the prior
+    assert c == S.Choice(0, None, 0.5, 0.5)
+    # a single given prior does not compete: CLP's best candidate, even below the prior's score
+    assert S.prior_first([0.9], lambda i: [0.1, 0.3], keep_prior=False) == S.Choice(0, 1, 0.3, 0.9)
+    assert S.prior_first([np.nan], lambda i: [0.1], keep_prior=False).candidate == 0
+    with pytest.raises(ValueError, match="no base predictor has a finite validation score"):
+        S.prior_first([np.nan, np.nan], cands)
+    with pytest.raises(ValueError, match="no candidate has a finite validation score"):
+        S.prior_first([0.5], lambda i: [np.nan], keep_prior=False)
+
+
+def test_validation_scores_are_the_metric_on_validation_nodes():
+    y = np.array([0, 1, 1, 0, -1])
+    vm = np.array([True, True, True, False, False])
+    b = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.0, 1.0], [0.5, 0.5]], np.float32)
+    np.testing.assert_allclose(S.validation_scores("accuracy", b[None], y, vm), [2 / 3])
+    np.testing.assert_allclose(S.validation_scores("accuracy", [b, b[:, ::-1]], y, vm), [2 / 3, 1 / 3])
+    # ROC-AUC on class 1's probability: positives {0.8, 0.4} vs negative {0.1}: both ranked above
+    np.testing.assert_allclose(S.validation_scores("roc_auc", [b], y, vm), [1.0])
+
+
+@pytest.mark.parametrize("h, seed, epochs", [(0.1, 0, 30), (0.9, 2, 3), (0.05, 1, 3)])
+def test_the_estimator_and_the_runner_choose_the_same(h, seed, epochs):
+    """By construction: on the same priors and CLP grid, jaxclp.CLP(prior=[...]) and the runner's clp make the same
+    choice (predictor, whether to propagate, alpha) and return the same beliefs."""
+    ds = jaxclp.datasets.synthetic(h, 4, num_classes=3, nodes_per_class=40, seed=seed)
+    sp = runner.get_splits(ds, "medium", 1, seed)
+    feats, _ = runner.node_features(ds)
+    setup = runner.prepare_splits(ds, feats, sp, 1, [0], seed, jaxclp.TrainConfig(epochs=epochs), True)
+    ctx = setup.context(0)
+    variants = tuple((norm, False, src) for norm in ("sym", "row") for src in ("mlp", "b0"))  # the estimator's order
+    cands = M.method_clp_prior(ctx, priors=("mlp", "link"), variants=variants, authors=False, spectral=False)
+    key, val = cands.rule(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric)
+    priors = [np.asarray(cands.references[n]) for n in ("mlp", "link")]
+    est = jaxclp.CLP(prior=priors, normalization=["sym", "row"], prior_source=["mlp", "b0"],
+                     alphas=M.ALPHAS, num_classes=3)
+    est.fit(ds.graph, None, np.asarray(ctx.labels), np.asarray(ctx.train), np.asarray(ctx.val))
+    assert ["mlp", "link"][est.prior_index_] == key[1]
+    assert est.propagated_ == (key[2:] != ("alpha", 0.0))
+    assert est.alpha_ == key[-1]
+    np.testing.assert_allclose(est.val_score_, val, atol=1e-6)
+    if est.propagated_:
+        assert (est.normalization_, est.prior_source_) == (key[3], key[7])
+        np.testing.assert_allclose(np.asarray(est.beliefs_), np.asarray(cands[key]), rtol=1e-4, atol=1e-6)
