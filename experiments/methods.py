@@ -477,25 +477,6 @@ def prior_train_config(ctx: Context):
     return cfg._replace(metric=ctx.metric)
 
 
-PRIOR_COST = {"mlp": 0.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
-              "gcn_tuned": 16.0, "sage_tuned": 16.0, "gat_tuned": 24.0}
-"""Expected cost of fitting each base predictor, in units of one 2-layer GCN fit on the same graph (compilation
-included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_before.md``:
-on Texas ``gcn_tuned`` 56.6 s and ``sage_tuned`` 60.5 s against 3.3 s for ``gcn``, 2.2 s for ``link``, 6.1 s for
-``linkx``, 3.9 s for ``h2gcn``, all but ~5 % compilation). Under :attr:`Context.time_limit`, a predictor is
-fitted only while ``cost * unit`` fits in the time left, ``unit`` being the largest seconds-per-cost-unit of the
-predictors fitted so far on this split (unknown names count 16)."""
-
-
-def _within_budget(ctx: Context, name: str, start: float, unit: float | None, fitted: int) -> bool:
-    """Whether ``clp`` may still fit base predictor ``name`` under ``ctx.time_limit`` (see :data:`PRIOR_COST`);
-    the first predictor to fit is always fitted, so a choice exists."""
-    if ctx.time_limit is None or fitted == 0:
-        return True
-    left = float(ctx.time_limit) - (time.perf_counter() - start)
-    return left > 0 and (unit is None or PRIOR_COST.get(name, 16.0) * unit <= left)
-
-
 def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | None = None) -> dict:
     """``name -> (n, K)`` prior of every base predictor in ``names`` (:data:`jaxclp.priors.PRIORS`).
 
@@ -509,20 +490,22 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     remain; asked for alone it raises.
 
     Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
-    :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:data:`PRIOR_COST`); the names
+    :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:class:`jaxclp.priors.PriorBudget`,
+    :data:`jaxclp.priors.PRIOR_COST`; the MLP prior, fitted before, counts as the first); the names
     left out are appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used.
     """
-    from jaxclp.priors import TUNED_PRIORS, fit_prior
+    from jaxclp.priors import TUNED_PRIORS, PriorBudget, fit_prior
 
     out = {}
     cfg = prior_train_config(ctx)
-    start, unit = time.perf_counter(), None
+    budget = PriorBudget(ctx.time_limit)
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
+            budget.fitted += 1
             continue
         cached = CACHE and _fit_key(name, cfg) in ctx.cache
-        if not cached and not _within_budget(ctx, name, start, unit, len(out)):
+        if not cached and not budget.allows(name):
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
             if skipped is not None:
                 skipped.append(name)
@@ -537,9 +520,11 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
         try:
             t0 = time.perf_counter()
             out[name] = _cached(ctx, _fit_key(name, cfg), fit)
-            if not cached:
+            if cached:
+                budget.fitted += 1
+            else:
                 jax.block_until_ready(out[name])
-                unit = max(unit or 0.0, (time.perf_counter() - t0) / max(PRIOR_COST.get(name, 16.0), 0.1))
+                budget.spent(name, time.perf_counter() - t0)
         except TwoHopTooLarge as err:  # a hub-heavy graph: H2GCN's 2-hop graph does not fit; the others still do
             if name != "h2gcn" or len(names) == 1:
                 raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Sequence
 
 import jax
@@ -19,7 +20,7 @@ from jaxclp.metrics import check_metric
 from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
-from jaxclp.priors import PRIORS, fit_prior
+from jaxclp.priors import PRIORS, PriorBudget, fit_prior
 from jaxclp.train import TrainConfig
 
 
@@ -150,7 +151,12 @@ class CLP:
             selection``): every prior is fitted (same key), the one with the best validation score alone is kept
             (the first on ties), CLP's grid runs on it, and its best configuration is kept only if it scores
             higher on validation than that prior alone; otherwise the prediction is the prior (``alpha_ = 0.0``,
-            ``propagated_ = False``). A single prior is always propagated.
+            ``propagated_ = False``). A single prior is always propagated. The choice is
+            :func:`jaxclp.selection.prior_first`, the function the runner's ``clp`` calls.
+        time_limit: seconds the fit of a list of priors may spend on them (None: no limit): they are fitted in
+            the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
+            seconds per unit measured so far) fits the time left; the first is always fitted; the others are
+            named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
@@ -191,8 +197,10 @@ class CLP:
         prior_: (n, K) the prior D that was propagated.
         prior_fit_: :class:`jaxclp.priors.PriorResult` (its name, validation score, best epoch, params) of the
             prior that was propagated (the chosen one, for a list of priors).
-        prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior, in the given
-            order; ``prior_index_`` the chosen one's position.
+        prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior fitted, in the
+            given order; ``prior_index_`` the chosen one's position.
+        skipped_priors_: names of the priors of a list left out because ``time_limit`` ran out (cheap ones are
+            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`).
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
@@ -209,8 +217,9 @@ class CLP:
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
-                 spectral_scale=False, authors=False):
+                 spectral_scale=False, authors=False, time_limit: float | None = None):
         check_metric(metric)
+        self.time_limit = PriorBudget(time_limit).time_limit  # validated: seconds >= 0 or None
         several = _check_priors(prior)
         if prior_options is not None and not isinstance(prior_options, dict):
             raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")
@@ -319,7 +328,11 @@ class CLP:
         y = jnp.asarray(y, jnp.int32)
         key = jax.random.key(self.seed) if key is None else key
         fits = []
-        for src in sources:  # every prior from the same key
+        budget = PriorBudget(self.time_limit)
+        for src in sources:  # every prior from the same key, cheap first under time_limit
+            if not budget.allows(src):
+                continue
+            t0 = time.perf_counter()
             prior_graph = _prior_graph(graph, src)
             if isinstance(src, str):
                 options = (dict(hidden=self.hidden, dropout=self.dropout) if src == "mlp" else {}) | self.prior_options
@@ -328,6 +341,9 @@ class CLP:
             else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
                 fits.append(fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
                                       self.cfg, classes=self.classes_))
+            jax.block_until_ready(fits[-1].prior)
+            budget.spent(src, time.perf_counter() - t0)
+        self.skipped_priors_ = list(budget.skipped)
         # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"
         # compares like with like (PriorResult.val_score may be float64 where CLP's scores are float32)
         prior_scores = validation_scores(self.metric, [jnp.asarray(f.prior) for f in fits], y, vm)

@@ -30,6 +30,7 @@ object with ``predict_proba`` (called on the node features) or a callable with t
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -443,6 +444,53 @@ PRIORS: dict[str, Callable[..., PriorResult]] = {
 
 
 # -------------------------------------------------------------------------------------------- dispatch
+PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
+              "gcn_tuned": 16.0, "sage_tuned": 16.0, "gat_tuned": 24.0}
+"""Expected cost of fitting each named predictor, in units of one 2-layer GCN fit on the same graph (compilation
+included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_before.md``:
+on Texas ``gcn_tuned`` 56.6 s and ``sage_tuned`` 60.5 s against 3.3 s for ``gcn``, 2.2 s for ``link``, 6.1 s for
+``linkx``, 3.9 s for ``h2gcn``, all but ~5 % compilation). Unknown names count 16; arrays and fitted objects 0."""
+
+
+class PriorBudget:
+    """Which base predictors still fit in a time limit: cheap ones first, an expensive one only while its expected
+    cost fits the time left.
+
+    A predictor is fitted while ``PRIOR_COST[name] * unit`` is at most the time left, ``unit`` being the largest
+    seconds per cost unit measured so far (:meth:`spent`); the first predictor is always fitted, so a choice
+    exists. Used by :class:`jaxclp.CLP` (``time_limit=``) and the runner's ``clp`` (``--time-limit``).
+
+    Args:
+        time_limit: seconds from construction; None: no limit.
+    """
+
+    def __init__(self, time_limit: float | None):
+        if time_limit is not None and not (np.isfinite(time_limit) and time_limit >= 0):
+            raise ValueError(f"time_limit must be a number of seconds >= 0, or None; got {time_limit!r}")
+        self.time_limit = time_limit
+        self.start = time.perf_counter()
+        self.unit: float | None = None
+        self.fitted = 0
+        self.skipped: list[str] = []
+
+    def allows(self, name) -> bool:
+        """Whether predictor ``name`` (a :data:`PRIORS` name; anything else costs nothing) may still be fitted;
+        a refused name is added to :attr:`skipped`."""
+        if self.time_limit is None or self.fitted == 0 or not isinstance(name, str):
+            return True
+        left = float(self.time_limit) - (time.perf_counter() - self.start)
+        ok = left > 0 and (self.unit is None or PRIOR_COST.get(name, 16.0) * self.unit <= left)
+        if not ok:
+            self.skipped.append(name)
+        return ok
+
+    def spent(self, name, seconds: float) -> None:
+        """Records that fitting ``name`` took ``seconds`` (updates the seconds per cost unit)."""
+        self.fitted += 1
+        if isinstance(name, str) and PRIOR_COST.get(name, 16.0) > 0:
+            self.unit = max(self.unit or 0.0, seconds / PRIOR_COST.get(name, 16.0))
+
+
 def check_prior(prior, num_nodes: int, num_classes: int, name: str = "prior") -> jax.Array:
     """Validates a given (n, K) prior and returns it as a jax array (never rescaled).
 

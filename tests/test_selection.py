@@ -71,3 +71,36 @@ def test_the_estimator_and_the_runner_choose_the_same(h, seed, epochs):
     if est.propagated_:
         assert (est.normalization_, est.prior_source_) == (key[3], key[7])
         np.testing.assert_allclose(np.asarray(est.beliefs_), np.asarray(cands[key]), rtol=1e-4, atol=1e-6)
+
+
+def test_clp_time_limit_skips_the_expensive_priors_of_a_list(monkeypatch):
+    """jaxclp.CLP(time_limit=...): priors fitted in order while PRIOR_COST x seconds-per-unit fits the time left (a
+    fake clock: every fit takes PRIOR_COST seconds per unit of 2 s); the skipped ones are named."""
+    import jaxclp.priors as P
+
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=20, seed=0)
+    y = np.asarray(ds.labels)
+    tm = np.arange(y.size) % 3 == 0
+    vm = np.arange(y.size) % 3 == 1
+    clock = {"t": 0.0}
+    fitted = []
+    real = P.fit_prior
+
+    def fake_fit(src, key, graph, features, labels, train, val, k, cfg, **kw):
+        fitted.append(src)
+        clock["t"] += 2.0 * P.PRIOR_COST[src]
+        return real(np.full((y.size, 3), 1 / 3), key, graph, None, labels, train, val, k, cfg)
+
+    monkeypatch.setattr(jaxclp.estimator, "fit_prior", fake_fit)
+    monkeypatch.setattr(P.time, "perf_counter", lambda: clock["t"])
+    est = jaxclp.CLP(prior=("link", "gcn", "h2gcn", "gcn_tuned"), time_limit=10.0, num_classes=3)
+    x = np.random.default_rng(0).normal(size=(y.size, 4)).astype(np.float32)
+    est.fit(ds.graph, x, y, tm, vm)
+    # t = 1 (link), 3 (gcn), 7 (h2gcn); gcn_tuned's 16 x 2 s exceed the 3 s left
+    assert fitted == ["link", "gcn", "h2gcn"] and est.skipped_priors_ == ["gcn_tuned"]
+    assert len(est.prior_val_scores_) == 3
+    fitted.clear()
+    assert not jaxclp.CLP(prior=("link", "gcn"), num_classes=3).fit(ds.graph, x, y, tm, vm).skipped_priors_
+    assert fitted == ["link", "gcn"]
+    with pytest.raises(ValueError, match="time_limit must be a number of seconds >= 0"):
+        jaxclp.CLP(time_limit=-1)
