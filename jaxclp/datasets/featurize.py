@@ -20,13 +20,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.datasets._base import DENSE_FEATURES_MAX_BYTES, undirected_edges
+from jaxclp.features import SPARSE_INPUT_DENSITY
 
 __all__ = ["node_features", "FEATURE_KINDS", "networkx_degree", "SPARSE_FEATURES_MAX_DENSITY",
            "SPARSE_FEATURES_MIN_ENTRIES", "sparse_by_density"]
 
 FEATURE_KINDS = ("auto", "given", "log-degree", "identity", "degree-onehot")
-SPARSE_FEATURES_MAX_DENSITY = 0.05
-"""Features with at most this share of nonzeros (and at least :data:`SPARSE_FEATURES_MIN_ENTRIES` entries) are
+SPARSE_FEATURES_MAX_DENSITY = SPARSE_INPUT_DENSITY
+"""The GNNs' threshold (:data:`jaxclp.features.SPARSE_INPUT_DENSITY`, 5 %), applied once for every model: features with at most this share of nonzeros (and at least :data:`SPARSE_FEATURES_MIN_ENTRIES` entries) are
 given to the models as CSR: the sparse first layer costs O(nnz * width) instead of O(n * d * width). Wiki's
 TF-IDF features (13 % nonzero) stay dense; Chameleon, Squirrel, Actor and Twitch (0.5-0.9 %) become CSR."""
 SPARSE_FEATURES_MIN_ENTRIES = 1 << 20
