@@ -34,7 +34,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.compat import one_hot_train
-from jaxclp.graph import Graph, Normalization, check_normalization, edge_values, spmm
+from jaxclp.graph import Graph, Normalization, check_normalization, spmm
 from jaxclp.operator import lp_operator, norm_bounds
 from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm
 from jaxclp.train import TrainConfig, train_full_batch
@@ -77,12 +77,6 @@ def _check_clamp(clamp) -> tuple[float, float] | None:
     return lo, hi
 
 
-def _is_sharded(graph) -> bool:
-    from jaxclp.shard import ShardedGraph
-
-    return isinstance(graph, ShardedGraph)
-
-
 def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Normalization = "sym",
                      method: Method = "auto", tol: float = 1e-6, max_iters: int = 10_000,
                      num_layers: int | None = None, clamp: tuple[float, float] | None = None,
@@ -107,32 +101,31 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
         A :class:`jaxclp.solve.Solution`; ``method`` is ``"iterate"`` when iterating (its residual is then the
         last increment ``||post(...) - X||`` per column).
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.propagate_labels`: every
-    option, the methods "auto", "neumann", "jacobi", "bicgstab", "cg" ("auto" never picks "dense"), a vector of
-    alphas solved one alpha after another; ``value`` in the user's node order.
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`: every
+    option, the methods "auto", "neumann", "jacobi", "bicgstab", "cg" ("auto" never picks "dense"); ``value`` in
+    the user's node order.
     """
-    if _is_sharded(graph):
-        from jaxclp import shard
-
-        return shard.propagate_labels(graph, x0, alpha=alpha, normalization=normalization, method=method, tol=tol,
-                                      max_iters=max_iters, num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
     x0, alphas, bounds = _lp_inputs(graph.num_nodes, x0, alpha, normalization=normalization, tol=tol,
                                     num_layers=num_layers, clamp=clamp, reset_mask=reset_mask)
     dtype = x0.dtype
     op = lp_operator(graph, x0.shape[1], normalization=normalization, dtype=dtype)
+    x0 = graph.to_internal(x0)
     if num_layers is None and bounds is None:
         if reset_mask is None:
-            return solve_operator(op, x0, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
-                                  normalization=normalization)
-        return _solve_with_reset(
-            op, x0, alphas, ~jnp.asarray(reset_mask),
-            lambda o, prior, a: solve_operator(o, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
-                                               normalization=normalization))
+            sol = solve_operator(op, x0, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
+                                 normalization=normalization)
+        else:  # the rows outside the reset mask are solved (not a sharded graph's padding rows: op is 0 there)
+            sol = _solve_with_reset(
+                op, x0, alphas, graph.to_internal(~jnp.asarray(reset_mask, bool)),
+                lambda o, prior, a: solve_operator(o, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
+                                                   normalization=normalization))
+        return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))
     lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
-    reset = jnp.zeros(graph.num_nodes, bool) if reset_mask is None else jnp.asarray(reset_mask)
-    x, its, res, rel = _iterate(graph, op.values, x0, alphas, reset, jnp.asarray(lo, dtype),
-                                jnp.asarray(hi, dtype), jnp.asarray(tol, dtype), num_layers, max_iters)
-    return _iterate_solution(op, x0, alphas, x, its, res, rel, tol)
+    reset = graph.to_internal(jnp.zeros(graph.num_nodes, bool) if reset_mask is None
+                              else jnp.asarray(reset_mask, bool))
+    x, its, res, rel = _iterate(op, x0, alphas, reset, jnp.asarray(lo, dtype), jnp.asarray(hi, dtype),
+                                jnp.asarray(tol, dtype), num_layers, max_iters)
+    return _iterate_solution(op, x0, alphas, graph.from_internal(x, axis=x.ndim - 2), its, res, rel, tol)
 
 
 def _iterate_solution(op, x0, alphas, x, its, res, rel, tol) -> Solution:
@@ -148,7 +141,7 @@ def _iterate_solution(op, x0, alphas, x, its, res, rel, tol) -> Solution:
 
 
 def _lp_inputs(num_nodes: int, x0, alpha, *, normalization, tol, num_layers, clamp, reset_mask):
-    """The checks and casts shared by :func:`propagate_labels` and :func:`jaxclp.shard.propagate_labels`.
+    """The checks and casts of :func:`propagate_labels`.
 
     Args:
         num_nodes: n (the user's node count; ``x0`` and ``reset_mask`` are in the user's order).
@@ -181,11 +174,10 @@ def _solve_with_reset(op, x0, alphas, keep, solve) -> Solution:
     ``(I - a A_UU) x_U = (1-a) x0_U + a A_UL x0_L`` (U = ``keep``), solved as the operator
     ``diag(u) Ahat diag(u)``, ``u = keep``.
 
-    Shared by :func:`propagate_labels` (``keep`` = the rows outside ``reset_mask``) and
-    :func:`jaxclp.shard.propagate_labels` (internal order: ``keep`` also excludes the padding rows).
+    ``keep``: the rows outside ``reset_mask`` (internal order: a sharded graph's padding rows are not kept).
 
     Args:
-        op: a :class:`jaxclp.operator.FactoredOperator` or :class:`jaxclp.shard.ShardedOperator`.
+        op: a :class:`jaxclp.operator.FactoredOperator` (any graph of the protocol; internal order).
         x0: (n, K) start; alphas: scalar or (A,) alphas; keep: (n,) bool rows to solve.
         solve: ``solve(restricted_op, prior, a)`` -> :class:`jaxclp.solve.Solution` of ``(I - a op) x =
             (1 - a) prior``.
@@ -209,13 +201,12 @@ def _solve_with_reset(op, x0, alphas, keep, solve) -> Solution:
                     method=sols[0].method)
 
 
-def _lp_iteration(product, hold, x0, alphas, lo, hi, tol, num_layers, max_iters, *, sequential=False):
-    """The iteration ``x <- hold(clip((1 - a) x0 + a product(x), lo, hi))`` (traced inside the callers' jit).
+def _lp_iteration(product, hold, x0, alphas, lo, hi, tol, num_layers, max_iters):
+    """The iteration ``x <- hold(clip((1 - a) x0 + a product(x), lo, hi))`` (traced inside :func:`_iterate`).
 
-    Shared by :func:`_iterate` and :func:`jaxclp.shard._iterate_lp`. ``product``: ``x -> Ahat x``; ``hold``:
-    the rows kept after each step (reset rows back to ``x0``; the sharded one also zeroes padding rows);
-    ``num_layers`` steps, or until the relative increment per column is <= ``tol`` (at most ``max_iters``).
-    A vector ``alphas`` runs under ``jax.vmap``, or one alpha after the other (``sequential``).
+    ``product``: ``x -> Ahat x``; ``hold``: the rows kept after each step (reset rows back to ``x0``, padding
+    rows of a sharded graph at 0); ``num_layers`` steps, or until the relative increment per column is <=
+    ``tol`` (at most ``max_iters``). A vector ``alphas`` runs under ``jax.vmap``.
 
     Returns:
         ``(x, iterations, residual, relative_residual)``, per column (a leading alpha axis for a vector).
@@ -239,13 +230,20 @@ def _lp_iteration(product, hold, x0, alphas, lo, hi, tol, num_layers, max_iters,
 
     if alphas.ndim == 0:
         return run(alphas)
-    return jax.lax.map(run, alphas) if sequential else jax.vmap(run)(alphas)
+    return jax.vmap(run)(alphas)
 
 
 @functools.partial(jax.jit, static_argnames=("num_layers", "max_iters"))
-def _iterate(graph, values, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
-    return _lp_iteration(lambda x: spmm(graph, values, x), lambda x: jnp.where(reset[:, None], x0, x), x0, alphas,
-                         lo, hi, tol, num_layers, max_iters)
+def _iterate(op, x0, alphas, reset, lo, hi, tol, num_layers, max_iters):
+    """:func:`_lp_iteration` with ``Ahat`` of the LP operator ``op`` (internal order)."""
+    real = op.real_rows
+
+    def hold(x):
+        x = jnp.where(reset[:, None], x0, x)
+        return x if real is None else jnp.where(real[:, None], x, 0.0)
+
+    return _lp_iteration(lambda x: op.graph.spmm(op.values, x), hold, x0, alphas, lo, hi, tol, num_layers,
+                         max_iters)
 
 
 def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, num_classes: int, *,
@@ -264,8 +262,7 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         reset_train: reset the training rows to their one-hot labels after each step (labels kept fixed, as
             Zhu & Ghahramani's LP); default False (Zhou et al.: training rows are propagated too).
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs the sharded :func:`propagate_labels` (every
-    option; methods "auto", "neumann", "jacobi", "bicgstab", "cg").
+    ``graph`` is any graph of the protocol (e.g. a :class:`jaxclp.ShardedGraph`; see :func:`propagate_labels`).
 
     Returns:
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
@@ -340,9 +337,8 @@ def correct_and_smooth(
             scale the training rows are reset instead, as in PyG) and every smoothing step to [0, 1].
         clip_corrected: clip ``Z`` to [0, 1] before smoothing (PyG does not).
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph``: both propagations are the sharded
-    :func:`propagate_labels` (every option above; methods as there), the correction between them runs on the
-    (n, K) arrays in the user's order.
+    ``graph`` is any graph of the protocol: both propagations are :func:`propagate_labels` on it, the correction
+    between them runs on the (n, K) arrays in the user's order.
 
     Returns:
         (n, K) smoothed scores, or (A, n, K) for a vector ``alpha_smooth``.
@@ -408,33 +404,30 @@ def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, 
 
     Args:
         prior: (n, K) D. start: (n, K) initial B (usually B0). H: (K, K).
-        alpha: scalar or (A,) vector (vmapped; result (A, n, K)). A :class:`jaxclp.shard.ShardedGraph` in
-            place of ``graph`` runs :func:`jaxclp.shard.clp_star` (once per alpha for a vector).
-    """
-    if _is_sharded(graph):
-        from jaxclp import shard
+        alpha: scalar or (A,) vector (vmapped; result (A, n, K)).
 
-        if np.ndim(alpha) > 1:
-            raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {np.shape(alpha)}")
-        if np.ndim(alpha) == 1:  # one sharded iteration per alpha
-            return jnp.stack([shard.clp_star(graph, prior, start, H, alpha=a, num_iters=num_iters,
-                                             normalization=normalization) for a in jnp.asarray(alpha)])
-        return shard.clp_star(graph, prior, start, H, alpha=alpha, num_iters=num_iters, normalization=normalization)
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`.
+    """
+    prior, start, H = jnp.asarray(prior), jnp.asarray(start), jnp.asarray(H)
+    _checks.shape("prior", prior, (graph.num_nodes, None))
     n, k = prior.shape
     _checks.shape("start", start, (n, k))
     _checks.shape("H", H, (k, k))
+    if np.ndim(alpha) > 1:
+        raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {np.shape(alpha)}")
     _checks.alpha(jnp.asarray(alpha))
     check_normalization(normalization)
-    values = edge_values(graph, normalization).astype(prior.dtype)
-    return _clp_star(graph, values, prior, start, H.astype(prior.dtype), jnp.asarray(alpha, prior.dtype),
-                     num_iters)
+    values = graph.edge_values(normalization).astype(prior.dtype)
+    out = _clp_star(graph, values, graph.to_internal(prior), graph.to_internal(start.astype(prior.dtype)),
+                    H.astype(prior.dtype), jnp.asarray(alpha, prior.dtype), num_iters)
+    return graph.from_internal(out, axis=out.ndim - 2)
 
 
 @jax.jit
 def _clp_star(graph, values, prior, start, H, alphas, num_iters):
     def run(alpha):
         def step(_, b):
-            return (1.0 - alpha) * prior + alpha * spmm(graph, values, b) @ H
+            return (1.0 - alpha) * prior + alpha * graph.spmm(values, b) @ H
         return jax.lax.fori_loop(0, num_iters, step, start)
 
     return run(alphas) if alphas.ndim == 0 else jax.vmap(run)(alphas)

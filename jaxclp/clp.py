@@ -111,7 +111,7 @@ def clp_beliefs(
             supports the linear variant only (``l1_normalize=False``); with ``spectral_scale`` both passes
             use scaled operators (the refined one divided by its own spectral radius).
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.clp_beliefs`: every
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`: every
     variant above, the methods "auto", "neumann", "jacobi", "bicgstab", "cg" ("auto" never picks "dense"),
     beliefs in the user's node order.
 
@@ -122,39 +122,30 @@ def clp_beliefs(
         ValueError: an unknown ``normalization``, ``prior_source`` or ``compat``; ``compat="refined"`` with
             ``l1_normalize``; bad arrays (named).
     """
-    from jaxclp.propagate import _is_sharded
-
-    if _is_sharded(graph):  # every variant; beliefs in the user's order
-        from jaxclp import shard
-
-        return shard.clp_beliefs(graph, prior, labels, train_mask, alphas=alphas, normalization=normalization,
-                                 l1_normalize=l1_normalize, prior_source=prior_source, num_iters=num_iters,
-                                 method=method, tol=tol, spectrum=spectrum, spectral_scale=spectral_scale,
-                                 compat=compat)
     check_variant(normalization, prior_source, compat, l1_normalize, spectral_scale)
+    prior, labels, train_mask = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train_mask)
     alphas = jnp.atleast_1d(jnp.asarray(alphas, prior.dtype))
     _checks.alpha(alphas, "alphas")
     labels = jnp.where(train_mask, labels, 0)
     H, sk = estimate_compatibility(graph, prior, labels, train_mask)
     b0 = initial_beliefs(prior, labels, train_mask)
-    d = prior if prior_source == "mlp" else b0
     op = clp_operator(graph, b0, H, normalization=normalization)
+    d = graph.to_internal(prior) if prior_source == "mlp" else op.left
     return _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, normalization=normalization,
                      l1_normalize=l1_normalize, num_iters=num_iters, method=method, tol=tol, spectrum=spectrum,
                      spectral_scale=spectral_scale, compat=compat)
 
 
-def _iterate_l1(op, d, b0, alphas, num_iters):
-    """(A, n, K) beliefs of the L1-normalized iteration from ``b0``, vmapped over the alphas (in chunks past
-    :data:`jaxclp.solve.SOLVE_CHUNK_BYTES`)."""
-    run = jax.vmap(lambda a: _iterate_jit(op, d, b0, a, num_iters, l1_normalize=True))
-    return in_alpha_chunks(run, alphas, "iterate_l1", d.shape, d.dtype)
+def _iterate_l1(op, d, alphas, num_iters):
+    """(A, n, K) beliefs (user order) of the L1-normalized iteration from ``b0 = op.left``, vmapped over the
+    alphas (in chunks past :data:`jaxclp.solve.SOLVE_CHUNK_BYTES`); ``d`` in the internal order."""
+    run = jax.vmap(lambda a: _iterate_jit(op, d, op.left, a, num_iters, l1_normalize=True))
+    return op.graph.from_internal(in_alpha_chunks(run, alphas, "iterate_l1", d.shape, d.dtype), axis=1)
 
 
 def check_variant(normalization: str, prior_source: str, compat: str, l1_normalize: bool,
                   spectral_scale: bool) -> None:
-    """Raises ValueError for a :func:`clp_beliefs` variant that does not exist (shared with
-    :func:`jaxclp.shard.clp_beliefs`)."""
+    """Raises ValueError for a :func:`clp_beliefs` variant that does not exist."""
     check_normalization(normalization)
     if prior_source not in ("mlp", "b0"):
         raise ValueError(f"prior_source must be 'mlp' or 'b0'; got {prior_source!r}")
@@ -167,27 +158,21 @@ def check_variant(normalization: str, prior_source: str, compat: str, l1_normali
 
 
 def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalization, l1_normalize, num_iters,
-              method, tol, spectrum, spectral_scale, compat, estimate=estimate_compatibility,
-              operator=clp_operator, solver=solve_operator, iterate_l1=_iterate_l1) -> CLPResult:
-    """:func:`clp_beliefs` once ``H``, ``b0``, the prior ``d`` and the operator ``op`` exist: the validity of
-    each alpha, the closed forms (or the L1 iteration) and the refined pass.
-
-    :func:`jaxclp.shard.clp_beliefs` runs this too, with its sharded ``estimate``, ``operator``, ``solver`` (see
-    :func:`_clp_refined`) and ``iterate_l1`` (``(op, d, b0, alphas, num_iters) -> (A, n, K)``); ``b0``, ``d`` and
-    ``op`` are then in the internal order, the beliefs in the user's order.
+              method, tol, spectrum, spectral_scale, compat) -> CLPResult:
+    """:func:`clp_beliefs` once ``H``, ``b0`` (user order), the prior ``d`` and the operator ``op`` (internal
+    order) exist: the validity of each alpha, the closed forms (or the L1 iteration) and the refined pass.
     """
     k = d.shape[1]
-    funcs = dict(estimate=estimate, operator=operator, solver=solver)
     if spectral_scale:
-        res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, solver=solver)
+        res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
         if compat == "refined":
             return _clp_refined(graph, labels, train_mask, b0, d, alphas, res.valid, res.beliefs, H, sk,
-                                res.spectral, normalization, method, tol, scaled=True, **funcs)
+                                res.spectral, normalization, method, tol, scaled=True)
         return res
     proven = _proven(op, float(np.max(np.asarray(alphas))), normalization)
     spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
     if l1_normalize:
-        beliefs = iterate_l1(op, d, b0, alphas, num_iters)
+        beliefs = _iterate_l1(op, d, alphas, num_iters)
         valid = np.ones(alphas.shape[0], bool)
         return CLPResult(beliefs, alphas, valid, H, sk, spectral, "iterate",
                          jnp.ones((alphas.shape[0], k), bool))
@@ -195,10 +180,10 @@ def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalizat
         valid = np.ones(alphas.shape[0], bool)
     else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
         valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
-    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization, solver=solver)
+    beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
     if compat == "refined":
         return _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, beliefs, H, sk, spectral,
-                            normalization, method, tol, **funcs)
+                            normalization, method, tol)
     return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
 
 
@@ -220,17 +205,12 @@ def _proven(op, alpha_max: float, normalization) -> bool:
 
 
 def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, spectral, normalization,
-                 method, tol, scaled=False, *, estimate=estimate_compatibility, operator=clp_operator,
-                 solver=solve_operator) -> CLPResult:
+                 method, tol, scaled=False) -> CLPResult:
     """The refined second pass (``clp_beliefs(..., compat="refined")``), one alpha at a time.
 
     Every alpha gets its own ``H'(alpha)`` from its first-pass beliefs, hence its own operator; alphas are
-    few, so a Python loop (all operators share shapes: one compile).
-
-    ``estimate`` (``(graph, prior, labels, train_mask) -> (H, info)``), ``operator`` (``(graph, b0, H, *,
-    normalization) -> operator``) and ``solver`` (as :func:`_solve_valid`) are the unsharded functions by default;
-    :func:`jaxclp.shard.clp_beliefs` passes its own (``b0`` and ``d`` then in the internal order; ``first`` and
-    the beliefs in the user's order).
+    few, so a Python loop (all operators share shapes: one compile). ``b0``, ``first`` and the beliefs are in
+    the user's order, ``d`` in the internal order.
     """
     k = d.shape[1]
     beliefs = jnp.zeros_like(first)
@@ -239,8 +219,8 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
     valid_out = np.zeros_like(valid)
     used = "none"
     for i in np.flatnonzero(valid):
-        h_i, _ = estimate(graph, refined_prior(first[i]), labels, train_mask)
-        op_i = operator(graph, b0, h_i, normalization=normalization)
+        h_i, _ = estimate_compatibility(graph, refined_prior(first[i]), labels, train_mask)
+        op_i = clp_operator(graph, b0, h_i, normalization=normalization)
         a_i = alphas[i:i + 1]
         if scaled:  # as _clp_scaled: A^F'_k / rho(A^F'_k), valid below the scaled Collatz-Wielandt bound
             upper = np.asarray(operator_spectral_radius(op_i).upper)
@@ -250,7 +230,7 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
             ok = np.ones(1, bool)  # the same proven bounds as the first pass
         else:  # "none": the Collatz-Wielandt upper bound of the refined operator decides
             ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
-        b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization, solver=solver)
+        b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
         if ok[0]:
             beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
             hs = hs.at[i].set(h_i)
@@ -258,38 +238,35 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
     return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
 
 
-def _solve_valid(op, d, alphas, valid, method, tol, normalization, *, solver=solve_operator):
+def _solve_valid(op, d, alphas, valid, method, tol, normalization):
     """Closed form for the alphas where ``valid``; zeros (and ``converged=False``) elsewhere.
 
     Args:
-        op: the operator (:class:`jaxclp.operator.FactoredOperator`, or a
-            :class:`jaxclp.shard.ShardedOperator` with ``solver=jaxclp.shard.solve_operator``).
-        d: the prior in the operator's row order ((n, K), or (P * b, K) for a sharded operator).
+        op: the operator (:class:`jaxclp.operator.FactoredOperator`, on any graph of the protocol).
+        d: the prior in the operator's (internal) row order.
         alphas, valid: (A,) alphas and which of them to solve.
-        method, tol, normalization: passed to ``solver``.
-        solver: :func:`jaxclp.solve.solve_operator` or :func:`jaxclp.shard.solve_operator` (its ``value`` in the
-            user's order, n = ``op.graph.num_nodes`` rows, without the sharded operator's padding rows).
+        method, tol, normalization: passed to :func:`jaxclp.solve.solve_operator`.
 
     Returns:
-        ``(beliefs (A, n, K), converged (A, K), method used or "none")``.
+        ``(beliefs (A, n, K) in the user's order, converged (A, K), method used or "none")``.
     """
     n, k = op.graph.num_nodes, d.shape[1]
     idx = np.flatnonzero(valid)
     if idx.size == 0:
         return jnp.zeros((alphas.shape[0], n, k), d.dtype), jnp.zeros((alphas.shape[0], k), bool), "none"
-    sol = solver(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    value = op.graph.from_internal(sol.value, axis=1)
     if idx.size == alphas.shape[0]:  # every alpha solved: no (A, n, K) zeros and copy beside the value
-        return sol.value, sol.converged, sol.method
-    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype).at[idx].set(sol.value)
+        return value, sol.converged, sol.method
+    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype).at[idx].set(value)
     return beliefs, jnp.zeros((alphas.shape[0], k), bool).at[idx].set(sol.converged), sol.method
 
 
-def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol, *, solver=solve_operator) -> CLPResult:
-    """The spectrally scaled closed form (``clp_beliefs(..., spectral_scale=True)``; ``solver`` as
-    :func:`_solve_valid`)."""
+def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol) -> CLPResult:
+    """The spectrally scaled closed form (``clp_beliefs(..., spectral_scale=True)``)."""
     scaled, rho = spectral_scale(op)
     info = operator_spectral_radius(op)
     upper = float(np.max(np.asarray(info.upper) / np.asarray(rho)))
     valid = np.asarray(alphas) * upper < 1.0
-    beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization, solver=solver)
+    beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
     return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxclp import _checks
-from jaxclp.graph import Graph, spmm, spmm_transpose
+from jaxclp.graph import Graph
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 
 
@@ -68,19 +68,14 @@ def estimate_compatibility(
         train_mask: (n,) bool, nonempty.
         tol, max_iters, smoothing: passed to :func:`jaxclp.sinkhorn`.
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.estimate_compatibility`
-    (the same checks and result).
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`: the
+    count matrix is then one sharded transpose product and a (K, n) @ (n, K) product over the row-sharded axis
+    (local products + one all-reduce).
 
     Returns:
         ``(H, info)``: H (K, K) doubly stochastic and the Sinkhorn diagnostics.
     """
-    from jaxclp.propagate import _is_sharded
-
-    if _is_sharded(graph):
-        from jaxclp import shard
-
-        return shard.estimate_compatibility(graph, prior, labels, train_mask, tol=tol, max_iters=max_iters,
-                                            smoothing=smoothing)
+    prior, labels, train_mask = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train_mask)
     n, k = prior.shape
     _checks.shape("prior", prior, (graph.num_nodes, None))
     _checks.probabilities("prior", prior)
@@ -88,15 +83,17 @@ def estimate_compatibility(
     _checks.labels(jnp.where(train_mask, labels, 0) if _checks.is_concrete(labels, train_mask) else labels,
                    n, k)
     labels = jnp.where(train_mask, labels, 0)  # test/val labels never enter the arithmetic
-    return _estimate(graph, prior, labels, train_mask, tol, max_iters, smoothing)
+    return _estimate(graph, graph.to_internal(prior), graph.to_internal(labels), graph.to_internal(train_mask),
+                     tol, max_iters, smoothing)
 
 
 @jax.jit
 def _estimate(graph, prior, labels, train_mask, tol, max_iters, smoothing):
+    # internal order: padding rows (a sharded graph's) are not training rows and have prior 0, so b0 = 0 there
     b0 = initial_beliefs(prior, labels, train_mask)
     my = one_hot_train(labels, train_mask, prior.shape[1]).astype(prior.dtype)
     # edge s -> r adds b0[r] to row label(s): the mass over each training node's receivers
-    counts = my.T @ spmm_transpose(graph, graph.weights.astype(prior.dtype), b0)
+    counts = my.T @ graph.spmm_transpose(graph.weights.astype(prior.dtype), b0)
     return sinkhorn(counts, tol=tol, max_iters=max_iters, smoothing=smoothing)
 
 

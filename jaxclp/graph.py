@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, row_pointers
+from jaxclp.sparse import CSR_MIN_COLUMNS, csr_matmul, factored_matmul, row_pointers
 
 _TRUSTED = threading.local()  # set while a constructor of this module builds a Graph from checked ids
 
@@ -338,6 +338,69 @@ class Graph:
         """Returns ``Ahat`` as a dense (n, n) array. Only for small graphs."""
         w = edge_values(self, normalization)
         return jnp.zeros((self.num_nodes, self.num_nodes), w.dtype).at[self.receivers, self.senders].add(w)
+
+    # ------------------------------------------------------------- the graph protocol (jaxclp.protocol)
+    has_edge_list = True
+    real_rows = None
+
+    def to_internal(self, x: jax.Array) -> jax.Array:
+        """The internal order is the user's: ``x`` itself (:mod:`jaxclp.protocol`)."""
+        return x
+
+    def from_internal(self, x: jax.Array, axis: int = 0) -> jax.Array:
+        """``x`` itself (:mod:`jaxclp.protocol`)."""
+        return x
+
+    def edge_values(self, normalization: Normalization = "sym") -> jax.Array:
+        """(m,) :func:`edge_values` of this graph."""
+        return edge_values(self, normalization)
+
+    def spmm(self, values: jax.Array, x: jax.Array) -> jax.Array:
+        """:func:`spmm` on this graph."""
+        return spmm(self, values, x)
+
+    def spmm_transpose(self, values: jax.Array, x: jax.Array) -> jax.Array:
+        """:func:`spmm_transpose` on this graph."""
+        return spmm_transpose(self, values, x)
+
+    def spmm_linear(self, values: jax.Array, x: jax.Array) -> jax.Array:
+        """``Ahat @ x`` by gather + sorted ``segment_sum``: linear-transposable (the CSR kernel's custom VJP is
+        not), for ``jax.lax.custom_linear_solve`` and GMRES."""
+        msg = values.reshape(values.shape + (1,) * (x.ndim - values.ndim)) * x[self.senders]
+        return jax.ops.segment_sum(msg, self.receivers, self.num_nodes, indices_are_sorted=True)
+
+    def factored_matvec(self, values, left, right, x) -> jax.Array:
+        """``left * (Ahat @ (right * x))``, (n, K). On CPU with the compiled kernel ONE fused operation
+        (:func:`jaxclp.sparse.factored_matmul`: scalings and CSR product in one pass)."""
+        if values.ndim == 1 and x.ndim == 2 and left.shape == x.shape == right.shape and jnp.issubdtype(
+                x.dtype, jnp.floating):
+            ip = self.indptr if self.indptr is not None else row_pointers(self.receivers, self.num_nodes)
+            dtype = jnp.result_type(values.dtype, left.dtype, right.dtype, x.dtype)
+            return factored_matmul(values.astype(dtype), self.senders, self.receivers, ip, left.astype(dtype),
+                                   right.astype(dtype), x.astype(dtype))
+        return left * spmm(self, values, right * x)
+
+    def factored_rmatvec(self, values, left, right, x) -> jax.Array:
+        """``right * (Ahat.T @ (left * x))``, (n, K): with the transposed CSR the constructors store
+        (:func:`transpose_structure`) the same fused operation on ``Ahat.T`` (values permuted by one (m,)
+        gather, no (m, K) temporary); without it ``right * spmm_transpose(left * x)``."""
+        t = transpose_structure(self)
+        if (t is not None and values.ndim == 1 and x.ndim == 2 and left.shape == x.shape == right.shape
+                and jnp.issubdtype(x.dtype, jnp.floating)):
+            perm, cols, rows, tindptr = t
+            dtype = jnp.result_type(values.dtype, left.dtype, right.dtype, x.dtype)
+            return factored_matmul(permute_edges(values.astype(dtype), perm), cols, rows, tindptr,
+                                   right.astype(dtype), left.astype(dtype), x.astype(dtype))
+        return right * spmm_transpose(self, values, left * x)
+
+    def self_loops(self, values: jax.Array) -> jax.Array:
+        """(n,) the diagonal of ``Ahat``: self-loop values summed per node."""
+        loop = jnp.where(self.senders == self.receivers, values, 0.0)
+        return jax.ops.segment_sum(loop, self.receivers, self.num_nodes, indices_are_sorted=True)
+
+    def edge_matrix(self, values, left, right) -> jax.Array:
+        """(m, K) per-class edge values ``values[e] * left[r_e, k] * right[s_e, k]``."""
+        return values[:, None] * left[self.receivers] * right[self.senders]
 
     def in_degree(self) -> jax.Array:
         """(n,) weighted in-degree, sum of weights of edges into each node."""

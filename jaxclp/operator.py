@@ -17,19 +17,21 @@ import jax
 import jax.numpy as jnp
 
 from jaxclp import _checks
-from jaxclp.graph import (Graph, Normalization, edge_values, permute_edges, spmm, spmm_transpose,
-                          transpose_structure)
-from jaxclp.sparse import csr_matmul, factored_matmul, row_pointers
+from jaxclp.graph import Graph, Normalization, check_normalization, permute_edges, transpose_structure
+from jaxclp.sparse import csr_matmul, row_pointers
 
 
 class FactoredOperator(NamedTuple):
     """K operators ``diag(left[:, k]) Ahat diag(right[:, k])`` sharing one sparse ``Ahat``.
 
+    Built on any graph of the protocol (:mod:`jaxclp.protocol`): a :class:`~jaxclp.Graph` or a
+    :class:`~jaxclp.ShardedGraph`; node-indexed arrays are in the graph's internal order (N rows).
+
     Attributes:
         graph: the graph (static ``num_nodes``).
-        values: (m,) entries of ``Ahat`` on the edges.
-        left: (n, K) row scaling (b0 for CLP).
-        right: (n, K) column scaling (b0 @ H for CLP).
+        values: entries of ``Ahat`` on the edges (:meth:`edge_values` of the graph: (m,) for a Graph).
+        left: (N, K) row scaling (b0 for CLP).
+        right: (N, K) column scaling (b0 @ H for CLP).
     """
 
     graph: Graph
@@ -38,49 +40,30 @@ class FactoredOperator(NamedTuple):
     right: jax.Array
 
     def matvec(self, x: jax.Array) -> jax.Array:
-        """(n, K) -> (n, K): column k is ``A^F_k @ x[:, k]``.
-
-        On CPU with the compiled kernel this is ONE fused operation (:func:`jaxclp.sparse.factored_matmul`:
-        scalings and CSR product in one pass); elsewhere ``left * spmm(right * x)``.
-        """
-        g = self.graph
-        if (self.values.ndim == 1 and x.ndim == 2 and self.left.shape == x.shape == self.right.shape
-                and jnp.issubdtype(x.dtype, jnp.floating)):
-            ip = g.indptr if g.indptr is not None else row_pointers(g.receivers, g.num_nodes)
-            dtype = jnp.result_type(self.values.dtype, self.left.dtype, self.right.dtype, x.dtype)
-            return factored_matmul(self.values.astype(dtype), g.senders, g.receivers, ip,
-                                   self.left.astype(dtype), self.right.astype(dtype), x.astype(dtype))
-        return self.left * spmm(g, self.values, self.right * x)
+        """(N, K) -> (N, K): column k is ``A^F_k @ x[:, k]`` (the graph's ``factored_matvec``: on a
+        :class:`~jaxclp.Graph` on CPU with the compiled kernel ONE fused operation)."""
+        return self.graph.factored_matvec(self.values, self.left, self.right, x)
 
     def rmatvec(self, x: jax.Array) -> jax.Array:
-        """(n, K) -> (n, K): column k is ``A^F_k.T @ x[:, k]``.
+        """(N, K) -> (N, K): column k is ``A^F_k.T @ x[:, k]`` (``diag(right) Ahat.T diag(left)``)."""
+        return self.graph.factored_rmatvec(self.values, self.left, self.right, x)
 
-        ``A^F_k.T = diag(right[:, k]) Ahat.T diag(left[:, k])``: with the transposed CSR the graph
-        constructors store (:func:`jaxclp.graph.transpose_structure`) this is the same fused operation as
-        :meth:`matvec` on ``Ahat.T`` (values permuted by one (m,) gather, no (m, K) temporary); for a Graph
-        without it, ``right * spmm_transpose(left * x)``.
-        """
-        g = self.graph
-        t = transpose_structure(g)
-        if (t is not None and self.values.ndim == 1 and x.ndim == 2
-                and self.left.shape == x.shape == self.right.shape and jnp.issubdtype(x.dtype, jnp.floating)):
-            perm, cols, rows, tindptr = t
-            dtype = jnp.result_type(self.values.dtype, self.left.dtype, self.right.dtype, x.dtype)
-            return factored_matmul(permute_edges(self.values.astype(dtype), perm), cols, rows, tindptr,
-                                   self.right.astype(dtype), self.left.astype(dtype), x.astype(dtype))
-        return self.right * spmm_transpose(self.graph, self.values, self.left * x)
+    def linear_matvec(self, x: jax.Array) -> jax.Array:
+        """:meth:`matvec` as a linear-transposable program (what implicit differentiation transposes)."""
+        return self.left * self.graph.spmm_linear(self.values, self.right * x)
 
     def diagonal(self) -> jax.Array:
-        """(n, K) diagonal of each operator (nonzero only where the graph has self-loops)."""
-        g = self.graph
-        loop = jnp.where(g.senders == g.receivers, self.values, 0.0)
-        d = jax.ops.segment_sum(loop, g.receivers, g.num_nodes, indices_are_sorted=True)
-        return self.left * d[:, None] * self.right
+        """(N, K) diagonal of each operator (nonzero only where the graph has self-loops)."""
+        return self.left * self.graph.self_loops(self.values)[:, None] * self.right
 
     def edge_matrix(self) -> jax.Array:
-        """(m, K) materialized per-class edge values ``Ahat[e] * left[r_e, k] * right[s_e, k]``."""
-        g = self.graph
-        return self.values[:, None] * self.left[g.receivers] * self.right[g.senders]
+        """Per-class edge values ``Ahat[e] * left[r_e, k] * right[s_e, k]`` ((m, K) for a Graph)."""
+        return self.graph.edge_matrix(self.values, self.left, self.right)
+
+    @property
+    def real_rows(self) -> jax.Array | None:
+        """(N,) bool: False on the padding rows of the graph's internal order (None: no padding)."""
+        return self.graph.real_rows
 
     def to_dense(self) -> jax.Array:
         """(K, n, n) dense operators. Only for small graphs."""
@@ -101,15 +84,20 @@ def clp_operator(graph: Graph, b0: jax.Array, H: jax.Array, *,
     """
     _checks.shape("b0", b0, (graph.num_nodes, None))
     _checks.shape("H", H, (b0.shape[1], b0.shape[1]))
-    values = edge_values(graph, normalization).astype(b0.dtype)
-    return FactoredOperator(graph, values, b0, b0 @ H.astype(b0.dtype))
+    check_normalization(normalization)
+    b0 = jnp.asarray(b0)
+    values = graph.edge_values(normalization).astype(b0.dtype)
+    b0 = graph.to_internal(b0)
+    return FactoredOperator(graph, values, b0, b0 @ jnp.asarray(H).astype(b0.dtype))
 
 
 def lp_operator(graph: Graph, num_classes: int, *, normalization: Normalization = "sym",
                 dtype=jnp.float32) -> FactoredOperator:
-    """The label-propagation operator ``Ahat`` repeated for K classes (``left = right = 1``)."""
-    values = edge_values(graph, normalization).astype(dtype)
-    ones = jnp.ones((graph.num_nodes, num_classes), dtype)
+    """The label-propagation operator ``Ahat`` repeated for K classes (``left = right = 1`` on the nodes, 0 on
+    padding rows of a sharded graph's internal order)."""
+    check_normalization(normalization)
+    values = graph.edge_values(normalization).astype(dtype)
+    ones = graph.to_internal(jnp.ones((graph.num_nodes, num_classes), dtype))
     return FactoredOperator(graph, values, ones, ones)
 
 
@@ -148,8 +136,8 @@ def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``). Row sums are ``left * (Ahat @ right)``,
     column sums ``right * (Ahat.T @ left)``: two CSR products, the second on the transposed CSR the graph
     constructors store (one (m,) gather of the values, no (m, K) temporary; a Graph built without it falls
-    back to ``rmatvec`` of an all-ones block). Any other operator with the FactoredOperator protocol (a
-    :class:`jaxclp.shard.ShardedOperator`: its maxima reduce across shards) takes that fallback as well.
+    back to ``rmatvec`` of an all-ones block), as does an operator on a sharded graph (its maxima reduce
+    across shards).
     """
     g = op.graph
     t = transpose_structure(g)
@@ -188,9 +176,8 @@ def a_priori_bound(op: FactoredOperator, normalization: Normalization) -> float:
 def _power(op: FactoredOperator, tol, max_iters):
     """The shifted power iteration of :func:`operator_spectral_radius` (all classes at once).
 
-    ``op`` is any operator with the FactoredOperator protocol (``matvec``, ``rmatvec``, ``left`` (N, K),
-    ``graph.num_nodes``). An operator with a ``real_rows`` (N,) bool mask (:class:`jaxclp.shard.ShardedOperator`:
-    False on the padding rows of a node-sharded graph) starts from the all-ones vector on its real rows only
+    ``op`` is a FactoredOperator on any graph of the protocol. An operator with a ``real_rows`` (N,) bool
+    mask (False on the padding rows of a node-sharded graph) starts from the all-ones vector on its real rows only
     (0 on padding rows, normalized over the ``graph.num_nodes`` real ones), and its Collatz-Wielandt lower bound
     reads the real rows only; norms reduce over all N rows (a row-sharded array reduces across shards).
     """
@@ -295,10 +282,6 @@ def spectral_radius(
     Returns:
         A :class:`SpectralInfo` of (K,) arrays.
     """
-    from jaxclp import shard  # lazy: shard.py imports this module
-
-    if isinstance(graph, shard.ShardedGraph):
-        return shard.spectral_radius(graph, b0, H, normalization=normalization, tol=tol, max_iters=max_iters)
     return operator_spectral_radius(clp_operator(graph, b0, H, normalization=normalization),
                                     tol=tol, max_iters=max_iters)
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.graph import Graph, Normalization, check_normalization, spmm
+from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import (FactoredOperator, SpectralInfo, a_priori_bound, clp_operator, norm_bounds,
                              operator_spectral_radius)
 
@@ -55,7 +55,7 @@ def iterate(op: FactoredOperator, prior: jax.Array, start: jax.Array, alpha, num
         apply = op.matvec
     else:
         def apply(x):
-            return spmm(op.graph, edge_matrix, x)
+            return op.graph.spmm(edge_matrix, x)
 
     def step(_, b):
         b = (1.0 - alpha) * prior + alpha * apply(b)
@@ -82,8 +82,7 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
 
     Uses the a-priori bound (:func:`jaxclp.operator.a_priori_bound`, rho <= 1 for normalized CLP operators)
     and the cheap row/column-sum bound first, and runs the power iteration only when neither already proves
-    convergence. ``op`` may be any operator with the FactoredOperator protocol, e.g. a
-    :class:`jaxclp.shard.ShardedOperator` (the sharded propagate and solve run this same check).
+    convergence. ``op`` is a FactoredOperator on any graph of the protocol.
 
     Raises:
         ValueError: (``throw=True``) naming the first divergent class, its rho and the largest alpha that
@@ -104,8 +103,7 @@ def check_spectrum(op: FactoredOperator, alpha, *, throw: bool = True, what: str
 
 def report_divergence(rho: np.ndarray, alpha: float, *, throw: bool, what: str, stacklevel: int = 3) -> None:
     """Raises (``throw``) or warns when ``alpha * rho[k] >= 1`` for some class, naming the first such class,
-    its rho and the largest alpha that converges. Shared by :func:`check_spectrum` and the sharded check
-    (:mod:`jaxclp.shard`)."""
+    its rho and the largest alpha that converges (:func:`check_spectrum`)."""
     bad = np.flatnonzero(alpha * rho >= 1.0)
     if bad.size:
         k = int(bad[0])
@@ -116,26 +114,6 @@ def report_divergence(rho: np.ndarray, alpha: float, *, throw: bool, what: str, 
         if throw:
             raise ValueError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=stacklevel)
-
-
-def _is_sharded(graph) -> bool:
-    """Whether ``graph`` is a :class:`jaxclp.shard.ShardedGraph` (imported lazily: shard imports this module's
-    dependencies)."""
-    from jaxclp.shard import ShardedGraph
-
-    return isinstance(graph, ShardedGraph)
-
-
-def _sharded_propagate(graph, b0, H, prior, *, alpha, num_iters, normalization, l1_normalize, engine, throw,
-                       return_info):
-    from jaxclp import shard
-
-    if engine != "factored":
-        raise NotImplementedError(f"engine={engine!r} is not supported for a ShardedGraph; use engine='factored'")
-    if return_info:
-        raise NotImplementedError("return_info=True is not supported for a ShardedGraph")
-    return shard.propagate(graph, b0, H, prior, alpha=alpha, num_iters=num_iters, normalization=normalization,
-                           l1_normalize=l1_normalize, throw=throw)
 
 
 def propagate(
@@ -177,17 +155,12 @@ def propagate(
         throw: raise on a divergent configuration (else warn and return the diverging iterate).
         return_info: also return a :class:`PropagateInfo`.
 
-    A :class:`jaxclp.shard.ShardedGraph` (:func:`jaxclp.shard_graph`) in place of ``graph`` runs
-    :func:`jaxclp.shard.propagate` (engine "factored" only, no ``return_info``): the same result in the
-    user's node order.
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`
+    (:func:`jaxclp.shard_graph`): the same result in the user's node order.
 
     Returns:
         (n, K) beliefs B, or ``(B, info)`` with ``return_info=True``.
     """
-    if _is_sharded(graph):
-        return _sharded_propagate(graph, b0, H, prior, alpha=alpha, num_iters=num_iters,
-                                  normalization=normalization, l1_normalize=l1_normalize, engine=engine,
-                                  throw=throw, return_info=return_info)
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     _checks.alpha(alpha)
     check_normalization(normalization)
@@ -198,9 +171,10 @@ def propagate(
     op = clp_operator(graph, b0, H, normalization=normalization)
     spectral = None if l1_normalize else check_spectrum(op, alpha, throw=throw, normalization=normalization)
     edge_matrix = op.edge_matrix() if engine == "edgewise" else None
-    b = _iterate_jit(op, prior.astype(b0.dtype), b0, jnp.asarray(alpha, b0.dtype), num_iters,
+    prior = graph.to_internal(jnp.asarray(prior).astype(op.left.dtype))
+    b = _iterate_jit(op, prior, op.left, jnp.asarray(alpha, op.left.dtype), num_iters,
                      l1_normalize=l1_normalize, edge_matrix=edge_matrix)
     if not return_info:
-        return b
-    res, rel = residual(op, prior.astype(b0.dtype), b, alpha)
-    return b, PropagateInfo(res, rel, spectral)
+        return graph.from_internal(b)
+    res, rel = residual(op, prior, b, alpha)
+    return graph.from_internal(b), PropagateInfo(res, rel, spectral)

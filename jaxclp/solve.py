@@ -49,6 +49,8 @@ from jaxclp.propagate import check_spectrum, residual
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
 METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
 """The closed-form methods :func:`solve` takes as ``method=`` (besides ``"auto"``, which picks one of them)."""
+EDGE_LIST_METHODS = ("dense", "gmres")
+"""Methods that need the graph's global edge list (``graph.has_edge_list``: not a sharded graph)."""
 DENSE_MAX_NODES = 300
 GMRES_RESTART = 30
 NEUMANN_MAX_CONTRACTION = 0.4  # benchmarks/results/solvers.md: best threshold of 0.0-0.95 on 147 cells
@@ -360,12 +362,10 @@ def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters, 
     reverse-differentiable) are never differentiated. Gradients are exact up to the solver tolerance.
     """
     rhs = (1.0 - alpha) * prior
-    g = op.graph
 
-    def matvec(x):  # only differentiated, never run by the solve: plain gather + segment_sum (transposable,
-        # unlike the custom-VJP CSR kernel behind op.matvec); same values as op.matvec
-        msg = op.values[:, None] * (op.right * x)[g.senders]
-        return x - alpha * op.left * jax.ops.segment_sum(msg, g.receivers, g.num_nodes, indices_are_sorted=True)
+    def matvec(x):  # only differentiated, never run by the solve: the graph's linear-transposable product
+        # (unlike the custom-VJP CSR kernel behind op.matvec); same values as op.matvec
+        return x - alpha * op.linear_matvec(x)
 
     def solve_fn(_, b):
         return _solve_raw(op, b, alpha, method, tol, max_iters, m_norm=m_norm)
@@ -386,7 +386,7 @@ def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
     rhs2 = jnp.where(active, rhs + alpha * op.matvec(x_fixed), 0.0)
     c = jnp.where(active, jnp.sqrt(b * g), 0.0)
     s = jnp.where(active, jnp.sqrt(_safe_div(g, b)), 0.0)
-    sym = FactoredOperator(op.graph, op.values, c, c)
+    sym = op._replace(left=c, right=c)
     y, its = cg_columns(lambda v: v - alpha * sym.matvec(v), s * rhs2, tol * 1e-1, max_iters)
     x_partial = jnp.where(active, _safe_div(y, s), x_fixed)
     # one exact sweep fills in the zero-column nodes (and refines the rest)
@@ -434,7 +434,11 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
     it then reaches 1e-6 within ``log(1e-6) / log(0.4)`` = 15 SpMMs, one SpMM a step, no inner products;
     with the paper's normalized CLP operator rho is about 0.05 and a handful of steps suffice); otherwise
     dense LU for tiny graphs (n <= ``DENSE_MAX_NODES``: exact, and every method takes milliseconds there),
-    CG on the symmetrized system where valid, else BiCGStab.
+    CG on the symmetrized system where valid, else BiCGStab. A graph without a global edge list (a
+    :class:`jaxclp.ShardedGraph`) has no dense method: CG or BiCGStab there.
+
+    Every method it picks reaches ``tol`` or the precision floor of the input's dtype (the convergence test of
+    :class:`Solution`): float32 solves at alpha 0.9-0.999 are tested for every method.
 
     Measured (``benchmarks/results/solvers.md``, 147 cells, n = 1e3..1e6, K = 2..40, alpha 0.5..0.99, five
     operators): this rule is within 1.07x (geometric mean; worst 1.86x) of the fastest method per cell,
@@ -443,7 +447,7 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
     """
     if alpha_rho_bound is not None and alpha_rho_bound <= NEUMANN_MAX_CONTRACTION:
         return "neumann"
-    if graph.num_nodes <= DENSE_MAX_NODES:
+    if graph.num_nodes <= DENSE_MAX_NODES and graph.has_edge_list:
         return "dense"
     return "cg" if cg_valid(graph, normalization) else "bicgstab"
 
@@ -451,7 +455,8 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
 def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto", tol: float = 1e-6,
                    max_iters: int = 10_000, symmetric_ok: bool | None = None,
                    normalization: Normalization = "sym", throw: bool = False) -> Solution:
-    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation).
+    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation); ``prior`` and the
+    value in the operator's (its graph's internal) node order.
 
     The low-level entry of the library's estimators, which read the diagnostics themselves: ``throw``
     defaults to False here (True in :func:`solve`); with ``throw=True`` it raises as :func:`solve` does.
@@ -470,6 +475,10 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
         method = choose_method(op.graph, normalization, bound)
     elif method not in METHODS:
         raise ValueError(f"method must be 'auto' or one of {METHODS}; got {method!r}")
+    if method in EDGE_LIST_METHODS and not op.graph.has_edge_list:
+        usable = tuple(m for m in METHODS if m not in EDGE_LIST_METHODS)
+        raise ValueError(f"method={method!r} is not supported for a {type(op.graph).__name__} (it needs the global "
+                         f"edge list on one device); use 'auto' or one of {usable}")
     if method == "cg" and not (cg_valid(op.graph, normalization) if symmetric_ok is None else symmetric_ok):
         raise ValueError(
             "method='cg' needs a symmetric Ahat (an undirected graph with normalization 'sym' or 'none'): "
@@ -572,16 +581,6 @@ def _check_converged(sol: Solution, alphas, tol, max_iters) -> None:
         f"get the value with its diagnostics.")
 
 
-def _sharded_solve(graph, b0, H, prior, *, alpha, normalization, method, tol, max_iters, throw) -> Solution:
-    from jaxclp import shard
-
-    if method != "auto" and method not in shard.SHARDED_METHODS:
-        raise ValueError(f"method={method!r} is not supported for a ShardedGraph; use 'auto' or one of "
-                         f"{shard.SHARDED_METHODS}")
-    return shard.solve(graph, b0, H, prior, alpha=alpha, normalization=normalization, method=method, tol=tol,
-                       max_iters=max_iters, throw=throw)
-
-
 def solve(
     graph: Graph,
     b0: jax.Array,
@@ -621,20 +620,16 @@ def solve(
     Returns:
         A :class:`Solution`.
 
-    A :class:`jaxclp.shard.ShardedGraph` in place of ``graph`` runs :func:`jaxclp.shard.solve`: a scalar
-    ``alpha`` and the methods "auto", "neumann", "jacobi", "bicgstab", "cg" (no "dense", "gmres"); ``value``
-    is in the user's node order.
+    ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`: the
+    methods "auto", "neumann", "jacobi", "bicgstab", "cg" (no "dense", "gmres": :data:`EDGE_LIST_METHODS`),
+    ``value`` in the user's node order (no implicit differentiation through a sharded solve).
 
     Raises:
         ValueError: bad input (naming the argument), and with ``throw=True`` divergence or non-convergence.
     """
-    from jaxclp.propagate import _is_sharded
-
-    if _is_sharded(graph):
-        return _sharded_solve(graph, b0, H, prior, alpha=alpha, normalization=normalization, method=method,
-                              tol=tol, max_iters=max_iters, throw=throw)
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     check_normalization(normalization)
     op = clp_operator(graph, b0, H, normalization=normalization)
-    return solve_operator(op, prior.astype(b0.dtype), alpha=alpha, method=method, tol=tol,
-                          max_iters=max_iters, normalization=normalization, throw=throw)
+    sol = solve_operator(op, graph.to_internal(jnp.asarray(prior).astype(op.left.dtype)), alpha=alpha,
+                         method=method, tol=tol, max_iters=max_iters, normalization=normalization, throw=throw)
+    return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))

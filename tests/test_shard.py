@@ -612,11 +612,15 @@ SCRIPT = textwrap.dedent("""
                                    err_msg=f"label_propagation {norm} {method}")
     close(jaxclp.clp_star(sg, prior, b0, H, alpha=0.7, num_iters=7, normalization="row"),
           jaxclp.clp_star(g, prior, b0, H, alpha=0.7, num_iters=7, normalization="row"), "clp_star")
-    # options the sharded path does not have raise, naming the option and ShardedGraph
+    # one pipeline: propagate's edgewise engine and its diagnostics run on the sharded graph too
+    close(jaxclp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9, engine="edgewise"),
+          jaxclp.propagate(g, b0, H, prior, alpha=0.8, num_iters=9, engine="edgewise"), "propagate edgewise")
+    (got_b, got_info), (want_b, want_info) = (
+        jaxclp.propagate(gr, b0, H, prior, alpha=0.8, num_iters=9, return_info=True) for gr in (sg, g))
+    close(got_b, want_b, "propagate return_info")
+    close(got_info.residual, want_info.residual, "propagate residual")
+    # methods the sharded graph does not have raise, naming the option and ShardedGraph
     for call, word, exc in (
-            (lambda: jaxclp.propagate(sg, b0, H, prior, alpha=0.8, engine="edgewise"), "engine", NotImplementedError),
-            (lambda: jaxclp.propagate(sg, b0, H, prior, alpha=0.8, return_info=True), "return_info",
-             NotImplementedError),
             (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="dense"), "method", ValueError),
             (lambda: jaxclp.solve(sg, b0, H, prior, alpha=0.9, method="gmres"), "method", ValueError),
             (lambda: jaxclp.label_propagation(sg, labels, train, K, alpha=0.9, method="dense"), "method",

@@ -1,0 +1,212 @@
+"""The package's import graph has no cycle (module-level AND function-level imports).
+
+Every module under ``jaxclp/`` is parsed with :mod:`ast` (never imported): each ``import jaxclp.x``,
+``from jaxclp import x`` (``x`` a submodule: an edge to it; a name defined in the package: an edge to
+``jaxclp/__init__.py``), ``from jaxclp.x import y`` and relative import becomes an edge, wherever it is written
+(a function body too: a lazy import only hides a cycle). Imports under ``if TYPE_CHECKING:`` are not run and do
+not count. The test fails naming every cycle it finds.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "jaxclp"
+
+
+def module_names(root: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted name -> file of every module of the package (``jaxclp`` for ``jaxclp/__init__.py``)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(tree: ast.AST):
+    """Every Import / ImportFrom node of ``tree``, outside ``if TYPE_CHECKING:`` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if _type_checking_block(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _resolve(name: str, modules: dict) -> str | None:
+    """The longest prefix of dotted ``name`` that is a module of the package (None outside it)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        cand = ".".join(parts[:i])
+        if cand in modules:
+            return cand
+    return None
+
+
+def _bound_names(path: Path) -> set[str]:
+    """Names a package's ``__init__.py`` binds at its top level (definitions, assignments, imports)."""
+    names = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in its body).
+
+    ``from pkg import x`` is an edge to the submodule ``pkg.x`` where that file exists, to ``pkg`` (its
+    ``__init__.py``) where ``x`` is a name bound there, and no edge otherwise (a compiled extension such as
+    ``jaxclp._kernels``, which imports nothing of the package)."""
+    modules = module_names(root)
+    bound = {m: _bound_names(p) for m, p in modules.items() if p.name == "__init__.py"}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        package = mod if is_pkg else mod.rpartition(".")[0]
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [_resolve(a.name, modules) for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:  # relative: strip (level - 1) packages from this module's package
+                    pkg = package.split(".")
+                    pkg = pkg[:len(pkg) - (node.level - 1)]
+                    base = ".".join(pkg + ([base] if base else []))
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}" if base else alias.name
+                    # `from pkg import sub` is the submodule where one exists, else a name of pkg itself
+                    if sub in modules:
+                        targets.append(sub)
+                    elif base not in bound or alias.name in bound[base] or alias.name == "*":
+                        targets.append(_resolve(base, modules))
+            graph[mod].update(t for t in targets if t is not None and t != mod)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a closed path ``[a, b, ..., a]``) per strongly connected component with more than one
+    module (Tarjan's algorithm, then a shortest cycle through the component's first module)."""
+    index, low, on, stack, comps = {}, {}, set(), [], []
+
+    def strong(v):  # iterative Tarjan
+        work = [(v, iter(sorted(graph[v])))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        while work:
+            node, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == node:
+                            break
+                    if len(comp) > 1:
+                        comps.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    out = []
+    for comp in comps:
+        inside = set(comp)
+        start = comp[0]
+        prev, frontier = {start: None}, [start]
+        found = None
+        while frontier and found is None:  # breadth first: the shortest way back to start
+            nxt = []
+            for u in frontier:
+                for w in sorted(graph[u] & inside):
+                    if w == start:
+                        found = u
+                        break
+                    if w not in prev:
+                        prev[w] = u
+                        nxt.append(w)
+                if found is not None:
+                    break
+            frontier = nxt
+        path = [start]
+        u = found
+        while u is not None and u != start:
+            path.append(u)
+            u = prev[u]
+        out.append([start] + path[1:][::-1] + [start] + ([] if len(comp) == 2 else [f"(component: {comp})"]))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the checker itself
+def _write(tmp_path, files: dict[str, str]) -> Path:
+    root = tmp_path / "jaxclp"
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_checker_sees_function_level_relative_and_package_imports(tmp_path):
+    root = _write(tmp_path, {
+        "__init__.py": "from jaxclp.a import f\n",
+        "a.py": "def f():\n    from jaxclp import b\n",  # a lazy import of a submodule
+        "b.py": "from . import c\n",  # relative
+        "c.py": "import jaxclp.a\n",
+        "d.py": "from jaxclp import f\n",  # a name of the package: an edge to its __init__
+        "e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jaxclp import d\n",
+        "sub/__init__.py": "from ..e import TYPE_CHECKING\n",
+    })
+    g = import_graph(root)
+    assert g == {"jaxclp": {"jaxclp.a"}, "jaxclp.a": {"jaxclp.b"}, "jaxclp.b": {"jaxclp.c"},
+                 "jaxclp.c": {"jaxclp.a"}, "jaxclp.d": {"jaxclp"}, "jaxclp.e": set(),
+                 "jaxclp.sub": {"jaxclp.e"}}
+    assert cycles(g) == [["jaxclp.a", "jaxclp.b", "jaxclp.c", "jaxclp.a",
+                          "(component: ['jaxclp.a', 'jaxclp.b', 'jaxclp.c'])"]]
+    assert cycles({"x": {"y"}, "y": {"x"}, "z": {"x"}}) == [["x", "y", "x"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []
+
+
+# ----------------------------------------------------------------------------------------- the package
+def test_package_has_no_import_cycle():
+    graph = import_graph()
+    assert "jaxclp.solve" in graph and "jaxclp.propagate" in graph["jaxclp.solve"]  # the parser sees the package
+    found = cycles(graph)
+    if found:
+        pytest.fail("import cycles in jaxclp/ (function-level imports included):\n"
+                    + "\n".join(" -> ".join(c) for c in found))
