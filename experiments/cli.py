@@ -461,10 +461,15 @@ INTERRUPT_DEADLINE = 10.0
 """Seconds the interrupt handler may take to write the summary before the process exits anyway."""
 
 
-def _say_interrupted(folder: Path | None, summary: dict) -> None:
+def _say_interrupted(folder: Path | None, summary: dict, keeps: bool = True) -> None:
     """What an interrupt does once the work is abandoned: the summary of the kept records (summary.md only: the
-    plot imports matplotlib, seconds on a loaded machine) and the one line saying where they are. Runs on the
-    watcher thread; never raises."""
+    plot imports matplotlib, seconds on a loaded machine) and the one line saying where they are (``keeps``
+    False: a command that writes only at its end, ``predict``: that nothing was written). Runs on the watcher
+    thread; never raises."""
+    if not keeps:
+        print("\njaxclp: interrupted: nothing was written (predict writes its files at the end)", file=sys.stderr,
+              flush=True)
+        return
     kept = 0
     if folder is not None:
         try:
@@ -478,7 +483,7 @@ def _say_interrupted(folder: Path | None, summary: dict) -> None:
 
 
 @contextlib.contextmanager
-def _interruptible(enabled: bool = True):
+def _interruptible(enabled: bool = True, keeps: bool = True):
     """Ctrl-C (SIGINT) and SIGTERM inside the block end the command within seconds, whatever it computes: one line
     ``jaxclp: interrupted: N records kept in DIR; run the same command to resume`` on stderr, summary.md of the
     records so far, exit status :data:`INTERRUPT_EXIT`, no traceback.
@@ -487,12 +492,14 @@ def _interruptible(enabled: bool = True):
     inside a long XLA computation (where a Python handler, hence ``KeyboardInterrupt``, would wait for it to
     return: 95 s measured, issue 50); a watcher thread reads the pipe, writes the summary and ends the process
     with ``os._exit`` (records are whole lines, each written with one fsynced ``write``, so nothing is torn; the
-    folder lock dies with the process). Only in the main thread (signals are delivered there); elsewhere a no-op.
+    folder lock dies with the process). Only in the main thread (signals are delivered there) and on POSIX (on
+    Windows the wakeup fd must be a socket): elsewhere a no-op, and Ctrl-C is :func:`main`'s KeyboardInterrupt.
+    ``keeps`` False (``predict``): the line says that nothing was written.
     """
     import signal
     import threading
 
-    if not enabled or threading.current_thread() is not threading.main_thread():
+    if not enabled or os.name != "posix" or threading.current_thread() is not threading.main_thread():
         yield
         return
     read_fd, write_fd = os.pipe()
@@ -513,7 +520,7 @@ def _interruptible(enabled: bool = True):
                 break
         threading.Timer(INTERRUPT_DEADLINE, os._exit, (INTERRUPT_EXIT,)).start()  # a stuck summary
         folder, summary = active_output()
-        _say_interrupted(folder, summary)
+        _say_interrupted(folder, summary, keeps)
         sys.stdout.flush()
         os._exit(INTERRUPT_EXIT)
 
@@ -630,7 +637,7 @@ def _main(a, argv) -> int:
         print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
               f"{a.val_fraction:g} of them for validation, metric {dataset.metric})...", file=sys.stderr, flush=True)
         say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
-        with reporting(say):  # clp's base predictors, one line each (they take most of its time)
+        with reporting(say), _interruptible(keeps=False):  # clp's base predictors, one line each
             pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
                            priors=priors, time_limit=time_limit)
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])

@@ -104,3 +104,19 @@ def test_interruptible_restores_the_signal_handlers():
         assert signal.getsignal(signal.SIGINT) is not before[0]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     assert signal.set_wakeup_fd(-1) == -1  # none left installed
+
+
+def test_interrupted_predict_says_nothing_was_written(tmp_path):
+    _graph(tmp_path)
+    out = tmp_path / "pred.csv"
+    cmd = [sys.executable, "-m", "jaxclp", "predict", "--graph", str(tmp_path / "e.csv"), "--labels",
+           str(tmp_path / "y.csv"), "--method", "clp_mlp", "--epochs", "5", "--out", str(out)]
+    err_path = tmp_path / "err.txt"
+    with open(err_path, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, JAXCLP_XLA_CACHE="off"),
+                                stdout=subprocess.DEVNULL, stderr=f)
+        _wait_for(lambda: "jaxclp: fitting clp_mlp" in err_path.read_text(), proc, 300, "fitting line")
+        seconds, rc, last, err = _stop(proc, signal.SIGINT, err_path)
+    assert rc == 130 and seconds < 5.0 and "Traceback" not in err, err[-2000:]
+    assert last == "jaxclp: interrupted: nothing was written (predict writes its files at the end)"
+    assert not out.exists() and not out.with_suffix(".json").exists()
