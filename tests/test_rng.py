@@ -234,8 +234,10 @@ def test_mlp_fit_uses_the_fast_key_and_keeps_its_params(monkeypatch):
         mlp._fit_mlp_jit.clear_cache()
 
 
-def test_gnn_fit_draws_through_the_fast_key():
-    """The GNN trainers' compiled programs (a GCN fit, lowered only) draw dropout through jaxclp's primitive."""
+@pytest.mark.cpu_bitwise
+def test_gnn_fit_draws_through_the_fast_key(monkeypatch):
+    """A GCN fit's compiled program draws dropout through jaxclp's primitive, and its parameters are bit for
+    bit those of the same fit with JAX's lowering (JAXCLP_ROLLED_THREEFRY=1)."""
     from jaxclp import Graph, gnn
     from jaxclp.train import TrainConfig
 
@@ -245,6 +247,18 @@ def test_gnn_fit_draws_through_the_fast_key():
     x = jnp.asarray(np.random.default_rng(0).normal(size=(n, 5)), jnp.float32)
     y = jnp.asarray(np.arange(n) % 2)
     mask = jnp.asarray(np.arange(n) < 20)
-    traced = gnn._fit_gcn_jit.trace(jax.random.PRNGKey(0), g, x, y, mask, ~mask, num_classes=2, hidden=(16,),
-                                    dropout=0.5, cfg=TrainConfig(epochs=2, patience=2))
+    args = (jax.random.PRNGKey(0), g, x, y, mask, ~mask)
+    kw = dict(num_classes=2, hidden=(16,), dropout=0.5, cfg=TrainConfig(epochs=5, patience=5))
+    traced = gnn._fit_gcn_jit.trace(*args, **kw)
     assert "jaxclp_threefry2x32" in traced.lower(lowering_platforms=("cpu",)).as_text()
+    fast = gnn._fit_gcn_jit(*args, **kw).params
+    monkeypatch.setenv(_rng.ENV, "1")
+    gnn._fit_gcn_jit.clear_cache()
+    try:
+        assert "jaxclp_threefry2x32" not in gnn._fit_gcn_jit.trace(*args, **kw).lower(
+            lowering_platforms=("cpu",)).as_text()
+        rolled = gnn._fit_gcn_jit(*args, **kw).params
+    finally:
+        gnn._fit_gcn_jit.clear_cache()
+    assert all(np.array_equal(np.asarray(a), np.asarray(b))
+               for a, b in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(rolled)))
