@@ -86,11 +86,36 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
     sections = [variant_table(last), paired_table(agg, last),
-                candidate_table(last) if "clp_e2e" in methods else "", compute_table(last, methods)]
+                candidate_table(last) if "clp_e2e" in methods else "", skipped_table(last),
+                compute_table(last, methods)]
     for sec in sections:  # a section without records (e.g. no clp: no variant table) is left out, not a gap
         if sec:
             lines += ["", sec]
     return "\n".join(lines).rstrip("\n")
+
+
+def skipped_table(last) -> str:
+    """Markdown section: the base predictors a method left out for time (records' ``"skipped"``, ``--time-limit``),
+    per (dataset, split, method): each with the number of splits it was left out of; empty when none was."""
+    rows = collections.defaultdict(collections.Counter)
+    splits = collections.Counter()
+    limits = {}
+    for (d, s, m, _), r in sorted(last.items()):
+        splits[(d, s, m)] += 1
+        for name in r.get("skipped") or ():
+            rows[(d, s, m)][name] += 1
+            limits[(d, s, m)] = (r.get("config") or {}).get("time_limit")
+    if not rows:
+        return ""
+    lines = ["### Base predictors left out for time", "",
+             "Their expected fit time did not fit what remained of the split's time limit (`--time-limit`, seconds per "
+             "split), so the method chose among the others; left out of n of the splits.", "",
+             "| dataset | split | method | time limit (s) | left out (n splits) |", "|---|---|---|---|---|"]
+    for (d, s, m), names in sorted(rows.items()):
+        limit = limits.get((d, s, m))
+        left = ", ".join(f"{k} ({c} of {splits[(d, s, m)]})" for k, c in sorted(names.items()))
+        lines.append(f"| {d} | {s} | {m} | {'–' if limit is None else f'{limit:g}'} | {left} |")
+    return "\n".join(lines)
 
 
 def current_hashes(methods) -> dict:

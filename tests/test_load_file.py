@@ -785,6 +785,9 @@ def test_load_file_refusals_name_the_way_out(tmp_path):
     with pytest.raises(ValueError, match=r"e\.csv: no edges \(no 'u,v' line below its header\); write one edge per "
                                          r"line"):
         D.load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
+    (tmp_path / "e.csv").write_text("a,a\nb,b\n")
+    with pytest.raises(ValueError, match=r"e\.csv: every one of its 2 edge line\(s\) is a self-loop"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "y.csv")
     (tmp_path / "e.csv").write_text("a,b\nb,zed\n")
     with pytest.raises(ValueError, match=r"not in y\.csv, e\.g\. \['zed'\] \(labels file .*y\.csv\); list every "
                                          r"node of the graph in the labels file, an unlabelled one with an empty "

@@ -255,3 +255,14 @@ def test_paper_legend_only_where_the_paper_has_a_number():
     assert "| my_graph | medium | accuracy | **65.0 ± 7.1 (2)** ‡ |" in mine  # ‡: the records have no method_hash
     texas = summary.markdown(_records("texas", "medium", "clp", [0.6, 0.7]), "t")
     assert "Paper: the CLP paper's mean ± std" in texas and "paper 69.6 ± 3.8" in texas
+
+
+def test_skipped_base_predictors_are_listed_with_the_time_limit():
+    recs = _records("g", "medium", "clp", [0.6, 0.7, 0.8])
+    for r, skipped in zip(recs, (["gcn_tuned", "sage_tuned"], ["sage_tuned"], [])):
+        r["skipped"] = skipped
+        r["config"] = {"time_limit": 30.0}
+    text = summary.markdown(recs, "t")
+    assert "### Base predictors left out for time" in text
+    assert "| g | medium | clp | 30 | gcn_tuned (1 of 3), sage_tuned (2 of 3) |" in text
+    assert "left out for time" not in summary.markdown(_records("g", "medium", "clp", [0.6]), "t")

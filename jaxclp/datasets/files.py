@@ -899,6 +899,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
             edge_index = idx.index(edges, f"edges of {path}").reshape(2, -1)
         except ValueError as err:
             raise ValueError(f"{err} (labels file {labels}){way_out}") from None
+        if not np.any(edge_index[0] != edge_index[1]):
+            raise ValueError(f"{path}: every one of its {edge_index.shape[1]} edge line(s) is a self-loop (u,u), and "
+                             "self-loops are dropped: no edges are left; write one edge between two nodes per line")
         _report_cleanup(path, edge_index, len(idx), weighted, None if idx.is_identity else idx.ids)
         feats = None if features is None else read_features_file(features, len(idx), idx)
         raw = RawData(edge_index=edge_index, num_nodes=len(idx), labels=codes, num_classes=int(classes.shape[0]),
