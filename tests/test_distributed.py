@@ -78,13 +78,17 @@ WORKER = textwrap.dedent("""
             propagate=host(out), public=host(jaxclp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9)),
             solve=host(sol.value), iterations=np.asarray(sol.iterations),
             compat=np.asarray(jaxclp.estimate_compatibility(sg, prior, labels, train)[0]),
-            homophily=float(jaxclp.edge_homophily(sg, labels)))
+            homophily=float(jaxclp.edge_homophily(sg, labels)),
+            # jax.make_mesh's Explicit axes across both processes: the same solve as the hand-built mesh
+            made=host(jaxclp.solve(jaxclp.shard_graph(gr, jax.make_mesh((4,), ("nodes",)), partition=part), b0, H,
+                                   prior, alpha=0.9, method="neumann", tol=1e-11).value))
         if pid == 0:  # the reference: one process, unsharded, on one local device
             r = results[name]
             close(r["propagate"], jaxclp.propagate(gr, b0, H, prior, alpha=0.8, num_iters=9), name + " propagate")
             close(r["public"], r["propagate"], name + " jaxclp.propagate(sg)")
             want = jaxclp.solve(gr, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
             close(r["solve"], want.value, name + " solve", rtol=1e-10, atol=1e-12)
+            close(r["made"], want.value, name + " solve on jax.make_mesh", rtol=1e-10, atol=1e-12)
             np.testing.assert_array_equal(r["iterations"], np.asarray(want.iterations))
             close(r["compat"], jaxclp.estimate_compatibility(gr, prior, labels, train)[0], name + " compat")
             close(r["homophily"], jaxclp.edge_homophily(gr, labels), name + " homophily")

@@ -600,6 +600,19 @@ SCRIPT = textwrap.dedent("""
     close(jaxclp.estimate_compatibility(sg, prior, labels, train)[0], h_want, "jaxclp.estimate_compatibility(sg)")
     lab = rng.integers(0, 2, n)
     close(jaxclp.edge_homophily(sg, lab), jaxclp.edge_homophily(g, lab), "jaxclp.edge_homophily(sg)")
+    # the mesh JAX's docs tell users to make (jax.make_mesh: Explicit axes by default) works as the hand-built
+    # Mesh(np.array(jax.devices()), ("nodes",)) does, in the same process: same compatibility, same solve
+    made = jax.make_mesh((4,), ("nodes",))
+    assert made.axis_types == (jax.sharding.AxisType.Explicit,)
+    sgm = jaxclp.shard_graph(g, made, partition="bfs")
+    hand = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()), ("nodes",)), partition="bfs")
+    for gr in (sgm, hand):
+        close(jaxclp.estimate_compatibility(gr, prior, labels, train)[0], h_want, "make_mesh compat")
+        sol_m = jaxclp.solve(gr, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
+        close(sol_m.value, unsh.value, "make_mesh solve")
+        assert bool(sol_m.converged.all())
+        close(jaxclp.propagate(gr, b0, H, prior, alpha=0.8, num_iters=9),
+              jaxclp.propagate(g, b0, H, prior, alpha=0.8, num_iters=9), "make_mesh propagate")
     np.testing.assert_allclose(np.asarray(jaxclp.spectral_radius(sg, b0, H, tol=1e-10).rho),
                                np.asarray(jaxclp.spectral_radius(g, b0, H, tol=1e-10).rho), rtol=1e-8,
                                err_msg="jaxclp.spectral_radius(sg)")
