@@ -32,18 +32,13 @@ def _is_array_prior(source) -> bool:
     return not isinstance(source, str) and not hasattr(source, "predict_proba") and not callable(source)
 
 
-def _is_sharded(graph) -> bool:
-    from jaxclp.shard import ShardedGraph
-
-    return isinstance(graph, ShardedGraph)
-
-
 def _prior_graph(graph, source):
-    """The graph handed to :func:`jaxclp.priors.fit_prior`: ``graph`` itself, or for a
-    :class:`jaxclp.ShardedGraph` an edgeless :class:`Graph` of its n nodes: the priors a sharded fit takes (the
-    MLP on the features, an (n, K) array, a fitted ``predict_proba`` object) read only n from the graph. The
-    graph-based priors (LINK, LINKX, the GNNs) and callables (which receive the graph) raise ValueError."""
-    if not _is_sharded(graph):
+    """The graph handed to :func:`jaxclp.priors.fit_prior`: ``graph`` itself where it holds its edge list on one
+    device (the protocol's ``has_edge_list``), else (a :class:`jaxclp.ShardedGraph`) an edgeless :class:`Graph` of
+    its n nodes: the priors such a fit takes (the MLP on the features, an (n, K) array, a fitted ``predict_proba``
+    object) read only n from the graph. The graph-based priors (LINK, LINKX, the GNNs) and callables (which
+    receive the graph) raise ValueError."""
+    if graph.has_edge_list:
         return graph
     if isinstance(source, str) and source != "mlp":
         raise ValueError(f"prior={source!r} needs the unsharded graph and is not supported for a ShardedGraph; "
@@ -401,7 +396,7 @@ class CLP:
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
         if self.authors is not False:  # True or a dict of options (an empty dict: the defaults)
-            if _is_sharded(graph):
+            if not graph.has_edge_list:
                 raise ValueError("authors=True needs the unsharded graph (jaxclp.authors_grid); it is not supported "
                                  "for a ShardedGraph")
             options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
