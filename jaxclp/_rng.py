@@ -112,14 +112,6 @@ def _lowered(*args):
 
 
 # ------------------------------------------------------------------------- jaxclp's primitive and key type
-def _abstract_eval(*avals):
-    shape = np.broadcast_shapes(*(a.shape for a in avals))
-    if any(a.dtype != np.uint32 for a in avals):
-        raise TypeError(f"fast_threefry2x32 takes uint32 arrays; got {[str(a.dtype) for a in avals]}")
-    out = jax.core.ShapedArray(shape, np.dtype(np.uint32))
-    return [out, out]
-
-
 def _define_primitive():
     from jax.extend.core import Primitive
     from jax.extend.random import threefry2x32_p
@@ -129,7 +121,7 @@ def _define_primitive():
     p.multiple_results = True
     bind_jitted = jax.jit(p.bind)  # eager calls: compiled like any primitive (traced, the bind is staged)
     p.def_impl(lambda *args: bind_jitted(*args))
-    p.def_abstract_eval(_abstract_eval)
+    p.def_effectful_abstract_eval(threefry2x32_p.abstract_eval)  # JAX's: shapes, dtype checks, shardings
     batching.defbroadcasting(p)
     # registrations of jaxclp's own primitive: nothing else lowers differently
     mlir.register_lowering(p, mlir.lower_fun(lambda *a: threefry2x32_p.bind(*a), multiple_results=True))
