@@ -274,6 +274,27 @@ def _add_cost_options(parser, budget: str) -> None:
                              "one only while it fits; the ones left out are named (None: no limit)")
 
 
+def _names(text: str) -> list[str]:
+    """A comma list as typed (``"mlp, lp"``): the names without surrounding spaces, empty ones dropped."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+PRIOR_METHODS = ("clp",)
+"""The methods that read ``--priors`` and ``--time-limit`` (:attr:`jaxclp.experiments.methods.Context.base_priors`,
+:attr:`~jaxclp.experiments.methods.Context.time_limit`)."""
+
+
+def _warn_unused_cost_options(a, methods) -> None:
+    """One line when ``--priors``/``--time-limit`` are given but no method run reads them (they would only change
+    the records' configuration)."""
+    given = [o for o, v in (("--priors", a.priors), ("--time-limit", a.time_limit)) if v is not None]
+    if given and not set(methods) & set(PRIOR_METHODS):
+        print(f"jaxclp: warning: {' and '.join(given)} only change{'s' if len(given) == 1 else ''} "
+              f"{', '.join(PRIOR_METHODS)}'s choice of base "
+              f"predictor; {', '.join(methods)} ignore{'s' if len(methods) == 1 else ''} "
+              f"{'them' if len(given) > 1 else 'it'}", file=sys.stderr)
+
+
 def check_out_folder(out, option: str = "--out") -> None:
     """Refuses an output folder that names an existing file (or lies under one): UserError naming it and the way
     out, before anything is computed."""
@@ -349,7 +370,8 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
         runs = f"{v.size} run{'s' if v.size > 1 else ''}"
         return f"{v.mean():.1f}{std} % test {mname} over {runs}" if words else f"{v.mean():.1f}{std}  ({runs})"
 
-    lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)} (mean ± std)",
+    several = len(scores[rank[0]]) > 1
+    lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)}{' (mean ± std)' if several else ''}",
              f"ranking (test {mname} in %, mean ± std over the runs):"]
     lines += [f"  {k}. {m:<10} {cell(m)}" for k, m in enumerate(rank, start=1)]
     skipped = {}
@@ -598,8 +620,9 @@ def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
-        methods = check_methods(a.methods.split(","))  # before any file is read (a large --graph takes a while)
+        methods = check_methods(_names(a.methods))  # before any file is read (a large --graph takes a while)
         priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
+        _warn_unused_cost_options(a, methods)
         check_out_folder(a.out, "--out")
         dataset = _graph_source(a)
         metric = a.metric
@@ -627,6 +650,7 @@ def _main(a, argv) -> int:
         from jaxclp.experiments.predict import predict, write_predictions
 
         priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
+        _warn_unused_cost_options(a, [a.method])
         check_out_file(a.out, "--out")
         dataset = _graph_source(a)
         if isinstance(dataset, str):
@@ -646,14 +670,14 @@ def _main(a, argv) -> int:
               f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n{json_path}")
         print(f"jaxclp: {pred.explain()}", file=sys.stderr)
     elif a.cmd == "reproduce":
-        datasets = a.datasets.split(",") if a.datasets else None
+        datasets = _names(a.datasets) if a.datasets else None
         kw = {}
         if a.splits is not None:
             if a.target not in reproduce.SPLITS or len(reproduce.SPLITS[a.target]) < 2:
                 raise UserError(f"reproduce {a.target}: --splits is for the tables with several split kinds "
                                 f"({', '.join(t for t, s in reproduce.SPLITS.items() if len(s) > 1)})")
             try:
-                kw["splits"] = reproduce.pick_splits(a.target, [s for s in a.splits.split(",") if s])
+                kw["splits"] = reproduce.pick_splits(a.target, _names(a.splits))
             except ValueError as e:
                 raise UserError(f"reproduce --splits: {e}") from None
         check_out_folder(a.out, "--out")

@@ -201,7 +201,8 @@ def get_splits(ds: Dataset, split: str, runs: int, seed: int):
     labelled = np.asarray(ds.labels) >= 0
     if split == "published":
         if ds.splits is None:
-            raise ValueError(f"{ds.name} has no published splits")
+            raise ValueError(f"{ds.name} has no published splits (train/val/test masks); use random splits: --split "
+                             "sparse, medium, dense or TRAIN/VAL/TEST rates such as 60/20/20")
         sp = ds.splits
         bad = np.flatnonzero((np.asarray(sp.train) | np.asarray(sp.val) | np.asarray(sp.test)).any(axis=0) & ~labelled)
         if bad.size:

@@ -603,3 +603,20 @@ def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):
                                       ("texas", "dense", 3, 4), ("cornell", "dense", 4, 4)]
     assert calls[0][4] == (tmp_path / "table4", {"title": title, "methods": reproduce.METHODS})
     assert runner.active_output()[0] != tmp_path / "table4"  # restored after the target
+
+
+def test_cli_comma_lists_forgive_spaces_and_unused_cost_options_warn(tmp_path, capsys, monkeypatch):
+    """``--methods "mlp, lp"`` (as typed) reaches run as ["mlp", "lp"]; --priors/--time-limit without clp among the
+    methods say in one line that they change nothing; with clp they reach run as a tuple and a float."""
+    calls = []
+    monkeypatch.setattr(cli, "run", lambda *args, **kw: calls.append((args[2], kw["priors"], kw["time_limit"])))
+    monkeypatch.setattr(cli, "write_summary", lambda *args, **kw: "summary.md")
+    monkeypatch.setattr(cli, "plot_summary", lambda *args, **kw: None)
+    base = ["run", "--dataset", "texas", "--out", str(tmp_path / "o"), "--no-progress"]
+    assert cli.main([*base, "--methods", "mlp, lp,", "--time-limit", "5"]) == 0
+    assert calls[-1] == (["mlp", "lp"], None, 5.0)
+    assert "jaxclp: warning: --time-limit only changes clp's choice of base predictor; mlp, lp ignore it" in \
+        capsys.readouterr().err
+    assert cli.main([*base, "--methods", "clp", "--priors", " link,mlp ", "--time-limit", "60"]) == 0
+    assert calls[-1] == (["clp"], ("link", "mlp"), 60.0)
+    assert "warning" not in capsys.readouterr().err
