@@ -798,3 +798,23 @@ def test_load_file_refusals_name_the_way_out(tmp_path):
         D.load_file(tmp_path / "e.csv", labels=tmp_path / "ydir")
     with pytest.raises(ValueError, match=r"pass labels= \(--labels\) too"):
         D.load_file(tmp_path / "e.csv", label_column="x")
+
+
+def test_labels_that_look_like_values_or_swapped_files_are_refused(tmp_path):
+    """A column of values read as labels (a class per node) and an edge list passed as the labels file each get
+    one line saying what they look like and what to pass instead."""
+    n = 120
+    (tmp_path / "e.csv").write_text("".join(f"{i},{(i + 1) % n}\n" for i in range(n)))
+    (tmp_path / "views.csv").write_text("".join(f"{i},{1000 + 7 * i}\n" for i in range(n)))
+    with pytest.raises(ValueError, match=r"views\.csv: 120 distinct labels for 120 labelled nodes, 120 of them on a "
+                                         r"single node: .*choose the column of classes"):
+        D.load_file(tmp_path / "e.csv", labels=tmp_path / "views.csv")
+    (tmp_path / "y.csv").write_text("".join(f"{i},{i % 2}\n" for i in range(n)))
+    with pytest.raises(ValueError, match=r"e\.csv: 120 distinct labels"), \
+            pytest.warns(UserWarning, match="2 self-loop line"):  # swapped, a ring: one row per id
+        D.load_file(tmp_path / "y.csv", labels=tmp_path / "e.csv")
+    (tmp_path / "e.csv").write_text("".join(f"{i},{(i + 1) % n}\n{i},{(i + 2) % n}\n" for i in range(n)))
+    with pytest.raises(ValueError, match=r"e\.csv: 120 node id\(s\) listed more than once with different labels "
+                                         r".*; fix the file; it reads like an edge list \(most node ids repeat\): "
+                                         r"--graph takes the edges, --labels the 'node,label' rows$"):
+        D.load_file(tmp_path / "y.csv", labels=tmp_path / "e.csv")  # swapped

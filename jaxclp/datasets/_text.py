@@ -244,8 +244,11 @@ def first_of_duplicates(ids, labels, where: str = "file") -> np.ndarray:
     if conflict.any():
         bad = np.unique(ids[conflict])
         detail = ", ".join(f"{i!r}: {sorted(set(labels[ids == i].tolist()))}" for i in bad[:10].tolist())
+        # most ids repeated: the rows are edges (u,v), the labels file given as the edge list's place was swapped
+        swapped = ("; it reads like an edge list (most node ids repeat): --graph takes the edges, --labels the "
+                   "'node,label' rows" if ids.size - first.size > ids.size // 4 else "")
         raise ValueError(f"{where}: {bad.size} node id(s) listed more than once with different labels "
-                         f"({detail}); fix the file")
+                         f"({detail}); fix the file{swapped}")
     dup = np.unique(ids[~keep])
     warnings.warn(f"{where}: {dup.size} node id(s) listed more than once with the same label, e.g. "
                   f"{dup[:5].tolist()}; keeping the first row of each", UserWarning, stacklevel=3)

@@ -914,12 +914,24 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
     return ds
 
 
+MANY_CLASSES = 50
+"""Above this many classes, labels of which most classes hold a single labelled node are refused (a column of
+values or ids read as labels: MUSAE's ``views`` gave 5822 classes for 7126 nodes)."""
+
+
 def _report_small_classes(ds: Dataset, where: str) -> None:
-    """Refuses labels whose labelled nodes hold fewer than two classes (ValueError naming ``where`` and the label);
+    """Refuses labels whose labelled nodes hold fewer than two classes (ValueError naming ``where`` and the label),
+    or more than :data:`MANY_CLASSES` classes, most with a single labelled node (values or ids, not classes);
     warns about classes with fewer than 3 labelled nodes: no split can hold one in each of train, validation and
     test, so such a class may never be trained on, or never scored."""
     counts = ds.class_counts
     present = np.flatnonzero(counts > 0)
+    singletons = int(np.sum(counts == 1))
+    if present.size > MANY_CLASSES and singletons > present.size // 2:
+        raise ValueError(f"{where}: {present.size} distinct labels for {int(counts.sum())} labelled nodes, "
+                         f"{singletons} of them on a single node: a label names a class, and these look like "
+                         "values or ids (a count, a date, an id column); choose the column of classes (--label-column "
+                         "/ label_column=), or bin the values into a few classes first")
     if present.size == 1:  # no labelled node at all: refused before, by the parsers ("every node is unlabelled")
         raise ValueError(f"{where}: every labelled node ({int(counts.sum())}) has label "
                          f"{str(ds.label_values[present[0]])!r}; a classifier needs labelled nodes of at least two "
