@@ -25,6 +25,7 @@ from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_ope
 from jaxclp.priors import (LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior,
                            tuned_gnn_prior)
 from jaxclp.propagate import PropagateInfo, propagate
+from jaxclp.protocol import GraphLike
 from jaxclp.shard import ShardedGraph, shard_graph, shard_graph_local
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 from jaxclp.solve import METHODS, Solution, solve, solve_operator
@@ -46,5 +47,5 @@ __all__ = [
     "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
     "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior", "tuned_gnn_prior",
     "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph", "shard_graph_local",
-    "EndToEndResult", "fit_end_to_end",
+    "EndToEndResult", "fit_end_to_end", "GraphLike",
 ]

@@ -1,7 +1,8 @@
 """Node-sharded graphs: the entry points that take a :class:`ShardedGraph` and a halo ``exchange``.
 
-The sharded graph, its partition, plan and halo products live in :mod:`jaxclp.sharded_graph` (re-exported
-here). The stages are the library's own: a :class:`ShardedGraph` implements the graph protocol
+The sharding-specific pieces live in small modules, re-exported here: :mod:`jaxclp.partition` (node orders),
+:mod:`jaxclp.plan` (the host-side halo plan), :mod:`jaxclp.halo` (the exchanges and sharded products) and
+:mod:`jaxclp.sharded_graph` (the graph on the mesh). The stages are the library's own: a :class:`ShardedGraph` implements the graph protocol
 (:mod:`jaxclp.protocol`), so :func:`jaxclp.solve`, :func:`jaxclp.propagate`, :func:`jaxclp.clp_beliefs`,
 :func:`jaxclp.estimate_compatibility`, :func:`jaxclp.spectral_radius` and the baselines take it in place of a
 :class:`jaxclp.Graph` (user order in and out). The functions below are those stages with the ``exchange``
@@ -21,11 +22,13 @@ import jax.numpy as jnp
 from jaxclp import baselines, clp, compat, operator, propagate as _propagate, solve as _solve
 from jaxclp.graph import Normalization
 from jaxclp.operator import FactoredOperator
-from jaxclp.sharded_graph import (  # noqa: F401  (re-exported: the historical home of these names)
-    EXCHANGES, PARTITIONS, Balance, Exchange, Partition, Plan, ShardedGraph, _check_exchange, _check_rows,
-    _csr_tables, _local_csr, _spmm, _spmm_t, _structure, build_plan, edge_homophily, edge_values,
-    from_internal, in_degree, local_shards, node_order, out_degree, shard_graph, shard_graph_local,
-    sharded_spmm, sharded_spmm_transpose, to_internal)
+from jaxclp.halo import (  # noqa: F401  (re-exported: the historical home of these names)
+    EXCHANGES, Exchange, PSpec, _check_exchange, _check_rows, _spmm, _spmm_t, sharded_spmm, sharded_spmm_transpose)
+from jaxclp.partition import PARTITIONS, Balance, Partition, _structure, node_order  # noqa: F401
+from jaxclp.plan import Plan, build_plan  # noqa: F401
+from jaxclp.sharded_graph import (  # noqa: F401
+    ShardedGraph, _csr_tables, _local_csr, edge_homophily, edge_values, from_internal, in_degree, local_shards,
+    out_degree, shard_graph, shard_graph_local, to_internal)
 
 __all__ = [
     "EXCHANGES", "PARTITIONS", "Plan", "SHARDED_METHODS", "ShardedGraph", "ShardedOperator", "build_plan",

@@ -210,3 +210,40 @@ def test_package_has_no_import_cycle():
     if found:
         pytest.fail("import cycles in jaxclp/ (function-level imports included):\n"
                     + "\n".join(" -> ".join(c) for c in found))
+
+
+# ----------------------------------------------------------------------------------------- one pipeline
+STAGES = ("jaxclp.baselines", "jaxclp.clp", "jaxclp.compat", "jaxclp.operator", "jaxclp.propagate",
+          "jaxclp.solve")
+SHARDING = ("jaxclp.shard", "jaxclp.sharded_graph", "jaxclp.halo", "jaxclp.plan", "jaxclp.partition")
+GRAPH_TYPES = {"Graph", "ShardedGraph", "GraphLike"}
+
+
+def test_stages_neither_import_the_sharding_modules_nor_test_the_graph_type():
+    """The stages are written once against the graph protocol (jaxclp/protocol.py): none of them imports a
+    sharding module (anywhere in its body) or calls ``isinstance(..., Graph / ShardedGraph / GraphLike)``."""
+    graph = import_graph()
+    for mod in STAGES:
+        assert not graph[mod] & set(SHARDING), (mod, sorted(graph[mod] & set(SHARDING)))
+        path = module_names()[mod]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                assert not names & GRAPH_TYPES, f"{path.name}:{node.lineno} tests the graph's type"
+    # and the sharding modules never reach back into the stages (only jaxclp.shard, the entry points, does)
+    for mod in SHARDING[1:]:
+        assert not graph[mod] & set(STAGES), (mod, sorted(graph[mod] & set(STAGES)))
+
+
+def test_graph_implements_the_protocol():
+    import numpy as np
+
+    import jaxclp
+
+    g = jaxclp.Graph.from_edge_index(np.array([[0, 1], [1, 2]]), 3)
+    assert isinstance(g, jaxclp.GraphLike) and g.has_edge_list and g.real_rows is None
+    x = np.arange(6.0).reshape(3, 2)
+    assert g.to_internal(x) is x and g.from_internal(x) is x
+    np.testing.assert_allclose(np.asarray(g.spmm(g.edge_values("none"), x)), np.asarray(g.to_dense()) @ x)
+    np.testing.assert_allclose(np.asarray(g.spmm_linear(g.edge_values("none"), x)), np.asarray(g.to_dense()) @ x)

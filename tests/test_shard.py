@@ -605,6 +605,7 @@ SCRIPT = textwrap.dedent("""
     made = jax.make_mesh((4,), ("nodes",))
     assert made.axis_types == (jax.sharding.AxisType.Explicit,)
     sgm = jaxclp.shard_graph(g, made, partition="bfs")
+    assert isinstance(sgm, jaxclp.GraphLike) and not sgm.has_edge_list  # the graph protocol, jaxclp/protocol.py
     hand = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()), ("nodes",)), partition="bfs")
     for gr in (sgm, hand):
         close(jaxclp.estimate_compatibility(gr, prior, labels, train)[0], h_want, "make_mesh compat")
