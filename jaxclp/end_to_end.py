@@ -62,6 +62,7 @@ import numpy as np
 import optax
 
 from jaxclp import _checks
+from jaxclp._rng import fast_key
 from jaxclp.compat import estimate_compatibility
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
@@ -260,7 +261,7 @@ def _mlp_apply(hidden, num_classes, dropout, features):
     model = MLP(hidden=hidden, num_classes=num_classes, dropout=dropout)
 
     def apply_fn(p, k, train):
-        return model.apply(p, features, train=train, rngs={"dropout": k})
+        return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})  # jaxclp/_rng.py
 
     return apply_fn
 

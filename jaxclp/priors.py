@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
+from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features
 from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
@@ -304,7 +305,7 @@ def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, *, num_cla
     params = model.init(init_key, adjacency, features, train=False)
 
     def apply_fn(p, k, train):
-        return model.apply(p, adjacency, features, train=train, rngs={"dropout": k})
+        return model.apply(p, adjacency, features, train=train, rngs={"dropout": fast_key(k)})  # jaxclp/_rng.py
 
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     return jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info
