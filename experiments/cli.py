@@ -667,8 +667,8 @@ def _main(a, argv) -> int:
         csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
         n_unl = int((dataset.labels < 0).sum())
         print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
-              f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n{json_path}")
-        print(f"jaxclp: {pred.explain()}", file=sys.stderr)
+              f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n"
+              f"{pred.explain()}\n{json_path}")
     elif a.cmd == "reproduce":
         datasets = _names(a.datasets) if a.datasets else None
         kw = {}

@@ -73,7 +73,8 @@ class Prediction:
         -> 0.71 (alpha 0.9)"``; base predictors left out for time are named."""
         metric = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}.get(self.dataset.metric, self.dataset.metric)
         nval = int(np.asarray(self.val).sum())
-        skipped = (f"; left out for time (--time-limit): {', '.join(self.skipped)}" if self.skipped else "")
+        skipped = (f"; left out because their expected fit time did not fit --time-limit: {', '.join(self.skipped)}"
+                   if self.skipped else "")
         if self.base_prior is None:
             return (f"labels from {self.method} (validation {metric} {self.val_score:.2f} on {nval} nodes, "
                     f"{self.num_candidates} configuration(s) compared){skipped}")
