@@ -48,6 +48,22 @@ def compile_counter():
     return count_compiles
 
 
+CHEAP_CLP_PRIORS = ("mlp", "link")
+
+
+@pytest.fixture
+def cheap_clp_priors(monkeypatch):
+    """The runner's ``clp`` tries only :data:`CHEAP_CLP_PRIORS` (two base predictors: its choice rule still has a
+    choice to make) instead of its seven, whose GNN and tuned-GNN grids compile ~20 training loops per test
+    process. For tests whose assertions are about what a target does with the records (binning, pairing,
+    resuming), not about which predictors ``clp`` tries: each predictor is fitted on its own in
+    tests/test_priors.py, the choice among them in test_priors.py and test_mlp_estimator.py."""
+    from jaxclp.experiments import methods
+
+    monkeypatch.setattr(methods, "CLP_PRIOR_CANDIDATES", CHEAP_CLP_PRIORS)
+    return CHEAP_CLP_PRIORS
+
+
 @pytest.fixture
 def rng(request):
     """A numpy Generator seeded from the test's node id (deterministic per test)."""

@@ -114,7 +114,7 @@ def _png_ok(path):
     return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
-def test_fig1_quick(tmp_path):
+def test_fig1_quick(tmp_path, cheap_clp_priors):
     paths = fig1(tmp_path, quick=True, progress=False)
     assert [p.name for p in paths] == ["fig1_quick.json", "fig1_quick.png"]
     assert _png_ok(paths[1])
@@ -164,7 +164,7 @@ def test_fig6_quick_distance_decreases_with_labels(tmp_path):
         assert "clp" not in r  # Fig. 6's CLP is CLP on the MLP prior
 
 
-def test_fig5_quick_paired_differences(tmp_path):
+def test_fig5_quick_paired_differences(tmp_path, cheap_clp_priors):
     paths = fig5(tmp_path, quick=True, progress=False)
     assert _png_ok(paths[1])
     data = json.loads(paths[0].read_text())
