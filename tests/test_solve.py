@@ -631,3 +631,26 @@ def test_float32_default_solve_converges_where_relative_residual_cannot(normaliz
     # for "row" the 2-norm is not bounded by rho: allow a factor 10 on the same estimate
     factor = 1.0 if normalization == "sym" else 10.0
     assert np.all(err <= factor * np.asarray(sol.residual) / (1 - alpha) + 1e-12), (err, np.asarray(sol.residual))
+
+
+@pytest.mark.parametrize("method", ["neumann", "jacobi"])
+def test_stationary_methods_stop_at_the_precision_floor(method):
+    """tol = 1e-10 is out of float32's reach at alpha = 0.99: the stationary iteration stops once its exact
+    residual is below the floor (4 eps (||M|| ||x|| + ||b||)) and stalls, with that residual reported, instead
+    of running on rounding noise (the old loop ran until the rounded map's fixed point, ~40% more products here,
+    and reported a residual of exactly 0). In float64 the floor never decides: tol is met."""
+    from jaxclp.solve import precision_floor
+
+    g, prior, h, a_raw = knn_problem(64)
+    ops = ref.clp_operators(ref.normalize(a_raw.toarray(), "sym"), prior, h)
+    f32 = [jnp.asarray(v, jnp.float32) for v in (prior, h, prior)]
+    sol = solve(g, *f32, alpha=0.99, method=method, tol=1e-10)  # throw=True: converged
+    assert np.all(np.asarray(sol.iterations) < 200)
+    assert np.all(np.asarray(sol.relative_residual) > 1e-10)  # tol itself is not met ...
+    assert np.all(np.asarray(sol.backward_error) <= precision_floor(np.float32))  # ... the floor is
+    true, _ = ref.residual(ops, prior, np.asarray(sol.value, np.float64), 0.99)
+    b = np.linalg.norm(0.01 * prior, axis=0)
+    np.testing.assert_allclose(np.asarray(sol.residual), true, rtol=0, atol=1e-6 * b.max())
+    assert np.all(true > 0)
+    sol64 = solve(g, jnp.asarray(prior), jnp.asarray(h), jnp.asarray(prior), alpha=0.99, method=method, tol=1e-10)
+    assert np.all(np.asarray(sol64.relative_residual) <= 1e-10)
