@@ -628,7 +628,12 @@ def _main(a, argv) -> int:
         metric = a.metric
         if not isinstance(dataset, str):
             dataset, metric = _user_graph_metric(dataset, a.metric), None
-        name = dataset if isinstance(dataset, str) else dataset.name
+        if isinstance(dataset, str):
+            from jaxclp.datasets.registry import canonical_name
+
+            name = canonical_name(dataset)  # the records' name (``Film`` -> ``actor``)
+        else:
+            name = dataset.name
         if not isinstance(dataset, str) and is_writer():
             print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
         title = f"jaxclp run ({name}, {a.split})"
