@@ -622,7 +622,8 @@ def solve(
 
     ``graph`` is any graph of the protocol (:mod:`jaxclp.protocol`), e.g. a :class:`jaxclp.ShardedGraph`: the
     methods "auto", "neumann", "jacobi", "bicgstab", "cg" (no "dense", "gmres": :data:`EDGE_LIST_METHODS`),
-    ``value`` in the user's node order (no implicit differentiation through a sharded solve).
+    ``value`` in the user's node order (differentiable as on a Graph: the adjoint solve runs on the sharded
+    transposed operator).
 
     Raises:
         ValueError: bad input (naming the argument), and with ``throw=True`` divergence or non-convergence.

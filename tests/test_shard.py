@@ -614,6 +614,14 @@ SCRIPT = textwrap.dedent("""
         assert bool(sol_m.converged.all())
         close(jaxclp.propagate(gr, b0, H, prior, alpha=0.8, num_iters=9),
               jaxclp.propagate(g, b0, H, prior, alpha=0.8, num_iters=9), "make_mesh propagate")
+    # one pipeline: implicit differentiation (custom_linear_solve) runs through a sharded solve as well
+    w_grad = jnp.asarray(np.random.default_rng(99).normal(size=(n, K)))
+    for m in ("neumann", "cg"):
+        def loss(gr, p, a, m=m):
+            return jnp.sum(w_grad * jaxclp.solve(gr, b0, H, p, alpha=a, method=m, tol=1e-12).value)
+        (gp_s, ga_s), (gp_p, ga_p) = (jax.grad(loss, argnums=(1, 2))(gr, prior, 0.9) for gr in (sg, g))
+        np.testing.assert_allclose(np.asarray(gp_s), np.asarray(gp_p), rtol=1e-9, atol=1e-12, err_msg=m)
+        np.testing.assert_allclose(float(ga_s), float(ga_p), rtol=1e-9, err_msg=m)
     np.testing.assert_allclose(np.asarray(jaxclp.spectral_radius(sg, b0, H, tol=1e-10).rho),
                                np.asarray(jaxclp.spectral_radius(g, b0, H, tol=1e-10).rho), rtol=1e-8,
                                err_msg="jaxclp.spectral_radius(sg)")
