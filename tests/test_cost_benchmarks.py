@@ -1,0 +1,50 @@
+"""benchmarks/cost.py and benchmarks/large_graph.py: their pieces on tiny inputs (the runs themselves are
+benchmarks, committed under benchmarks/results with their commands)."""
+
+import numpy as np
+
+from jaxclp.benchmarks import cost, large_graph
+
+
+def test_cost_profile_attributes_stages_and_compilations(monkeypatch, tmp_path):
+    """One tiny graph through the runner's clp with two base predictors: every stage the pipeline runs appears,
+    the stage walls sum to the run's wall, and compilation is counted where it happens."""
+    import jaxclp
+
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=30, seed=0)
+    monkeypatch.setattr(cost, "_data_root", lambda: str(tmp_path))
+    from jaxclp.experiments import runner
+
+    real_run = runner.run
+    monkeypatch.setattr(runner, "run", lambda dataset, *a, **kw: real_run(ds, *a, **kw))
+    row = cost.profile("tiny", "clp", 1, priors=("mlp", "link"), epochs=5)
+    stages = row["stages"]
+    assert {"mlp priors", "prior link", "clp grid", "selection", "other"} <= set(stages)
+    assert abs(sum(s["wall"] for s in stages.values()) - row["wall"]) < 1e-6 * max(1.0, row["wall"]) + 1e-9
+    assert row["compilations"] == sum(s["compilations"] for s in stages.values()) > 0
+    assert all(0 <= s["compile"] for s in stages.values()) and len(row["record_seconds"]) == 1
+    md = cost._markdown({"method": "clp", "tag": "t", "command": "c", "machine": _machine(), "rows": [row]})
+    assert "| tiny | 1 |" in md and "prior link" in md
+
+
+def _machine():
+    from jaxclp.benchmarks import _common as C
+
+    return C.machine_info()
+
+
+def test_large_graph_files_and_scoring(tmp_path):
+    facts = large_graph.build(tmp_path, scale=0.005)
+    edges, labels, x, truth = (np.load(tmp_path / f) for f in ("edges.npy", "labels.npy", "features.npy",
+                                                                 "truth.npy"))
+    assert facts["nodes"] == truth.size == labels.size == x.shape[0] and x.shape[1] == 128
+    assert edges.shape == (facts["undirected_edges"], 2) and np.all(edges[:, 0] < edges[:, 1])
+    hidden = labels < 0
+    assert facts["hidden"] == hidden.sum() and 0.2 < hidden.mean() < 0.36
+    np.testing.assert_array_equal(labels[~hidden], truth[~hidden])
+    # a predictions file right on every hidden node but the first scores (h - 1) / h
+    pred = truth.copy()
+    first = np.flatnonzero(hidden)[0]
+    pred[first] = (truth[first] + 1) % facts["classes"]
+    (tmp_path / "p.csv").write_text("node,label\n" + "".join(f"{i},{p}\n" for i, p in enumerate(pred)))
+    assert large_graph.accuracy_of_predictions(tmp_path / "p.csv", tmp_path) == (hidden.sum() - 1) / hidden.sum()
