@@ -194,6 +194,9 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     assert (tmp_path / "compile_time.md").read_text().startswith("# Compile vs run time")
 
 
+# the benchmark script's smoke run (slow_tests.py records it); the library's claim, float64 and tighter:
+# tests/test_gnn.py::test_tuned_gnn_csr_plan_equals_gather_path
+@pytest.mark.slow
 def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/gnn.py --quick (Texas, one block): both message-passing paths time a step and give the same
     logits (float32 rounding); the markdown names every row."""
@@ -285,6 +288,9 @@ def test_seed_records_for_a_device_run(tmp_path):
     assert (tmp_path / "fig" / "figures" / "records" / "synthetic" / "results.jsonl").exists()
 
 
+# two child processes (slow_tests.py records it); the same bits in-process: tests/test_rng.py::
+# test_same_bits_as_jax_rolled_lowering
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
 def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
     """benchmarks/rng.py --quick: a child with jaxclp's Threefry lowering and one with JAX's rolled
@@ -332,6 +338,9 @@ def test_file_reader_quick_paths_agree(tmp_path):
     assert "| labels + edge list (2,000 nodes, 10,000 lines;" in md and "| 2,000 nodes, 10,000 edges, 8 features" in md
 
 
+# four fresh processes (slow_tests.py records it); the same choice in-process: tests/test_priors.py::
+# test_clp_grid_past_its_memory_budget_keeps_group_bests_and_the_same_choice
+@pytest.mark.slow
 def test_grid_memory_quick_same_choice(tmp_path):
     """benchmarks/grid_memory.py --quick: the whole grid, the library's and one pruned to its group bests (each in
     its own process) choose the same configuration with the same validation score; the pruned one stores far
@@ -346,6 +355,9 @@ def test_grid_memory_quick_same_choice(tmp_path):
     assert "| 200 | 4 | pruned |" in (tmp_path / "grid_memory.md").read_text()
 
 
+# fresh processes (slow_tests.py records it); chunked alphas equal all at once in-process: tests/test_solve.py::
+# test_alphas_past_the_working_set_budget_are_solved_in_chunks
+@pytest.mark.slow
 def test_alpha_chunks_quick(tmp_path):
     """benchmarks/alpha_chunks.py --quick: each method's all-at-once and one-alpha-at-a-time rows exist (fresh
     processes), their values agree to float32 rounding, and the markdown names both."""
@@ -360,6 +372,9 @@ def test_alpha_chunks_quick(tmp_path):
     assert "| 400 | 4 | cg | all 11 |" in md and "| 400 | 4 | bicgstab | 1 |" in md
 
 
+# the benchmark script's smoke run (slow_tests.py records it); the three paths against scipy in-process:
+# tests/test_kernel.py::test_gpu_product_paths_equal_scipy
+@pytest.mark.slow
 def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
     called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the
