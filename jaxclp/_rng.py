@@ -13,7 +13,7 @@ its own lowering for every caller. jaxclp defines a PRNG implementation of its o
 ``split``, ``fold_in`` are JAX's functions; ``random_bits`` is JAX's partitionable algorithm) except that the
 hash of ``random_bits`` binds :data:`fast_threefry2x32_p`, a primitive of jaxclp's: on CPU it is lowered by
 :func:`_lowered` below, on other platforms by binding JAX's own primitive (its GPU kernel). The library's
-trainers (:func:`jaxclp.fit_mlp`, the GNN fits) pass their dropout key through :func:`fast_key`, which re-types
+trainers (:func:`jaxclp.fit_mlp`, the GNN fits, LINKX, the end-to-end fit) pass their dropout key through :func:`fast_key`, which re-types
 a ``threefry2x32`` key as :data:`FAST_THREEFRY` (the same 64 bits): flax's ``Dropout`` then draws through it.
 Any other key, and every draw outside those trainers, is untouched. Users who want the speed for their own
 masks call :func:`fast_key` on their key (``jax.random.bernoulli(fast_key(k), p, shape)``): the bits are those
