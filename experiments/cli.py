@@ -624,83 +624,16 @@ def _main(a, argv) -> int:
         priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
         _warn_unused_cost_options(a, methods)
         check_out_folder(a.out, "--out")
-        dataset = _graph_source(a)
-        metric = a.metric
-        if not isinstance(dataset, str):
-            dataset, metric = _user_graph_metric(dataset, a.metric), None
-        if isinstance(dataset, str):
-            from jaxclp.datasets.registry import canonical_name
-
-            name = canonical_name(dataset)  # the records' name (``Film`` -> ``actor``)
-        else:
-            name = dataset.name
-        if not isinstance(dataset, str) and is_writer():
-            print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
-        title = f"jaxclp run ({name}, {a.split})"
-        with summary_target(a.out, title=title), _interruptible(is_writer()), job(1, a.runs * len(methods)):
-            run(dataset, a.split, methods, a.runs, a.out, seed=a.seed, epochs=a.epochs,
-                progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
-                replace_stale=a.replace_stale, metric=metric, priors=priors, time_limit=time_limit)
-        if is_writer():
-            print(ranking_text(a.out, name, a.split, methods))
-            print(write_summary(a.out, title=title))
-            png = plot_summary(a.out, title=title)
-            if png is not None:
-                print(png)
-        else:
-            print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
-                  f"records and the summary", file=sys.stderr)
+        title = f"jaxclp run ({a.dataset or Path(a.graph).name.split('.')[0]}, {a.split})"
+        with summary_target(a.out, title=title), _interruptible(is_writer()):  # loading a large graph too
+            return _run(a, argv, methods, priors, time_limit)
     elif a.cmd == "predict":
-        from jaxclp.datasets import load
-        from jaxclp.experiments.predict import predict, write_predictions
-
-        priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
-        _warn_unused_cost_options(a, [a.method])
-        check_out_file(a.out, "--out")
-        dataset = _graph_source(a)
-        if isinstance(dataset, str):
-            dataset = load(dataset, root=a.data_root).with_metric(a.metric)
-        else:
-            dataset = _user_graph_metric(dataset, a.metric)
-        n_lab = int((dataset.labels >= 0).sum())
-        print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
-              f"{a.val_fraction:g} of them for validation, metric {dataset.metric})...", file=sys.stderr, flush=True)
-        say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
-        with reporting(say), _interruptible(keeps=False):  # clp's base predictors, one line each
-            pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
-                           priors=priors, time_limit=time_limit)
-        csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
-        n_unl = int((dataset.labels < 0).sum())
-        print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
-              f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n"
-              f"{pred.explain()}\n{json_path}")
+        with _interruptible(keeps=False):
+            return _predict(a, argv)
     elif a.cmd == "reproduce":
-        datasets = _names(a.datasets) if a.datasets else None
-        kw = {}
-        if a.splits is not None:
-            if a.target not in reproduce.SPLITS or len(reproduce.SPLITS[a.target]) < 2:
-                raise UserError(f"reproduce {a.target}: --splits is for the tables with several split kinds "
-                                f"({', '.join(t for t, s in reproduce.SPLITS.items() if len(s) > 1)})")
-            try:
-                kw["splits"] = reproduce.pick_splits(a.target, _names(a.splits))
-            except ValueError as e:
-                raise UserError(f"reproduce --splits: {e}") from None
-        check_out_folder(a.out, "--out")
-        with replacing_stale(a.replace_stale), _interruptible():
-            for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
-                                                    data_root=a.data_root, argv=["jaxclp", *argv], **kw):
-                print(path)
+        return _reproduce(a, argv)
     elif a.cmd == "summarize":
-        d = Path(a.dir)
-        if not d.is_dir():
-            raise UserError(f"summarize: {d} is not a directory (give the --out folder of a run)")
-        if not any(r.get("type") == "result" for r in read_records(d / RESULTS_FILE)):
-            raise UserError(f"summarize: {d} holds no result records ({d / RESULTS_FILE} is missing or empty); "
-                            f"run `jaxclp run --out {d} ...` first")
-        print(write_summary(d))
-        png = plot_summary(d)
-        if png is not None:
-            print(png)
+        return _summarize(a)
     elif a.cmd == "datasets":
         print(datasets_table(a.data_root))
     elif a.cmd == "anchors":
@@ -711,6 +644,100 @@ def _main(a, argv) -> int:
         from jaxclp.benchmarks.run import main as bench_main
 
         return bench_main(a.rest)
+    return 0
+
+
+def _run(a, argv, methods, priors, time_limit) -> int:
+    """``jaxclp run`` after its options are checked (inside the interrupt handler)."""
+    dataset = _graph_source(a)
+    metric = a.metric
+    if not isinstance(dataset, str):
+        dataset, metric = _user_graph_metric(dataset, a.metric), None
+    if isinstance(dataset, str):
+        from jaxclp.datasets.registry import canonical_name
+
+        name = canonical_name(dataset)  # the records' name (``Film`` -> ``actor``)
+    else:
+        name = dataset.name
+    if not isinstance(dataset, str) and is_writer():
+        print(f"jaxclp: {dataset.describe()}", file=sys.stderr, flush=True)
+    title = f"jaxclp run ({name}, {a.split})"
+    with summary_target(a.out, title=title), job(1, a.runs * len(methods)):
+        run(dataset, a.split, methods, a.runs, a.out, seed=a.seed, epochs=a.epochs,
+            progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
+            replace_stale=a.replace_stale, metric=metric, priors=priors, time_limit=time_limit)
+    if is_writer():
+        print(ranking_text(a.out, name, a.split, methods))
+        print(write_summary(a.out, title=title))
+        png = plot_summary(a.out, title=title)
+        if png is not None:
+            print(png)
+    else:
+        print(f"jaxclp: process {jax.process_index()} of {jax.process_count()} done; process 0 writes the "
+              f"records and the summary", file=sys.stderr)
+    return 0
+
+
+def _predict(a, argv) -> int:
+    """``jaxclp predict`` (inside the interrupt handler)."""
+    from jaxclp.datasets import load
+    from jaxclp.experiments.predict import predict, write_predictions
+
+    priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
+    _warn_unused_cost_options(a, [a.method])
+    check_out_file(a.out, "--out")
+    dataset = _graph_source(a)
+    if isinstance(dataset, str):
+        dataset = load(dataset, root=a.data_root).with_metric(a.metric)
+    else:
+        dataset = _user_graph_metric(dataset, a.metric)
+    n_lab = int((dataset.labels >= 0).sum())
+    print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
+          f"{a.val_fraction:g} of them for validation, metric {dataset.metric})...", file=sys.stderr, flush=True)
+    say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
+    with reporting(say):  # clp's base predictors, one line each (they take most of its time)
+        pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
+                       priors=priors, time_limit=time_limit)
+    csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
+    n_unl = int((dataset.labels < 0).sum())
+    print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
+          f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n"
+          f"{pred.explain()}\n{json_path}")
+    return 0
+
+
+def _reproduce(a, argv) -> int:
+    """``jaxclp reproduce TARGET``."""
+    datasets = _names(a.datasets) if a.datasets else None
+    kw = {}
+    if a.splits is not None:
+        if a.target not in reproduce.SPLITS or len(reproduce.SPLITS[a.target]) < 2:
+            raise UserError(f"reproduce {a.target}: --splits is for the tables with several split kinds "
+                            f"({', '.join(t for t, s in reproduce.SPLITS.items() if len(s) > 1)})")
+        try:
+            kw["splits"] = reproduce.pick_splits(a.target, _names(a.splits))
+        except ValueError as e:
+            raise UserError(f"reproduce --splits: {e}") from None
+    check_out_folder(a.out, "--out")
+    with replacing_stale(a.replace_stale), _interruptible():
+        for path in reproduce.TARGETS[a.target](Path(a.out), runs=a.runs, datasets=datasets,
+                                                data_root=a.data_root, argv=["jaxclp", *argv], **kw):
+            print(path)
+    return 0
+
+
+def _summarize(a) -> int:
+    """``jaxclp summarize DIR``."""
+    d = Path(a.dir)
+    if not d.is_dir():
+        raise UserError(f"summarize: {d} is not a directory (give the --out folder of a run)")
+    if not any(r.get("type") == "result" for r in read_records(d / RESULTS_FILE)):
+        raise UserError(f"summarize: {d} holds no result records ({d / RESULTS_FILE} is missing or empty); "
+                        f"run `jaxclp run --out {d} ...` first")
+    print(write_summary(d))
+    png = plot_summary(d)
+    if png is not None:
+        print(png)
     return 0
 
 
