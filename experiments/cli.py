@@ -119,12 +119,43 @@ METHOD_HELP = {
 """One line per method of :data:`jaxclp.experiments.methods.METHODS` (``jaxclp run --help`` lists them)."""
 
 
-def _method_lines(width: int = 12) -> str:
-    return "\n".join(f"  {m:<{width}} {METHOD_HELP.get(m, '')}" for m in sorted(METHODS))
+def _help_width() -> int:
+    import shutil
+
+    return max(min(shutil.get_terminal_size().columns, 100) - 2, 40)
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Every option's default shown; descriptions and epilogs (the method and target lists) kept as written."""
+def _listing(title: str, rows: dict) -> str:
+    """``title:`` then one wrapped line per ``name: text`` (a help epilog: the methods, the targets)."""
+    import textwrap
+
+    pad = max(map(len, rows)) + 4
+    return f"{title}:\n" + "\n".join(
+        textwrap.fill(text, _help_width(), initial_indent=f"  {name:<{pad - 2}}", subsequent_indent=" " * pad)
+        for name, text in rows.items())
+
+
+def _paragraph(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, _help_width())
+
+
+def _method_lines() -> str:
+    return _listing("methods", {m: METHOD_HELP.get(m, "") for m in sorted(METHODS)})
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's default shown (``(default: X)``; an option whose default is None or off says in its text what
+    happens without it); descriptions and epilogs (the method and target lists) kept as laid out."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" in text or default is None or default is False or default is argparse.SUPPRESS
+                or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
 
 
 PASS_THROUGH = ("anchors", "bench")
@@ -148,17 +179,20 @@ def _add_graph_source(parser) -> None:
                                                           "--label-column)")
     parser.add_argument("--id-column", metavar="NAME", default=None,
                         help="header name of the node id column of a multi-column --labels CSV (the ids the edge "
-                             "list uses)")
+                             "list uses; default: the first column)")
     parser.add_argument("--label-column", metavar="NAME", default=None,
-                        help="header name of the label column of a multi-column --labels CSV")
+                        help="header name of the label column of a multi-column --labels CSV (default: the other "
+                             "column of a two-column file)")
     parser.add_argument("--features", metavar="FILE",
                         help="optional features file of an edge-list --graph: .npy, .npz (CSR), CSV (rows in node "
                              "order: by id for ids 0..n-1, else the labels file's row order; or, for non-integer "
-                             "ids, a first column of node ids) or .json ({node id: [feature ids]})")
+                             "ids, a first column of node ids) or .json ({node id: [feature ids]}) (default: none; the models "
+                             "then see log(degree + 1))")
     parser.add_argument("--directed", action="store_true",
-                        help="keep the edge direction of --graph (else undirected, both directions stored)")
+                        help="keep the edge direction of --graph (default: undirected, both directions stored)")
     parser.add_argument("--weighted", action="store_true",
-                        help="the third column of an edge-list --graph is the edge weight (finite, >= 0)")
+                        help="the third column of an edge-list --graph is the edge weight (finite, >= 0; default: "
+                             "unweighted, further columns ignored)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -170,11 +204,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser(
         "run", help="run methods on one dataset (or a graph file) and split", formatter_class=_HelpFormatter,
-        description="Run methods on random (or published) splits of one graph: every method chooses its "
-                    "configuration on the validation nodes and is scored on the test nodes. Writes one record per "
-                    "split and method to OUT/results.jsonl (an interrupted run resumes where it stopped), then "
-                    "OUT/summary.md and OUT/summary.png, and prints the methods' ranking.",
-        epilog="methods:\n" + _method_lines())
+        description=_paragraph(
+            "Run methods on random (or published) splits of one graph: every method chooses its configuration on "
+            "the validation nodes and is scored on the test nodes. Writes one record per split and method to "
+            "DIR/results.jsonl, then DIR/summary.md and DIR/summary.png, and prints the methods' ranking. Ctrl-C "
+            "stops within seconds, keeping every finished record (and their summary); the same command resumes."),
+        epilog=_method_lines())
     _add_graph_source(r)
     r.add_argument("--split", default="medium", type=_split_arg, metavar="SPLIT",
                    help="label rate: sparse (5/5/90), medium (10/10/80), dense (48/32/20) or your own "
@@ -189,32 +224,35 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="results/runs", metavar="DIR",
                    help="folder of the records (results.jsonl) and the summary; a run resumes the records it holds")
     r.add_argument("--metric", choices=METRICS, default=None,
-                   help="selection and test metric (None: the dataset's; for a --graph file roc_auc when it has two "
-                        "classes and the rarer one under a third of the labelled nodes, else accuracy): roc_auc is "
-                        "binary ROC-AUC, for two-class graphs with rare positives")
+                   help="selection and test metric: roc_auc is binary ROC-AUC, for two-class graphs with rare "
+                        "positives (default: the dataset's; for a --graph file roc_auc when it has two classes and "
+                        "the rarer one under a third of the labelled nodes, else accuracy)")
     _add_cost_options(r, "per split")
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
-                        "results.stale.jsonl and recompute them, instead of refusing")
-    r.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
+                        "results.stale.jsonl and recompute them, instead of refusing (default: refuse)")
+    r.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     r.add_argument("--no-progress", action="store_true",
-                   help="no progress bar and no line per finished dataset (the result lines stay)")
+                   help="no progress bar and no line per finished dataset (the result lines stay; default: shown)")
     dist = r.add_argument_group(
         "many processes (jax.distributed)",
-        "start one `jaxclp run` per process with the same arguments and its own --process-id; every process "
-        "runs the same work and only process 0 writes records and the summary")
+        _paragraph("start one `jaxclp run` per process with the same arguments and its own --process-id; every "
+                   "process runs the same work and only process 0 writes records and the summary (default: one "
+                   "process, none of these options)"))
     dist.add_argument("--coordinator", metavar="HOST:PORT", default=None,
-                      help="address of process 0's coordinator service (jax.distributed.initialize)")
+                      help="address of process 0's coordinator service (jax.distributed.initialize; default: "
+                           "none, a single process)")
     dist.add_argument("--num-processes", metavar="N", type=_positive_int, default=None,
-                      help="number of processes of the job")
+                      help="number of processes of the job (default: none, a single process)")
     dist.add_argument("--process-id", metavar="I", type=_nonnegative_int, default=None,
-                      help="this process's index in 0..N-1")
+                      help="this process's index in 0..N-1 (default: none, a single process)")
     pr = sub.add_parser("predict", help="fit a method on every labelled node of a graph and predict all nodes "
                                         "(CSV + JSON)", formatter_class=_HelpFormatter,
-                        description="Label the unlabelled nodes of a graph: the method is fitted on the labelled "
-                                    "nodes (a share held out to choose its configuration) and predicts every node. "
-                                    "Writes FILE.csv and FILE.json and says in a sentence which predictor made the "
-                                    "labels.", epilog="methods:\n" + _method_lines())
+                        description=_paragraph(
+                            "Label the unlabelled nodes of a graph: the method is fitted on the labelled nodes (a "
+                            "share held out to choose its configuration) and predicts every node. Writes FILE.csv "
+                            "and FILE.json and says in a sentence which predictor made the labels."),
+                        epilog=_method_lines())
     _add_graph_source(pr)
     pr.add_argument("--method", default="clp", choices=sorted(METHODS), metavar="METHOD",
                     help="the method, listed below (clp: base predictor, variant and alpha chosen on validation)")
@@ -227,34 +265,37 @@ def _parser() -> argparse.ArgumentParser:
                     help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
                          "names the chosen configuration and its validation score")
     pr.add_argument("--metric", choices=METRICS, default=None,
-                    help="validation metric of the choice (None: the dataset's; for a --graph file roc_auc when it "
-                         "has two classes and the rarer one under a third of the labelled nodes, else accuracy)")
+                    help="validation metric of the choice (default: the dataset's; for a --graph file roc_auc when "
+                         "it has two classes and the rarer one under a third of the labelled nodes, else accuracy)")
     _add_cost_options(pr, "for the whole fit")
-    pr.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
-    pr.add_argument("--no-progress", action="store_true", help="no line per base predictor while clp fits them")
+    pr.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
+    pr.add_argument("--no-progress", action="store_true",
+                    help="no line per base predictor while clp fits them (default: shown)")
     q = sub.add_parser("reproduce", help="regenerate a table or figure of results/", formatter_class=_HelpFormatter,
-                       description="Regenerate one of the paper's tables or figures (records under OUT/<target>/, "
-                                   "resumable: an interrupted target resumes where it stopped).",
-                       epilog="targets:\n" + "\n".join(f"  {t:<16} {reproduce.target_help(t)}"
-                                                       for t in sorted(reproduce.TARGETS)))
+                       description=_paragraph(
+                           "Regenerate one of the paper's tables or figures (records under DIR/<target>/). Ctrl-C "
+                           "stops within seconds, keeping every finished record (and their summary); the same "
+                           "command resumes."),
+                       epilog=_listing("targets", {t: reproduce.target_help(t) for t in sorted(reproduce.TARGETS)}))
     q.add_argument("target", choices=sorted(reproduce.TARGETS), metavar="TARGET", help="what to regenerate "
                    "(listed below)")
     q.add_argument("--out", default="results", metavar="DIR", help="folder of the targets' folders")
     q.add_argument("--runs", type=_positive_int, default=10, help="random splits per dataset and split kind")
-    q.add_argument("--datasets", default=None, help="comma list overriding the target's datasets (None: all)")
-    q.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
+    q.add_argument("--datasets", default=None,
+                   help="comma list overriding the target's datasets (default: all of the target's)")
+    q.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     q.add_argument("--splits", default=None,
-                   help="comma list of split kinds to run, a subset of the target's (e.g. dense for table4; None: "
-                        "all)")
+                   help="comma list of split kinds to run, a subset of the target's (e.g. dense for table4; default: "
+                        "all of the target's)")
     q.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in the target's folders to results.stale.jsonl "
-                        "and recompute them, instead of refusing")
+                        "and recompute them, instead of refusing (default: refuse)")
     s = sub.add_parser("summarize", help="write summary.md and summary.png for a results directory",
                        formatter_class=_HelpFormatter)
     s.add_argument("dir", help="the --out folder of a run (holding results.jsonl)")
     d = sub.add_parser("datasets", help="list the registered datasets and whether each is cached",
                        formatter_class=_HelpFormatter)
-    d.add_argument("--data-root", default=None, help="dataset root (None: $JAXCLP_DATA or the user cache)")
+    d.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     # PASS_THROUGH subcommands: listed here for `jaxclp -h`; main() hands their arguments to their own parsers
     sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
                                    "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)")
@@ -262,16 +303,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_DATA_ROOT_HELP = "dataset root (default: $JAXCLP_DATA, else the user cache folder, e.g. ~/.cache/jaxclp)"
+
+
 def _add_cost_options(parser, budget: str) -> None:
     """``--priors`` and ``--time-limit``: what ``clp`` may try and how long it may take."""
+    from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES
     from jaxclp.priors import PRIORS
 
     parser.add_argument("--priors", metavar="NAMES", default=None,
                         help="comma list of the base predictors clp may try, from "
-                             f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (None: clp's own list)")
+                             f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
+                             f"{', '.join(CLP_PRIOR_CANDIDATES)})")
     parser.add_argument("--time-limit", metavar="SECONDS", type=float, default=None,
                         help=f"seconds clp may spend on its base predictors {budget}: cheap ones first, an expensive "
-                             "one only while it fits; the ones left out are named (None: no limit)")
+                             "one only while it fits; the ones left out are named (default: no limit)")
 
 
 def _names(text: str) -> list[str]:

@@ -381,9 +381,13 @@ def test_cli_help_shows_every_default_and_describes_methods_and_targets(capsys):
 
     parser = cli._parser()
     subs = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction)).choices
+    no_default = {"help", "dataset", "graph", "labels", "target", "dir", "version"}  # required or conditional
     for name in ("run", "predict", "reproduce", "summarize", "datasets"):
+        fmt = subs[name]._get_formatter()
         for action in subs[name]._actions:
             assert action.help, (name, action.dest)  # no option without a word on what it does
+            if action.dest not in no_default and not action.required:  # the default, as a value or in words
+                assert "default" in fmt._get_help_string(action), (name, action.dest)
     assert set(cli.METHOD_HELP) == set(METHODS) and all(cli.METHOD_HELP.values())
     assert all(reproduce.target_help(t) for t in reproduce.TARGETS)
     for cmd in ("run", "predict", "reproduce"):
@@ -398,7 +402,8 @@ def test_cli_help_shows_every_default_and_describes_methods_and_targets(capsys):
             continue
         for m in METHODS:
             assert re.search(rf"^  {m}\s+{re.escape(cli.METHOD_HELP[m][:20])}", out, re.M), (cmd, m)
-        assert "(default: None)" in flat  # --metric, --priors, --time-limit
+        assert "(default: None)" not in flat and "(default: False)" not in flat  # said in words instead
+        assert "(default: no limit)" in flat and "(default: clp's own list: mlp, link, linkx" in flat
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
     flat = " ".join(capsys.readouterr().out.split())
