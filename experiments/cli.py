@@ -414,7 +414,8 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
         v = np.asarray(scores[m])
         std = f" ± {v.std(ddof=1):.1f}" if v.size > 1 else ""
         runs = f"{v.size} run{'s' if v.size > 1 else ''}"
-        return f"{v.mean():.1f}{std} % test {mname} over {runs}" if words else f"{v.mean():.1f}{std}  ({runs})"
+        return (f"{v.mean():.1f}{std} % test {mname} over {runs}" if words
+                else f"{v.mean():.1f}{std}  (test {mname} %, {runs})")
 
     several = len(scores[rank[0]]) > 1
     lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)}{' (mean ± std)' if several else ''}",

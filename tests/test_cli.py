@@ -486,7 +486,7 @@ def test_cli_run_prints_the_ranking_in_words(tmp_path, capsys):
                         "% test accuracy over 3 runs (mean ± std)")
     assert lines[1] == "ranking (test accuracy in %, mean ± std over the runs):"
     assert lines[2].split() == ["1.", best, f"{score[best].mean():.1f}", "±", f"{score[best].std(ddof=1):.1f}",
-                                "(3", "runs)"]
+                                "(test", "accuracy", "%,", "3", "runs)"]  # each line names the metric
     assert lines[3].split()[:3] == ["2.", second, f"{score[second].mean():.1f}"]
     assert lines[-2:] == [str(out / "summary.md"), str(out / "summary.png")]
     assert "Paper:" not in (out / "summary.md").read_text()  # a user's graph: no paper legend
