@@ -144,8 +144,10 @@ def _download(url: str, target: Path, spec: FileSpec, timeout: float) -> None:
                         out.write(chunk)
             except (urllib.error.URLError, OSError, ValueError) as err:
                 root = target.parents[len(Path(spec.path).parts) - 1]
-                raise DownloadError(f"could not download {url} -> {target}: {_reason(err)}. Offline or behind a "
-                                    f"firewall? Put the file at {target} (the data folder is {root}; "
+                why = ("Is the mirror's folder right (it needs the registry's layout)?" if url.startswith("file:")
+                       else "Offline or behind a firewall?")
+                raise DownloadError(f"could not download {url} -> {target}: {_reason(err)}. {why} "
+                                    f"Put the file at {target} (the data folder is {root}; "
                                     f"${ENV_ROOT} or root= choose another), or set ${ENV_URL} to a mirror with "
                                     f"the same layout (a folder or URL, e.g. {ENV_URL}=file:///path/to/datasets)"
                                     ) from err
