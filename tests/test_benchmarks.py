@@ -288,8 +288,8 @@ def test_seed_records_for_a_device_run(tmp_path):
     assert (tmp_path / "fig" / "figures" / "records" / "synthetic" / "results.jsonl").exists()
 
 
-# two child processes (slow_tests.py records it); the same bits in-process: tests/test_rng.py::
-# test_same_bits_as_jax_rolled_lowering
+# two child processes (slow_tests.py records it); the same bits and fit in-process: tests/test_rng.py::
+# test_fast_key_draws_jax_bits, test_mlp_fit_uses_the_fast_key_and_keeps_its_params
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
 def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
