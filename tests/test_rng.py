@@ -186,11 +186,6 @@ def test_import_jaxclp_leaves_jax_threefry_lowering_alone():
                                                                "same_rule": True, "ours": False}
 
 
-# fit_mlp's parameters on the graph below, computed at a7c0a97 (jaxclp's lowering then installed for the whole
-# process on import; JAXCLP_ROLLED_THREEFRY=1 gave the same hash): the fast key type changes no bit of a fit
-MLP_PARAMS_SHA256 = "ae601a0bb68433b97a8d71ebea4e7478e84120ef7ed2fc496bda5c735e2f8bc8"
-
-
 def _mlp_problem():
     rng = np.random.default_rng(0)
     n, d, k = 1100, 12, 3  # masks of 1100 x 64 = 70400 >= UNROLL_MIN_SIZE pairs: the unrolled form
@@ -204,9 +199,8 @@ def _mlp_problem():
 
 @pytest.mark.cpu_bitwise
 def test_mlp_fit_uses_the_fast_key_and_keeps_its_params(monkeypatch):
-    """fit_mlp draws its dropout masks through jaxclp's primitive (in its compiled program) and its parameters
-    are bit for bit those computed before the change (stored hash); with JAXCLP_ROLLED_THREEFRY=1 its program
-    has JAX's lowering instead, and the same parameters."""
+    """fit_mlp draws its dropout masks through jaxclp's primitive (in its compiled program); with
+    JAXCLP_ROLLED_THREEFRY=1 its program has JAX's lowering instead, and bit for bit the same parameters."""
     from jaxclp import fit_mlp, mlp
     from jaxclp.train import TrainConfig
 
@@ -224,12 +218,12 @@ def test_mlp_fit_uses_the_fast_key_and_keeps_its_params(monkeypatch):
         return hashlib.sha256(b"".join(v.tobytes() for v in leaves)).hexdigest()
 
     assert "jaxclp_threefry2x32" in hlo()
-    assert params_sha() == MLP_PARAMS_SHA256
+    fast = params_sha()
     monkeypatch.setenv(_rng.ENV, "1")
     mlp._fit_mlp_jit.clear_cache()  # the choice is made when tracing
     try:
         assert "jaxclp_threefry2x32" not in hlo()
-        assert params_sha() == MLP_PARAMS_SHA256
+        assert params_sha() == fast
     finally:
         mlp._fit_mlp_jit.clear_cache()
 
@@ -264,18 +258,27 @@ def test_gnn_fit_draws_through_the_fast_key(monkeypatch):
                for a, b in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(rolled)))
 
 
-# linkx_prior's prior below, computed at a7c0a97 (x64 on, as in these tests). A LINKX fit is not bitwise the same
-# under JAX's rolled lowering, at a7c0a97 as now (the masks are the same bits; the rest of the program compiles
-# differently around the other hash): this pins that the scoped key type computes what the import-time
-# registration did.
-LINKX_PRIOR_SHA256 = "19955ca8693a1702b87db66572eccf47b0ed178d00f83e4a9fc5d52a6ff5ebc3"
+# Computed at a7c0a97 (jaxclp's lowering then registered for the whole process on import), x64 on, XLA's default
+# CPU optimization (what users run; the suite may compile at -O0, whose last bits differ): fit_mlp's parameters
+# (JAXCLP_ROLLED_THREEFRY=1 gave the same hash) and linkx_prior's prior (not bitwise the same under JAX's rolled
+# lowering, then as now: the masks are the same bits, the rest of the program compiles differently around the
+# other hash). The scoped key type must compute exactly what the import-time registration did.
+PINNED_SHA256 = {"mlp_params": "ae601a0bb68433b97a8d71ebea4e7478e84120ef7ed2fc496bda5c735e2f8bc8",
+                 "linkx_prior": "19955ca8693a1702b87db66572eccf47b0ed178d00f83e4a9fc5d52a6ff5ebc3"}
 
 
-@pytest.mark.cpu_bitwise
-def test_linkx_prior_as_before_the_change():
+def _pinned_hashes() -> dict:
+    """SHA-256 of fit_mlp's parameters on :func:`_mlp_problem` and of linkx_prior's prior on a random graph."""
     import jaxclp
     from jaxclp.train import TrainConfig
 
+    def sha(*arrays):
+        return hashlib.sha256(b"".join(np.asarray(a).tobytes() for a in arrays)).hexdigest()
+
+    x, y, tm, vm, k = _mlp_problem()
+    res = jaxclp.fit_mlp(jax.random.PRNGKey(7), x, y, tm, vm, num_classes=k, hidden=(64,), dropout=0.5,
+                         cfg=TrainConfig(epochs=20, patience=20))
+    out = {"mlp_params": sha(*jax.tree_util.tree_leaves(res.params))}
     rng = np.random.default_rng(0)
     n = 1200
     src, dst = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
@@ -286,4 +289,29 @@ def test_linkx_prior_as_before_the_change():
     tm, vm = np.zeros(n, bool), np.zeros(n, bool)
     tm[:400], vm[400:600] = True, True
     r = jaxclp.linkx_prior(jax.random.PRNGKey(1), g, x, y, tm, vm, 3, TrainConfig(epochs=8, patience=8))
-    assert hashlib.sha256(np.asarray(r.prior).tobytes()).hexdigest() == LINKX_PRIOR_SHA256
+    out["linkx_prior"] = sha(r.prior)
+    return out
+
+
+_PINNED_PROBE = r"""
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, sys.argv[1])
+import test_rng
+print(json.dumps(test_rng._pinned_hashes()))
+"""
+
+
+@pytest.mark.cpu_bitwise
+def test_fits_compute_what_they_computed_before_the_change():
+    """In a fresh process at XLA's default optimization, fit_mlp's parameters and linkx_prior's prior hash as
+    at a7c0a97, when importing jaxclp re-registered JAX's Threefry lowering (:data:`PINNED_SHA256`)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop(_rng.ENV, None)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_backend_optimization_level" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    out = subprocess.run([sys.executable, "-c", _PINNED_PROBE, os.path.dirname(__file__)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == PINNED_SHA256
