@@ -495,9 +495,9 @@ def test_progress_bar_says_what_a_long_method_is_fitting(tmp_path, monkeypatch):
     monkeypatch.setattr(methods.method_clp_prior, "__defaults__",
                         (("mlp", "link"),) + methods.method_clp_prior.__defaults__[1:])
     runner.run(_dataset(), "medium", ["mlp", "clp"], runs=1, out=tmp_path / "a", epochs=5, progress=True)
-    assert seen[0] == "MLP priors" and "run 0 mlp" in seen and "run 0 clp" in seen
-    assert "run 0 clp: base predictor link" in seen
-    assert any(t.startswith("run 0 clp: CLP candidates on ") for t in seen)
+    assert seen[0] == "MLP priors" and "split 1/1, method mlp" in seen and "split 1/1, method clp" in seen
+    assert "split 1/1, method clp: base predictor link" in seen
+    assert any(t.startswith("split 1/1, method clp: CLP candidates on ") for t in seen)
     seen.clear()
     runner.run(_dataset(), "medium", ["mlp"], runs=1, out=tmp_path / "b", epochs=5, progress=False)
     assert seen == []
