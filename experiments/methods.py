@@ -14,6 +14,7 @@ import functools
 import itertools
 import time
 import warnings
+import weakref
 from typing import Callable, Sequence
 
 import jax
@@ -477,6 +478,21 @@ def prior_train_config(ctx: Context):
     return cfg._replace(metric=ctx.metric)
 
 
+_SKIPS: dict[int, tuple] = {}
+"""``id(graph) -> (weakref to the graph, (names, time_limit), skipped names)``: the base predictors the first split
+of a graph left out under a time limit, kept while the graph object lives (:func:`fit_base_priors`)."""
+
+
+def _decided_skips(graph, key: tuple) -> tuple | None:
+    hit = _SKIPS.get(id(graph))
+    return hit[2] if hit is not None and hit[0]() is graph and hit[1] == key else None
+
+
+def _remember_skips(graph, key: tuple, skipped: tuple) -> None:
+    gid = id(graph)
+    _SKIPS[gid] = (weakref.ref(graph, lambda _, k=gid: _SKIPS.pop(k, None)), key, skipped)
+
+
 def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | None = None) -> dict:
     """``name -> (n, K)`` prior of every base predictor in ``names`` (:data:`jaxclp.priors.PRIORS`).
 
@@ -492,20 +508,27 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
     :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:class:`jaxclp.priors.PriorBudget`,
     :data:`jaxclp.priors.PRIOR_COST`; the MLP prior, fitted before, counts as the first); the names
-    left out are appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used.
+    left out are appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The
+    first split of a graph decides (its fits pay the compilations later splits reuse, so its seconds are the
+    cautious estimate); every later split of the same graph object leaves out the same predictors, so a run's
+    splits are comparable.
     """
     from jaxclp.priors import TUNED_PRIORS, PriorBudget, fit_prior
 
     out = {}
     cfg = prior_train_config(ctx)
     budget = PriorBudget(ctx.time_limit)
+    decision = (tuple(names), ctx.time_limit)
+    decided = _decided_skips(ctx.graph, decision) if ctx.time_limit is not None else None
+    left_out = []
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
             budget.fitted += 1
             continue
         cached = CACHE and _fit_key(name, cfg) in ctx.cache
-        if not cached and not budget.allows(name):
+        if (name in decided) if decided is not None else (not cached and not budget.allows(name)):
+            left_out.append(name)
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
             if skipped is not None:
                 skipped.append(name)
@@ -530,6 +553,8 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
                 raise
             status(f"base predictor h2gcn left out: {err}")
             warnings.warn(f"clp: base predictor h2gcn left out of the choice: {err}", stacklevel=2)
+    if ctx.time_limit is not None and decided is None:
+        _remember_skips(ctx.graph, decision, tuple(left_out))
     return out
 
 
