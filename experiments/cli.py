@@ -267,7 +267,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--metric", choices=METRICS, default=None,
                     help="validation metric of the choice (default: the dataset's; for a --graph file roc_auc when "
                          "it has two classes and the rarer one under a third of the labelled nodes, else accuracy)")
-    _add_cost_options(pr, "for the whole fit")
+    _add_cost_options(pr, "for the whole fit", PREDICT_TIME_LIMIT)
     pr.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     pr.add_argument("--no-progress", action="store_true",
                     help="no line per base predictor while clp fits them (default: shown)")
@@ -306,7 +306,23 @@ def _parser() -> argparse.ArgumentParser:
 _DATA_ROOT_HELP = "dataset root (default: $JAXCLP_DATA, else the user cache folder, e.g. ~/.cache/jaxclp)"
 
 
-def _add_cost_options(parser, budget: str) -> None:
+PREDICT_TIME_LIMIT = 60.0
+"""``jaxclp predict``'s default ``--time-limit`` (seconds for clp's base predictors): the MLP, LINK, LINKX, GCN and
+H2GCN fit within it on graphs of up to ~100k nodes on 2 cores, the tuned GNNs' grids (8 fits each) only on small
+graphs (``benchmarks/results/cost_after_r1.md``); ``--time-limit none`` lifts it."""
+
+
+def _time_limit_arg(text: str):
+    """``--time-limit``: seconds, or ``none``/``off`` for no limit."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'none'; got {text!r}") from None
+
+
+def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> None:
     """``--priors`` and ``--time-limit``: what ``clp`` may try and how long it may take."""
     from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES
     from jaxclp.priors import PRIORS
@@ -315,9 +331,10 @@ def _add_cost_options(parser, budget: str) -> None:
                         help="comma list of the base predictors clp may try, from "
                              f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
                              f"{', '.join(CLP_PRIOR_CANDIDATES)})")
-    parser.add_argument("--time-limit", metavar="SECONDS", type=float, default=None,
+    parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=time_limit,
                         help=f"seconds clp may spend on its base predictors {budget}: cheap ones first, an expensive "
-                             "one only while it fits; the ones left out are named (default: no limit)")
+                             "one only while it fits; the ones left out are named; 'none' for no limit (default: "
+                             + ("no limit)" if time_limit is None else f"{time_limit:g})"))
 
 
 def _names(text: str) -> list[str]:
