@@ -64,7 +64,8 @@ def write_markdown(od: Path, payload: dict) -> None:
         "`.ci/run` by the `slow` marker (pyproject `addopts`); this file is how their checks are kept.",
         "",
         C.md_table(["test", "outcome", "s", "message"],
-                   [[f"`{r['test']}`", r["outcome"], f"{r['seconds']:.1f}", r["message"]] for r in rows]),
+                   [[f"`{r['test']}`", r["outcome"], f"{r['seconds']:.1f}", r["message"].replace("|", "\\|")]
+                    for r in rows]),
         "",
     ]
     (od / "slow_tests.md").write_text("\n".join(text))
