@@ -155,7 +155,7 @@ def _instrument(rec: _Recorder):
         (R, "fit_mlp_splits", rec.wrap("mlp prior", R.fit_mlp_splits)),
         (clp_mod, "estimate_compatibility", rec.wrap("compatibility", clp_mod.estimate_compatibility)),
         (est, "clp_beliefs", beliefs), (jaxclp, "clp_beliefs", beliefs),
-        (est, "evaluate", rec.wrap("selection", est.evaluate)),
+        (est, "validation_scores", rec.wrap("selection", est.validation_scores)),
         (R, "select", select), (R, "score_test", rec.wrap("selection", R.score_test)),
         (R, "reference_scores", rec.wrap("selection", R.reference_scores)),
         (M, "authors_grid", rec.wrap("authors propagation", M.authors_grid)),
