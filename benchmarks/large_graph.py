@@ -76,13 +76,17 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
 
 
 def accuracy_of_predictions(pred_csv: Path, folder: Path) -> float:
-    """Accuracy of a predictions CSV (``node,label,...``, header) on the hidden nodes."""
+    """Accuracy on the hidden nodes of ``jaxclp predict``'s CSV (header ``node,label,role,predicted,...``)."""
     truth = np.load(folder / "truth.npy")
     visible = np.load(folder / "labels.npy")
-    rows = [line.split(",")[:2] for line in pred_csv.read_text().splitlines()[1:] if line.strip()]
+    lines = pred_csv.read_text().splitlines()
+    header = lines[0].split(",")
+    i_node, i_pred = header.index("node"), header.index("predicted")
     pred = np.full(truth.size, -1)
-    for node, label in rows:
-        pred[int(node)] = int(float(label))
+    for line in lines[1:]:
+        if line.strip():
+            f = line.split(",")
+            pred[int(f[i_node])] = int(float(f[i_pred]))
     hidden = visible < 0
     return float((pred[hidden] == truth[hidden]).mean())
 

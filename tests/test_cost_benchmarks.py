@@ -46,5 +46,6 @@ def test_large_graph_files_and_scoring(tmp_path):
     pred = truth.copy()
     first = np.flatnonzero(hidden)[0]
     pred[first] = (truth[first] + 1) % facts["classes"]
-    (tmp_path / "p.csv").write_text("node,label\n" + "".join(f"{i},{p}\n" for i, p in enumerate(pred)))
+    (tmp_path / "p.csv").write_text("node,label,role,predicted,score_0\n" + "".join(
+        f"{i},{'' if labels[i] < 0 else labels[i]},x,{p},1.0\n" for i, p in enumerate(pred)))
     assert large_graph.accuracy_of_predictions(tmp_path / "p.csv", tmp_path) == (hidden.sum() - 1) / hidden.sum()
