@@ -112,7 +112,35 @@ def _markdown(payload: dict) -> str:
             cells.append(f"{st['wall']:.1f} ({st['compile']:.1f})" if st else "")
         rows.append(cells)
     lines.append(C.md_table(header, rows))
+    before = _table2_seconds()
+    share_rows = []
+    for r in payload["rows"]:
+        tuned = sum(st["wall"] for s, st in r["stages"].items() if s.endswith("_tuned"))
+        la = r.get("load_average")
+        share_rows.append([r["dataset"], f"{100 * r['compile'] / r['wall']:.0f} %", f"{100 * tuned / r['wall']:.0f} %",
+                           f"{before.get(r['dataset'], float('nan')):.1f}", f"{la[0]:.1f}" if la else "-"])
+    lines += ["", "Where the time goes: the share of the run's wall time spent compiling, and in the tuned GNN priors' "
+              "fits (gcn_tuned + sage_tuned: 8 specs each, each its own program); beside it the committed table2 "
+              "records' mean `clp` seconds per split (10 splits, compilation paid once per graph, so ~1/10 of it "
+              "per split) and the 1-minute load average when the graph finished (2 cores: above 2 means waiting).",
+              "", C.md_table(["graph", "compile share", "tuned GNN priors share", "table2 records: s/split",
+                              "load avg"], share_rows)]
     return "\n".join(lines) + "\n"
+
+
+def _table2_seconds() -> dict:
+    """``dataset -> mean seconds per split`` of the committed table2 ``clp`` records (0 where absent)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "results" / "table2" / "results.jsonl"
+    acc = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("type") == "result" and r.get("method") == "clp":
+                acc.setdefault(r["dataset"], []).append(float(r["seconds"]))
+    return {d: sum(v) / len(v) for d, v in acc.items()}
 
 
 def main(argv=None) -> int:
@@ -123,7 +151,12 @@ def main(argv=None) -> int:
     p.add_argument("--tag", default="after")
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--priors", default=None, help="comma list of base predictors for clp (default: all)")
+    p.add_argument("--markdown-only", action="store_true", help="rewrite cost_<tag>.md from its .json")
     a = p.parse_args(argv)
+    if a.markdown_only:
+        out = C.RESULTS_DIR / f"cost_{a.tag}.json"
+        out.with_suffix(".md").write_text(_markdown(C.load_json(out)))
+        return 0
     os.environ.setdefault("JAXCLP_XLA_CACHE", "off")
     opts = {}
     if a.time_limit is not None:
