@@ -10,6 +10,11 @@ from jaxclp.graph import Graph
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 
 
+
+PRIOR_ROW_ATOL = 1e-3
+"""How far a prior's row sums may be from 1 in :func:`estimate_compatibility` (softmax rows in float32 are within
+~1e-6; propagated beliefs renormalized in float32 within ~1e-5)."""
+
 def one_hot_train(labels: jax.Array, train_mask: jax.Array, num_classes: int) -> jax.Array:
     """``M * Y``: (n, K) one-hot labels on training rows, zeros elsewhere."""
     return jax.nn.one_hot(labels, num_classes) * train_mask[:, None]
@@ -63,7 +68,8 @@ def estimate_compatibility(
 
     Args:
         graph: the graph.
-        prior: (n, K) prior beliefs D.
+        prior: (n, K) prior beliefs D: nonnegative rows summing to 1 (within :data:`PRIOR_ROW_ATOL`; refused
+            otherwise, never rescaled: a prior of counts or scores must be normalized first).
         labels: (n,) int labels (only ``train_mask`` entries are used).
         train_mask: (n,) bool, nonempty.
         tol, max_iters, smoothing: passed to :func:`jaxclp.sinkhorn`.
@@ -79,6 +85,7 @@ def estimate_compatibility(
     n, k = prior.shape
     _checks.shape("prior", prior, (graph.num_nodes, None))
     _checks.probabilities("prior", prior)
+    _checks.prior_rows("prior", prior, PRIOR_ROW_ATOL)
     _checks.mask("train_mask", train_mask, n)
     _checks.labels(jnp.where(train_mask, labels, 0) if _checks.is_concrete(labels, train_mask) else labels,
                    n, k)

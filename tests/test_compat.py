@@ -156,6 +156,22 @@ def test_estimate_compatibility_rejects_bad_input(rng, bad):
         estimate_compatibility(g, jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(mask))
 
 
+def test_estimate_compatibility_refuses_a_prior_whose_rows_do_not_sum_to_one(rng):
+    g = make_graph(rng, "undirected", N)
+    prior, labels, mask = ref.random_problem(rng, N, 3)
+    with pytest.raises(ValueError, match=r"prior rows must sum to 1 .* row 0 sums to 5\. Normalize it first: prior / prior\.sum\(axis=1"):
+        estimate_compatibility(g, jnp.asarray(5.0 * prior), jnp.asarray(labels), jnp.asarray(mask))
+    off = prior.copy()
+    off[7] *= 1.01  # a row 1 % off
+    with pytest.raises(ValueError, match="row 7 sums to 1.01"):
+        estimate_compatibility(g, jnp.asarray(off), jnp.asarray(labels), jnp.asarray(mask))
+    near = prior * (1 + 1e-5)  # float32 rounding of a softmax: accepted, and H as for the exact prior
+    np.testing.assert_allclose(np.asarray(estimate_compatibility(g, jnp.asarray(near), jnp.asarray(labels),
+                                                                 jnp.asarray(mask))[0]),
+                               np.asarray(estimate_compatibility(g, jnp.asarray(prior), jnp.asarray(labels),
+                                                                 jnp.asarray(mask))[0]), atol=1e-6)
+
+
 def test_estimate_compatibility_no_recompile(rng, compile_counter):
     n, k = N, 4
     g = make_graph(rng, "undirected", n)
