@@ -144,15 +144,21 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
     Returns:
         ``(config, val_score)``.
     """
-    y = jnp.asarray(labels_visible)
-    if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
-        raise ValueError("validation labels missing (-1) inside val_mask")
+    y = _validation_labels(labels_visible, val_mask)
     if isinstance(candidates, Candidates):
         candidates.expand()
     best, best_score = _first_best(candidates, y, jnp.asarray(val_mask), metric)
     if best is None:
         raise ValueError("no candidate has a finite validation score")
     return best, best_score
+
+
+def _validation_labels(labels_visible, val_mask) -> jax.Array:
+    """``labels_visible`` as a jax array; ValueError where a validation node has no label (-1)."""
+    y = jnp.asarray(labels_visible)
+    if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
+        raise ValueError("validation labels missing (-1) inside val_mask")
+    return y
 
 
 def _first_best(candidates: dict, y, val_mask, metric: str) -> tuple[object, float]:
@@ -174,9 +180,7 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
     (``jaxclp reproduce selection``, ``results/selection/summary.md``): with 20-500 validation nodes the best of
     ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm.
     """
-    y = jnp.asarray(labels_visible)
-    if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
-        raise ValueError("validation labels missing (-1) inside val_mask")
+    y = _validation_labels(labels_visible, val_mask)
     names = list(cands.references)
     on_prior = {}
 
@@ -524,14 +528,12 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
-            budget.fitted += 1
+            budget.spent(name, 0.0)  # fitted before, for every split at once: free here
             continue
         cached = CACHE and _fit_key(name, cfg) in ctx.cache
         if (name in decided) if decided is not None else (not cached and not budget.allows(name)):
             left_out.append(name)
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
-            if skipped is not None:
-                skipped.append(name)
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
@@ -543,11 +545,9 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
         try:
             t0 = time.perf_counter()
             out[name] = _cached(ctx, _fit_key(name, cfg), fit)
-            if cached:
-                budget.fitted += 1
-            else:
+            if not cached:
                 jax.block_until_ready(out[name])
-                budget.spent(name, time.perf_counter() - t0)
+            budget.spent(name, 0.0 if cached else time.perf_counter() - t0)
         except TwoHopTooLarge as err:  # a hub-heavy graph: H2GCN's 2-hop graph does not fit; the others still do
             if name != "h2gcn" or len(names) == 1:
                 raise
@@ -555,6 +555,8 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             warnings.warn(f"clp: base predictor h2gcn left out of the choice: {err}", stacklevel=2)
     if ctx.time_limit is not None and decided is None:
         _remember_skips(ctx.graph, decision, tuple(left_out))
+    if skipped is not None:
+        skipped.extend(left_out)
     return out
 
 

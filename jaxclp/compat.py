@@ -9,11 +9,10 @@ from jaxclp import _checks
 from jaxclp.graph import Graph
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 
-
-
 PRIOR_ROW_ATOL = 1e-3
 """How far a prior's row sums may be from 1 in :func:`estimate_compatibility` (softmax rows in float32 are within
 ~1e-6; propagated beliefs renormalized in float32 within ~1e-5)."""
+
 
 def one_hot_train(labels: jax.Array, train_mask: jax.Array, num_classes: int) -> jax.Array:
     """``M * Y``: (n, K) one-hot labels on training rows, zeros elsewhere."""

@@ -377,8 +377,8 @@ class CLP:
 
     def _candidates(self, graph, prior, y, tm, vm) -> list:
         """CLP's candidates on ``prior`` in the grid's order (variants x alphas, then the authors' configurations):
-        ``[(validation score, setter), ...]``; a setter stores its candidate's fitted attributes (:meth:`_take`).
-        Fills ``val_scores_``."""
+        ``[(validation score, spec), ...]``, ``spec`` what :meth:`_take` needs to store the candidate's fitted
+        attributes. Fills ``val_scores_``."""
         self.val_scores_ = {}
         out = []
         combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
@@ -391,7 +391,7 @@ class CLP:
                                          normalization=norm, l1_normalize=l1, prior_source=src,
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
                                          spectral_scale=bool(scale))
-            scores = np.where(res.valid, self._val_scores(res.beliefs, y, vm), -np.inf)
+            scores = np.where(res.valid, validation_scores(self.metric, res.beliefs, y, vm), -np.inf)
             for i, (a, s) in enumerate(zip(self.alphas, scores)):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
@@ -401,7 +401,7 @@ class CLP:
                                  "for a ShardedGraph")
             options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
             ares = authors_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
-            scores = self._val_scores(ares.beliefs, y, vm)
+            scores = validation_scores(self.metric, ares.beliefs, y, vm)
             for j, ((start, a, post, echo, w), s) in enumerate(zip(ares.configs, scores)):
                 self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
                 out.append((float(s), ("authors", j, ares)))
@@ -428,10 +428,6 @@ class CLP:
         self.spectral_scale_, self.alpha_, self.method_ = False, float(a), "authors"
         self.H_, self._spectral, self._spectral_normalization = ares.H, None, w
         self.beliefs_ = ares.beliefs[j]
-
-    def _val_scores(self, beliefs, y, vm) -> np.ndarray:
-        """(C,) validation ``metric`` of (C, n, K) candidate beliefs."""
-        return validation_scores(self.metric, beliefs, y, vm)
 
     def _resolve_classes(self, y: np.ndarray, tm: np.ndarray, vm: np.ndarray) -> np.ndarray:
         """Sorted class labels (K,), validating ``y`` (user values) on the train/val nodes."""

@@ -448,9 +448,10 @@ PRIORS: dict[str, Callable[..., PriorResult]] = {
 PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
               "gcn_tuned": 16.0, "sage_tuned": 16.0, "gat_tuned": 24.0}
 """Expected cost of fitting each named predictor, in units of one 2-layer GCN fit on the same graph (compilation
-included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_before.md``:
-on Texas ``gcn_tuned`` 56.6 s and ``sage_tuned`` 60.5 s against 3.3 s for ``gcn``, 2.2 s for ``link``, 6.1 s for
-``linkx``, 3.9 s for ``h2gcn``, all but ~5 % compilation). Unknown names count 16; arrays and fitted objects 0."""
+included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_after_r1.md``,
+Texas, one split on a loaded machine: ``gcn_tuned`` 94.8 s and ``sage_tuned`` 109.5 s against 6.2 s for ``gcn``,
+3.3 s for ``link``, 7.5 s for ``linkx``, 9.4 s for ``h2gcn``, 93-98 % of each compilation). Unknown names count
+16; arrays and fitted objects 0."""
 
 
 class PriorBudget:
