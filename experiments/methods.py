@@ -409,15 +409,12 @@ def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS, plain_depths=GNN_P
 
 
 def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
-    from jaxclp.gnn import fit_gnn
+    from jaxclp.gnn import fit_gnn_grid
 
-    cfg = gnn_train_config(ctx.metric)
-    out = {}
-    for spec in gnn_grid(conv, sep):
-        r = fit_gnn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                    num_classes=ctx.num_classes, spec=spec, cfg=cfg)
-        out[("layers", spec.num_layers, "res_ln", spec.residual)] = r.prior
-    return out
+    specs = gnn_grid(conv, sep)
+    fits = fit_gnn_grid(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                        num_classes=ctx.num_classes, specs=specs, cfg=gnn_train_config(ctx.metric))
+    return {("layers", spec.num_layers, "res_ln", spec.residual): r.prior for spec, r in zip(specs, fits)}
 
 
 def method_gcn(ctx: Context) -> dict:

@@ -15,7 +15,7 @@ from jaxclp.features import SparseFeatures, as_features, as_input_features
 from jaxclp.gnn import (GCN, H2GCN, GCNConv, GNNResult, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
                         gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs, two_hop_graph,
                         TwoHopTooLarge, check_two_hop_size)
-from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_splits, tuned_gnn_param_count, tuned_grid
+from jaxclp.gnn import GNNSpec, TunedGNN, fit_gnn, fit_gnn_grid, fit_gnn_splits, tuned_gnn_param_count, tuned_grid
 from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homophily, node_homophily_per_node,
                               true_compatibility)
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CLP", "CLPResult", "NotFittedError", "FactoredOperator", "GCN", "GCNConv", "GNNResult", "H2GCN", "fit_gcn", "fit_gcn_splits",
     "fit_h2gcn", "fit_h2gcn_splits", "gcn_normalized_graph", "gnn_param_count", "h2gcn_normalized_graphs",
-    "two_hop_graph", "TwoHopTooLarge", "check_two_hop_size", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_splits", "tuned_gnn_param_count", "tuned_grid", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
+    "two_hop_graph", "TwoHopTooLarge", "check_two_hop_size", "GNNSpec", "TunedGNN", "fit_gnn", "fit_gnn_grid", "fit_gnn_splits", "tuned_gnn_param_count", "tuned_grid", "Graph", "METHODS", "MLP", "PropagateInfo", "SinkhornInfo",
     "Solution", "SparseFeatures", "SpectralInfo", "TrainConfig", "accuracy", "as_features", "as_input_features",
     "clp_beliefs",
     "clp_operator", "clp_star",

@@ -780,6 +780,152 @@ def fit_gnn_splits(keys, graph: Graph, features, labels, train_masks, val_masks,
     return parts[0] if len(parts) == 1 else jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
 
 
+# ------------------------------------------------------------------------------- a grid in one program
+def _grid_static(spec: GNNSpec) -> GNNSpec:
+    """What a grid program compiles in: ``spec`` without the per-candidate fields (depth, residual, norm, ffn)."""
+    return spec._replace(num_layers=0, residual=False, norm=False, ffn=False)
+
+
+def _grid_union(specs: Sequence[GNNSpec]) -> GNNSpec:
+    """The spec whose parameters hold every spec's of ``specs`` (same static fields): the deepest, with LayerNorms
+    and feed-forward layers where any spec has them."""
+    return specs[0]._replace(num_layers=max(s.num_layers for s in specs), residual=True,
+                             norm=any(s.norm for s in specs), ffn=any(s.ffn for s in specs))
+
+
+def _drop(rate: float, key, x):
+    """Inverted dropout of an array or of :class:`jaxclp.features.SparseFeatures`' stored values (as
+    ``flax.linen.Dropout``: keep with probability ``1 - rate``, scale by its inverse)."""
+    if rate == 0.0:
+        return x
+    values = x.values if isinstance(x, SparseFeatures) else x
+    keep = jax.random.bernoulli(key, 1.0 - rate, values.shape)
+    out = jax.lax.select(keep, values / (1.0 - rate), jnp.zeros_like(values))
+    return x.with_values(out) if isinstance(x, SparseFeatures) else out
+
+
+def _conv_module(spec: GNNSpec, symmetric: bool) -> nn.Module:
+    """The block convolution :class:`TunedGNN` builds for ``spec`` (same parameter layout)."""
+    if spec.conv == "gcn":
+        return (GCNSepConv if spec.sep else GCNConv)(spec.hidden, True, symmetric)
+    if spec.conv == "sage":
+        return SAGEConv(spec.hidden, True)
+    if spec.conv == "gat":
+        return GATConv(spec.hidden, spec.heads, spec.sep, True)
+    return nn.Dense(spec.hidden)
+
+
+def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, num_classes: int,
+                 symmetric: bool, key, train: bool) -> jax.Array:
+    """:class:`TunedGNN`'s logits for the candidate ``flags`` = (depth, residual, norm, ffn) (int32 (4,), traced),
+    computed with the parameters of ``union`` (:func:`_grid_union`). Blocks past ``depth`` are skipped by a
+    ``lax.cond`` (no arithmetic); the plain and feed-forward tails of a block are both computed and one is kept.
+    With ``train=False`` this is ``TunedGNN(spec).apply`` on the candidate's parameters; the dropout masks are
+    drawn from ``key`` folded with the position of each dropout, not as flax draws them."""
+    p = params["params"]
+    depth, residual, norm, ffn = flags[0], flags[1] > 0, flags[2] > 0, flags[3] > 0
+    rate = union.dropout if train else 0.0
+    drop = lambda x, i: _drop(rate, jax.random.fold_in(key, i), x)
+    x = graph.nodes
+    x = drop(x, 0) if union.input_dropout else x
+    from jaxclp.mlp import SparseDense
+
+    first = (SparseDense if isinstance(x, SparseFeatures) else nn.Dense)(union.hidden)
+    h = nn.relu(drop(first.apply({"params": p["input"]}, x), 1))
+    conv = _conv_module(union, symmetric)
+    layer_norm, dense = nn.LayerNorm(), nn.Dense(union.hidden)
+    for i in range(union.num_layers):
+        def block(h, i=i):
+            z = jnp.where(norm, layer_norm.apply({"params": p[f"norm{i}"]}, h), h) if union.norm else h
+            params_i = {"params": p[f"conv{i}"]}
+            z = conv.apply(params_i, z) if union.conv == "none" else conv.apply(params_i, graph, z, plan)
+            tail = drop(nn.relu(z), 2 + 3 * i)
+            if union.ffn:
+                ff = drop(dense.apply({"params": p[f"ffn{i}"]}, nn.gelu(drop(z, 3 + 3 * i), approximate=False)),
+                          4 + 3 * i)
+                tail = jnp.where(ffn, ff, tail)
+            return jnp.where(residual, h + tail, tail)
+
+        dtype = jax.eval_shape(block, h).dtype  # a float64 graph (x64) promotes the block's output
+        h = jax.lax.cond(i < depth, block, lambda h: h.astype(dtype), h)
+    if union.norm:
+        h = jnp.where(norm, layer_norm.apply({"params": p["norm_out"]}, h), h)
+    return nn.Dense(num_classes).apply({"params": p["output"]}, h)
+
+
+def _grid_kernel(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
+    """Unvalidated body of :func:`fit_gnn_grid` for one candidate (``flags``) of the grid whose union is ``spec``."""
+    gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
+    symmetric = bool(graph.symmetric) and spec.conv == "gcn"
+    plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
+    init_key, drop_key = jax.random.split(key)
+    params = _model(spec, num_classes, bool(graph.symmetric)).init(init_key, gt, plan, train=False)
+
+    def apply_fn(p, k, train):
+        return _grid_logits(p, spec, flags, gt, plan, num_classes, bool(graph.symmetric), fast_key(k), train)
+
+    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
+    return GNNResult(jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info)
+
+
+_fit_grid_jit = jax.jit(_grid_kernel, static_argnames=_TUNED_STATIC)
+
+
+def _spec_params(params: dict, spec: GNNSpec) -> dict:
+    """The entries of a union parameter tree that :class:`TunedGNN` ``(spec)`` has."""
+    keep = {"input", "output"} | {f"conv{i}" for i in range(spec.num_layers)}
+    keep |= {f"norm{i}" for i in range(spec.num_layers) if spec.norm} | ({"norm_out"} if spec.norm else set())
+    keep |= {f"ffn{i}" for i in range(spec.num_layers) if spec.ffn}
+    return {"params": {k: v for k, v in params["params"].items() if k in keep}}
+
+
+def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, *, num_classes: int,
+                 specs: Sequence[GNNSpec], cfg: TrainConfig = TrainConfig()) -> list["GNNResult"]:
+    """Trains every :class:`TunedGNN` of ``specs`` (as :func:`fit_gnn`, same ``key``), compiling one program for
+    all specs that differ only in depth, residual connections, LayerNorm and feed-forward layers (a tuned grid,
+    :func:`tuned_grid`: one program instead of 8).
+
+    Each candidate starts from the parameters :func:`fit_gnn` would start from (the union model's, whose blocks
+    are initialized by name), takes the same optimizer steps and is early-stopped the same way; blocks past its
+    depth are skipped at run time. Only the dropout masks are drawn differently from :func:`fit_gnn`'s, so with
+    ``dropout=0`` the two agree to float rounding, and otherwise as two seeds do.
+
+    Args:
+        key: PRNG key (initialisation and dropout), the same for every spec.
+        graph, features, labels, train_mask, val_mask, num_classes, cfg: as :func:`fit_gnn`.
+        specs: the candidates (any :class:`GNNSpec`s; those sharing conv, hidden, sep, dropout, heads and
+            input dropout share a program).
+
+    Returns:
+        one :class:`GNNResult` per spec, in order; ``params`` holds the spec's own parameters
+        (``TunedGNN(spec).apply(params, ...)`` gives its logits).
+
+    Raises:
+        ValueError: an empty ``specs``, or the checks of :func:`fit_gnn`.
+    """
+    specs = [_check_spec(s) for s in specs]
+    if not specs:
+        raise ValueError("specs is empty: pass at least one GNNSpec")
+    num_classes, _, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, (specs[0].hidden,),
+                                  specs[0].dropout, scalar_hidden=False, to_features=_tuned_input(specs[0]))
+    inputs = {_tuned_input(specs[0]): x}
+    for s in specs[1:]:  # a group with input dropout takes the features as given (see _tuned_input)
+        if _tuned_input(s) not in inputs:
+            inputs[_tuned_input(s)] = _tuned_input(s)(features, jnp.float32)
+    groups: dict[GNNSpec, list[GNNSpec]] = {}
+    for s in specs:
+        groups.setdefault(_grid_static(s), []).append(s)
+    unions = {k: _grid_union(v) for k, v in groups.items()}
+    y, tm, vm = jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask)
+    out = []
+    for s in specs:
+        flags = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
+        r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, flags, num_classes=num_classes, spec=unions[_grid_static(s)],
+                          cfg=cfg)
+        out.append(r._replace(params=_spec_params(r.params, s)))
+    return out
+
+
 # Platonov et al. (2023) / Luo et al. (2024)'s recipe for the tuned GNNs, chosen per split on validation:
 # residual + LayerNorm blocks with a feed-forward layer at depths 1-5 and plain blocks at depths 1-3 (deeper plain
 # GNNs oversmooth); hidden 64, dropout 0.2, Adam lr 1e-3, no weight decay, early stopping on the task metric.

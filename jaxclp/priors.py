@@ -389,7 +389,8 @@ TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                     cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", sep: bool = False, grid=None,
                     lr: float | None = None, weight_decay: float = 0.0) -> PriorResult:
-    """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.fit_gnn`, same ``key``) and the
+    """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.gnn.fit_gnn_grid`: same ``key``, one
+    compiled program for the grid) and the
     one with the best validation ``cfg.metric`` is kept (the first on ties; nested selection on validation only).
 
     Args:
@@ -424,9 +425,9 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     fit_cfg = gnn.tuned_train_config(cfg, gnn.TUNED_LR if lr is None else lr, weight_decay)
     name = f"{kind}_tuned" + ("-sep" if sep else "")
     best = None
-    for spec in specs:
-        res = gnn.fit_gnn(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
-                          num_classes=int(num_classes), spec=spec, cfg=fit_cfg)
+    fits = gnn.fit_gnn_grid(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
+                            num_classes=int(num_classes), specs=specs, cfg=fit_cfg)
+    for spec, res in zip(specs, fits):
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):
             best = r
@@ -446,12 +447,12 @@ PRIORS: dict[str, Callable[..., PriorResult]] = {
 
 # -------------------------------------------------------------------------------------------- dispatch
 PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
-              "gcn_tuned": 16.0, "sage_tuned": 16.0, "gat_tuned": 24.0}
+              "gcn_tuned": 6.0, "sage_tuned": 6.0, "gat_tuned": 9.0}
 """Expected cost of fitting each named predictor, in units of one 2-layer GCN fit on the same graph (compilation
-included): the tuned GNNs fit 8 specs of up to 5 blocks, each its own program (``benchmarks/results/cost_after_r1.md``,
-Texas, one split on a loaded machine: ``gcn_tuned`` 94.8 s and ``sage_tuned`` 109.5 s against 6.2 s for ``gcn``,
-3.3 s for ``link``, 7.5 s for ``linkx``, 9.4 s for ``h2gcn``, 93-98 % of each compilation). Unknown names count
-16; arrays and fitted objects 0."""
+included). A tuned GNN fits 8 specs of up to 5 blocks in one compiled program (:func:`jaxclp.gnn.fit_gnn_grid`):
+on two medium splits (``benchmarks/results/cost_after_r2.md``) ``gcn_tuned`` / ``sage_tuned`` took 3.5x / 4.2x a
+GCN fit on Texas (compile-bound) and 4.4x / 5.4x on Wiki (training-bound); 6 leaves room. Unknown names count 16;
+arrays and fitted objects 0."""
 
 
 class PriorBudget:

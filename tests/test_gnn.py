@@ -959,3 +959,57 @@ def test_h2gcn_keeps_the_two_hop_graph_while_the_graph_lives(monkeypatch):
     for _ in range(2):
         fit_h2gcn(jax.random.PRNGKey(0), g2, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg)
     assert len(built) == 2 and id(g2) not in gnn._TWO_HOP_MEMO
+
+
+def _grid_problem(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < (0.25 if y[i] == y[j] else 0.05)]
+    x = (np.eye(3)[y] + rng.normal(0, 1.0, (n, 3))).astype(np.float32)
+    train = rng.random(n) < 0.5
+    val = ~train & (rng.random(n) < 0.5)
+    return undirected(edges, n), x, jnp.asarray(y), jnp.asarray(train), jnp.asarray(val)
+
+
+@pytest.mark.parametrize("conv,sep", [("gcn", False), ("sage", False), ("gat", True)])
+def test_fit_gnn_grid_trains_each_spec_as_fit_gnn(conv, sep):
+    """Without dropout, the one-program grid is fit_gnn spec by spec: the same initial parameters (the union
+    model's blocks are initialized by name), the same steps, the same early stop (float rounding apart); the
+    returned parameters are the spec's own tree."""
+    from jaxclp.gnn import fit_gnn_grid
+
+    g, x, y, tm, vm = _grid_problem()
+    specs = [s._replace(dropout=0.0, hidden=8) for s in jaxclp.tuned_grid(conv, sep, depths=(1, 3),
+                                                                          plain_depths=(1, 2))]
+    cfg = TrainConfig(lr=0.01, epochs=25, patience=10, weight_decay=0.0)
+    fits = fit_gnn_grid(jax.random.key(3), g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
+    for spec, got in zip(specs, fits):
+        ref = fit_gnn(jax.random.key(3), g, x, y, tm, vm, num_classes=3, spec=spec, cfg=cfg)
+        assert jax.tree_util.tree_structure(got.params) == jax.tree_util.tree_structure(ref.params), spec
+        np.testing.assert_allclose(np.asarray(got.prior), np.asarray(ref.prior), atol=1e-4, err_msg=str(spec))
+        assert int(got.info.best_epoch) == int(ref.info.best_epoch)
+
+
+def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
+    """With dropout: each result's parameters, applied by TunedGNN(spec), give its prior (the masked forward is
+    the model's); a grid of specs differing in depth / residual / LayerNorm / feed-forward is one program (one
+    entry in the jit cache), a second static group (other hidden width) a second."""
+    from jaxclp import gnn
+    from jaxclp.features import as_input_features
+
+    g, x, y, tm, vm = _grid_problem(n=26, seed=1)
+    specs = jaxclp.tuned_grid("sage", depths=(1, 2, 4), plain_depths=(1, 3), hidden=12)
+    specs.append(specs[0]._replace(hidden=4))
+    before = gnn._fit_grid_jit._cache_size()
+    fits = gnn.fit_gnn_grid(jax.random.key(0), g, x, y, tm, vm, num_classes=3, specs=specs,
+                            cfg=TrainConfig(epochs=15, patience=0))
+    assert gnn._fit_grid_jit._cache_size() - before == 2
+    gt = gnn.tuned_gnn_graph(g, "sage", False, nodes=as_input_features(x, jnp.float32))
+    plan = jaxclp.sparse.transpose_plan(gt.senders, gt.receivers, g.num_nodes)
+    for spec, r in zip(specs, fits):
+        logits = gnn._model(spec, 3, True).apply(r.params, gt, plan, train=False)
+        np.testing.assert_allclose(np.asarray(jax.nn.softmax(logits, -1)), np.asarray(r.prior), atol=1e-5)
+    depths = [int(r.info.epochs_run) for r in fits]
+    assert depths == [15] * len(specs)
+    with pytest.raises(ValueError, match="specs is empty"):
+        gnn.fit_gnn_grid(jax.random.key(0), g, x, y, tm, vm, num_classes=3, specs=[])

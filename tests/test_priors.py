@@ -119,7 +119,7 @@ def test_prior_is_row_stochastic(name):
 
 @pytest.mark.cpu_bitwise
 def test_tuned_gnn_prior_is_the_best_validation_spec():
-    """Nested selection: the prior is fit_gnn's output for the spec with the best validation score (first on
+    """Nested selection: the prior is fit_gnn_grid's output for the spec with the best validation score (first on
     ties), fitted with the tuned recipe's lr / weight decay and cfg's epochs; sparse features give the same."""
     g, x, y, tm, vm = _tiny()
     y_vis = np.where(tm | vm, y, -1)
@@ -130,8 +130,8 @@ def test_tuned_gnn_prior_is_the_best_validation_spec():
     cfg = jaxclp.TrainConfig(epochs=6, patience=0, lr=0.5, weight_decay=0.1)
     r = P.fit_prior("sage_tuned", jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, grid=grid)
     fit_cfg = cfg._replace(lr=1e-3, weight_decay=0.0)
-    refs = [jaxclp.fit_gnn(jax.random.key(1), g, x, jnp.asarray(y_vis), tm, vm, num_classes=3, spec=s, cfg=fit_cfg)
-            for s in grid]
+    refs = jaxclp.fit_gnn_grid(jax.random.key(1), g, x, jnp.asarray(y_vis), tm, vm, num_classes=3, specs=grid,
+                               cfg=fit_cfg)
     scores = [float(np.mean(np.asarray(f.prior)[vm].argmax(1) == y[vm])) for f in refs]
     i = int(np.argmax(scores))  # argmax: the first maximum
     assert r.name == "sage_tuned" and r.choice == grid[i] and r.val_score == pytest.approx(scores[i])
@@ -363,8 +363,8 @@ def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runn
     assert set(out) == {"gcn", "sage_tuned"}
     # the reference fit on the context's own (sparse) features: the same program, so equal bit for bit (sparse vs
     # dense features fit alike: tests/test_gnn.py::test_sparse_features_fit_like_dense)
-    ref = jaxclp.fit_gnn(ctx.key, g, ctx.features, ctx.labels, tm, vm, num_classes=3, spec=tiny[0],
-                         cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
+    ref, = jaxclp.fit_gnn_grid(ctx.key, g, ctx.features, ctx.labels, tm, vm, num_classes=3, specs=tiny,
+                               cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
     np.testing.assert_array_equal(np.asarray(out["sage_tuned"]), np.asarray(ref.prior))
     assert ("fit", "sage_tuned", TINY) in ctx.cache  # fitted once per split, shared by the methods
 
@@ -478,7 +478,7 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     names = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
-    # unit = max(1/0.5, 4/2, 2/1, 4/2) = 2 s; at t = 11 the tuned GNNs' 16 * 2 = 32 s exceed the 9 s left
+    # unit = max(1/0.5, 4/2, 2/1, 4/2) = 2 s; at t = 11 the tuned GNNs' 6 * 2 = 12 s exceed the 9 s left
     cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={}), priors=names, **small)
     assert fitted == ["link", "linkx", "gcn", "h2gcn"]
     assert cands.skipped == ["gcn_tuned", "sage_tuned"]
