@@ -402,6 +402,12 @@ class Graph:
         """(m, K) per-class edge values ``values[e] * left[r_e, k] * right[s_e, k]``."""
         return values[:, None] * left[self.receivers] * right[self.senders]
 
+    def edge_ends(self, x: jax.Array, *, loops: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(x[receivers], x[senders], real)``: (m, ...) rows of each edge's ends; ``real`` (m,) bool, False on
+        self-loops when ``loops`` is False (a Graph has no padding edges)."""
+        real = jnp.ones(self.senders.shape, bool) if loops else self.senders != self.receivers
+        return x[self.receivers], x[self.senders], real
+
     def in_degree(self) -> jax.Array:
         """(n,) weighted in-degree, sum of weights of edges into each node."""
         return jax.ops.segment_sum(self.weights, self.receivers, self.num_nodes, indices_are_sorted=True)

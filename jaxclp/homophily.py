@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, spmm
+from jaxclp.protocol import GraphLike
 from jaxclp.sinkhorn import sinkhorn
 
 
@@ -14,23 +15,24 @@ def _nonloop(graph: Graph) -> jax.Array:
     return graph.senders != graph.receivers
 
 
-def edge_homophily(graph: Graph, labels: jax.Array) -> jax.Array:
+def edge_homophily(graph: GraphLike, labels: jax.Array) -> jax.Array:
     """Fraction of (non-loop) edges whose two ends share a label, over the edges whose two ends are labelled
     (a negative label, e.g. -1, marks an unlabelled node; edges touching one are not counted).
 
     For a symmetrized graph every undirected edge appears twice, which leaves the fraction unchanged, so
-    this equals the table's "h" (unique undirected non-loop edges). A :class:`jaxclp.shard.ShardedGraph` in
-    place of ``graph`` runs :func:`jaxclp.shard.edge_homophily`.
+    this equals the table's "h" (unique undirected non-loop edges). Any graph of the protocol
+    (:class:`jaxclp.Graph`, :class:`jaxclp.ShardedGraph`).
+
+    Args:
+        graph: the graph (n nodes).
+        labels: (n,) integer labels.
+
+    Returns:
+        () float.
     """
-    from jaxclp.shard import ShardedGraph
-
-    if isinstance(graph, ShardedGraph):
-        from jaxclp import shard
-
-        return shard.edge_homophily(graph, labels)
     _checks.shape("labels", labels, (graph.num_nodes,))
-    ls, lr = labels[graph.senders], labels[graph.receivers]
-    keep = _nonloop(graph) & (ls >= 0) & (lr >= 0)
+    lr, ls, real = graph.edge_ends(graph.to_internal(jnp.asarray(labels)), loops=False)
+    keep = real & (ls >= 0) & (lr >= 0)
     same = (ls == lr) & keep
     f = jnp.result_type(float)
     return jnp.sum(same, dtype=f) / jnp.maximum(jnp.sum(keep, dtype=f), 1)

@@ -71,3 +71,7 @@ class GraphLike(Protocol):
 
     def edge_matrix(self, values, left, right) -> jax.Array:
         """Per-class edge values ``values[e] * left[r_e, k] * right[s_e, k]`` in the edge layout (+ K)."""
+
+    def edge_ends(self, x: jax.Array, *, loops: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(x[r_e], x[s_e], real)`` for internal-order ``x`` in the edge layout: the rows of each edge's receiver
+        and sender, and a bool that is False on padding edges (and on self-loops when ``loops`` is False)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxclp import baselines, clp, compat, operator, propagate as _propagate, solve as _solve
+from jaxclp import baselines, clp, compat, homophily, operator, propagate as _propagate, solve as _solve
 from jaxclp.graph import Normalization
 from jaxclp.operator import FactoredOperator
 from jaxclp.halo import (  # noqa: F401  (re-exported: the historical home of these names)
@@ -27,7 +27,7 @@ from jaxclp.halo import (  # noqa: F401  (re-exported: the historical home of th
 from jaxclp.partition import PARTITIONS, Balance, Partition, _structure, node_order  # noqa: F401
 from jaxclp.plan import Plan, build_plan  # noqa: F401
 from jaxclp.sharded_graph import (  # noqa: F401
-    ShardedGraph, _csr_tables, _local_csr, edge_homophily, edge_values, from_internal, in_degree, local_shards,
+    ShardedGraph, _csr_tables, _local_csr, edge_values, from_internal, in_degree, local_shards,
     out_degree, shard_graph, shard_graph_local, to_internal)
 
 __all__ = [
@@ -61,6 +61,11 @@ def _on(sg: ShardedGraph, exchange: Exchange) -> ShardedGraph:
     if not isinstance(sg, ShardedGraph):
         raise ValueError(f"sg must be a ShardedGraph (jaxclp.shard.shard_graph); got {type(sg).__name__}")
     return sg.with_exchange(exchange)
+
+
+def edge_homophily(sg: ShardedGraph, labels, *, exchange: Exchange = "ppermute") -> jax.Array:
+    """:func:`jaxclp.edge_homophily` with the halo ``exchange`` named."""
+    return homophily.edge_homophily(_on(sg, exchange), labels)
 
 
 def clp_operator(sg: ShardedGraph, b0_internal: jax.Array, H: jax.Array, *,

@@ -213,6 +213,20 @@ class ShardedGraph:
 
         return _smap(self, local, values, left, right)
 
+    def edge_ends(self, x: jax.Array, *, loops: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(x[r_e], x[s_e], real)`` as (P, E, ...) arrays (senders read through the halo exchange); ``real`` is
+        False on padding edges and, when ``loops`` is False, on self-loops (a local sender index equal to the
+        receiver row; halo slots are >= b)."""
+        exchange = self.exchange
+
+        def local(loc, count, xl):
+            real = jnp.arange(loc["receivers"].shape[0]) < count[0]
+            if not loops:
+                real = real & (loc["senders"] != loc["receivers"])
+            return xl[loc["receivers"]][None], _gather(self, loc, xl, exchange)[None], real[None]
+
+        return _smap(self, local, self.num_edges, x)
+
 
 def _auto_mesh(mesh: Mesh, axis: str) -> Mesh:
     """``mesh`` checked, with every axis ``AxisType.Auto``.
@@ -485,33 +499,3 @@ def _edge_values(sg, normalization, exchange):
 
 
 # ============================================================================ edge homophily
-def edge_homophily(sg: ShardedGraph, labels: jax.Array, *, exchange: Exchange = "ppermute") -> jax.Array:
-    """:func:`jaxclp.edge_homophily` on a sharded graph: fraction of (non-loop) edges whose ends share a label
-    (edges with an unlabelled end, label < 0, not counted).
-
-    Args:
-        sg: the sharded graph.
-        labels: (n,) integer labels, user order.
-
-    Returns:
-        () float.
-    """
-    _checks.shape("labels", labels, (sg.num_nodes,))
-    _check_exchange(exchange)
-    return _edge_homophily(sg, to_internal(sg, jnp.asarray(labels)), exchange)
-
-
-@functools.partial(jax.jit, static_argnames="exchange")
-def _edge_homophily(sg, labels, exchange):
-    f = jnp.result_type(float)
-
-    def local(loc, count, lab):
-        real = jnp.arange(loc["receivers"].shape[0]) < count[0]
-        ls, lr = _gather(sg, loc, lab, exchange), lab[loc["receivers"]]
-        # a local sender equal to the receiver is a loop; a negative label an unlabelled end (not counted)
-        keep = real & (loc["senders"] != loc["receivers"]) & (ls >= 0) & (lr >= 0)
-        same = (ls == lr) & keep
-        return jnp.stack([jnp.sum(same, dtype=f), jnp.sum(keep, dtype=f)])[None]
-
-    tot = _smap(sg, local, sg.num_edges, labels).sum(axis=0)
-    return tot[0] / jnp.maximum(tot[1], 1)
