@@ -15,7 +15,8 @@ import jax
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.methods import METHODS, reporting
 from jaxclp.experiments.runner import (RESULTS_FILE, active_output, check_methods, check_priors, check_time_limit,
-                                       is_writer, job, read_records, replacing_stale, run, summary_target)
+                                       is_writer, job, read_records, replacing_stale, run, split_names,
+                                       summary_target)
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 from jaxclp.metrics import METRICS
@@ -335,11 +336,6 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         help=f"seconds clp may spend on its base predictors {budget}: cheap ones first, an expensive "
                              "one only while it fits; the ones left out are named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
-
-
-def _names(text: str) -> list[str]:
-    """A comma list as typed (``"mlp, lp"``): the names without surrounding spaces, empty ones dropped."""
-    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 PRIOR_METHODS = ("clp",)
@@ -684,7 +680,7 @@ def _main(a, argv) -> int:
     if a.cmd in ("run", "reproduce", "anchors", "predict"):
         _enable_xla_cache()
     if a.cmd == "run":
-        methods = check_methods(_names(a.methods))  # before any file is read (a large --graph takes a while)
+        methods = check_methods(split_names(a.methods))  # before any file is read (a large --graph takes a while)
         priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
         _warn_unused_cost_options(a, methods)
         check_out_folder(a.out, "--out")
@@ -772,14 +768,14 @@ def _predict(a, argv) -> int:
 
 def _reproduce(a, argv) -> int:
     """``jaxclp reproduce TARGET``."""
-    datasets = _names(a.datasets) if a.datasets else None
+    datasets = split_names(a.datasets) if a.datasets else None
     kw = {}
     if a.splits is not None:
         if a.target not in reproduce.SPLITS or len(reproduce.SPLITS[a.target]) < 2:
             raise UserError(f"reproduce {a.target}: --splits is for the tables with several split kinds "
                             f"({', '.join(t for t, s in reproduce.SPLITS.items() if len(s) > 1)})")
         try:
-            kw["splits"] = reproduce.pick_splits(a.target, _names(a.splits))
+            kw["splits"] = reproduce.pick_splits(a.target, split_names(a.splits))
         except ValueError as e:
             raise UserError(f"reproduce --splits: {e}") from None
     check_out_folder(a.out, "--out")

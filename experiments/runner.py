@@ -368,6 +368,11 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     return records
 
 
+def split_names(text: str) -> list[str]:
+    """A comma list as typed (``"mlp, lp"``): the names without surrounding spaces, empty ones dropped."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 def check_priors(priors) -> tuple[str, ...] | None:
     """``priors`` (a comma string or a sequence of base predictor names) as a tuple; None stays None.
 
@@ -378,8 +383,7 @@ def check_priors(priors) -> tuple[str, ...] | None:
         return None
     from jaxclp.priors import PRIORS
 
-    names = [p.strip() for p in priors.split(",")] if isinstance(priors, str) else [str(p).strip() for p in priors]
-    names = [p for p in names if p]
+    names = split_names(priors) if isinstance(priors, str) else [str(p).strip() for p in priors if str(p).strip()]
     choices = sorted(set(PRIORS) | {"mlp"})
     unknown = [p for p in names if p not in choices]
     if unknown or not names:
@@ -389,17 +393,10 @@ def check_priors(priors) -> tuple[str, ...] | None:
 
 
 def check_time_limit(time_limit) -> float | None:
-    """``time_limit`` as a float > 0 (seconds), or None.
+    """``--time-limit`` checked by :func:`jaxclp.priors.check_time_limit` (seconds >= 0, or None)."""
+    from jaxclp.priors import check_time_limit as check
 
-    Raises:
-        ValueError: not a finite number > 0.
-    """
-    if time_limit is None:
-        return None
-    t = float(time_limit)
-    if not (np.isfinite(t) and t > 0):
-        raise ValueError(f"--time-limit must be a number of seconds > 0; got {time_limit}")
-    return t
+    return check(time_limit, "--time-limit")
 
 
 def check_methods(methods) -> list[str]:

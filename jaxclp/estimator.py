@@ -20,7 +20,7 @@ from jaxclp.metrics import check_metric
 from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
-from jaxclp.priors import PRIORS, PriorBudget, fit_prior
+from jaxclp.priors import PRIORS, PriorBudget, check_time_limit, fit_prior
 from jaxclp.train import TrainConfig
 
 
@@ -214,7 +214,7 @@ class CLP:
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
                  spectral_scale=False, authors=False, time_limit: float | None = None):
         check_metric(metric)
-        self.time_limit = PriorBudget(time_limit).time_limit  # validated: seconds >= 0 or None
+        self.time_limit = check_time_limit(time_limit)
         several = _check_priors(prior)
         if prior_options is not None and not isinstance(prior_options, dict):
             raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")

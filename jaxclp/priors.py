@@ -455,6 +455,25 @@ GCN fit on Texas (compile-bound) and 4.4x / 5.4x on Wiki (training-bound); 6 lea
 arrays and fitted objects 0."""
 
 
+def check_time_limit(time_limit, name: str = "time_limit") -> float | None:
+    """``time_limit`` as seconds (a float >= 0; 0 fits the first predictor only), or None for no limit: the one
+    rule :class:`PriorBudget`, :class:`jaxclp.CLP` and ``jaxclp run/predict --time-limit`` apply.
+
+    Raises:
+        ValueError: not a finite number >= 0 (the message names ``name`` and the way out).
+    """
+    if time_limit is None:
+        return None
+    try:
+        t = float(time_limit)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not (np.isfinite(t) and t >= 0):
+        none = "'none'" if name.startswith("--") else "None"  # the spelling of "no limit" where name is given
+        raise ValueError(f"{name} must be a number of seconds >= 0, or {none} for no limit; got {time_limit!r}")
+    return t
+
+
 class PriorBudget:
     """Which base predictors still fit in a time limit: cheap ones first, an expensive one only while its expected
     cost fits the time left.
@@ -468,9 +487,7 @@ class PriorBudget:
     """
 
     def __init__(self, time_limit: float | None):
-        if time_limit is not None and not (np.isfinite(time_limit) and time_limit >= 0):
-            raise ValueError(f"time_limit must be a number of seconds >= 0, or None; got {time_limit!r}")
-        self.time_limit = time_limit
+        self.time_limit = check_time_limit(time_limit)
         self.start = time.perf_counter()
         self.unit: float | None = None
         self.fitted = 0

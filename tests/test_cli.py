@@ -436,7 +436,8 @@ def test_cli_refuses_silent_inputs_with_one_line(tmp_path, capsys):
          "an unlabelled one with an empty label (a line '25,')"),
         ([*run, "--graph", str(e), "--priors", "mlp,gnn", "--out", out], "unknown base predictor(s) ['gnn']",
          "choose from gat, gat_tuned, gcn"),
-        ([*run, "--graph", str(e), "--time-limit", "0", "--out", out], "--time-limit must be", "> 0"),
+        ([*run, "--graph", str(e), "--time-limit", "-1", "--out", out], "--time-limit must be a number of seconds",
+         ">= 0, or 'none' for no limit"),
     ]
     for args, what, way_out in cases:
         assert cli.main(args) == 2, args

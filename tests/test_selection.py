@@ -102,5 +102,5 @@ def test_clp_time_limit_skips_the_expensive_priors_of_a_list(monkeypatch):
     fitted.clear()
     assert not jaxclp.CLP(prior=("link", "gcn"), num_classes=3).fit(ds.graph, x, y, tm, vm).skipped_priors_
     assert fitted == ["link", "gcn"]
-    with pytest.raises(ValueError, match="time_limit must be a number of seconds >= 0"):
+    with pytest.raises(ValueError, match="time_limit must be a number of seconds >= 0, or None for no limit"):
         jaxclp.CLP(time_limit=-1)
