@@ -68,6 +68,7 @@ def profile(dataset: str, method: str, runs: int, **run_options) -> dict:
     import jax
 
     from jaxclp.experiments import runner as R
+    from jaxclp.experiments.reproduce import BASE_SEED  # minesweeper's seed-0 split is all mines (reproduce.py)
 
     jax.clear_caches()
     rec = _Recorder()
@@ -77,7 +78,7 @@ def profile(dataset: str, method: str, runs: int, **run_options) -> dict:
         t0 = time.perf_counter()
         with _instrument(rec), tempfile.TemporaryDirectory() as tmp:
             recs = R.run(dataset, "medium", [method], runs=runs, out=tmp, progress=False, data_root=_data_root(),
-                         **run_options)
+                         seed=BASE_SEED.get(dataset, 0), **run_options)
         wall = time.perf_counter() - t0
     finally:
         jax.monitoring.unregister_event_duration_listener(listener_d)
