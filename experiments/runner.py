@@ -131,15 +131,11 @@ def node_features(ds: Dataset, kind: str = "auto"):
     their density alone (the same model, another float rounding than the dense product: such records are kept
     apart from dense-feature ones).
     """
-    import scipy.sparse as sps
-
     from jaxclp.datasets import node_features as _node_features
-    from jaxclp.datasets._base import DENSE_FEATURES_MAX_BYTES
+    from jaxclp.datasets.featurize import csr_for_density
 
     feats, kind = _node_features(ds, kind)
-    if sps.issparse(feats) and 4 * feats.shape[0] * feats.shape[1] <= DENSE_FEATURES_MAX_BYTES:
-        kind += "/csr"
-    return feats, kind
+    return feats, kind + ("/csr" if csr_for_density(feats) else "")
 
 
 def single_class_parts(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs) -> dict[int, dict[str, list]]:

@@ -79,6 +79,12 @@ def _out(x, max_dense_bytes: int, max_density: float = SPARSE_FEATURES_MAX_DENSI
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def csr_for_density(features, max_dense_bytes: int = DENSE_FEATURES_MAX_BYTES) -> bool:
+    """Whether :func:`node_features` returned ``features`` as CSR for their density alone: CSR although their dense
+    float32 form fits ``max_dense_bytes`` (the same model as on dense features, another float rounding)."""
+    return sp.issparse(features) and 4 * int(features.shape[0]) * int(features.shape[1]) <= max_dense_bytes
+
+
 def node_features(ds, kind: str = "auto", *, max_dense_bytes: int = DENSE_FEATURES_MAX_BYTES,
                   max_density: float = SPARSE_FEATURES_MAX_DENSITY):
     """The (n, d) input features of a dataset for the MLP/GNN models.
