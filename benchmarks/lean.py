@@ -1,4 +1,4 @@
-"""Issue 17, item 1: lean graph construction and the transposed CSR on one device.
+"""Memory and time of graph construction and one solve on one device: peak RSS per edge of the user's path
 
 Three measurements, each in its OWN fresh subprocess (so that every peak is that of one job):
 

@@ -8,7 +8,7 @@ from jaxclp import datasets, priors, shard
 from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, authors_starts
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
 from jaxclp.clp import CLPResult, clp_beliefs
-from jaxclp.compat import edge_weights, estimate_compatibility, initial_beliefs
+from jaxclp.compatibility import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.end_to_end import EndToEndResult, fit_end_to_end
 from jaxclp.estimator import CLP, NotFittedError
 from jaxclp.features import SparseFeatures, as_features, as_input_features

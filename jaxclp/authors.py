@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compat import estimate_compatibility, initial_beliefs
+from jaxclp.compatibility import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, spmm
 from jaxclp.metrics import check_metric, evaluate
 from jaxclp.solve import in_chunks

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compat import one_hot_train
+from jaxclp.compatibility import one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, spmm
 from jaxclp.operator import lp_operator, norm_bounds
 from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm

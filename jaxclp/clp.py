@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compat import estimate_compatibility, initial_beliefs
+from jaxclp.compatibility import estimate_compatibility, initial_beliefs
 from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import (SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius,
                              spectral_scale)

@@ -63,7 +63,7 @@ import optax
 
 from jaxclp import _checks
 from jaxclp._rng import fast_key
-from jaxclp.compat import estimate_compatibility
+from jaxclp.compatibility import estimate_compatibility
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate

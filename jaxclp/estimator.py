@@ -13,7 +13,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
-from jaxclp.compat import initial_beliefs
+from jaxclp.compatibility import initial_beliefs
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import check_metric

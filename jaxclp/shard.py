@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxclp import baselines, clp, compat, homophily, operator, propagate as _propagate, solve as _solve
+from jaxclp import baselines, clp, compatibility, homophily, operator, propagate as _propagate, solve as _solve
 from jaxclp.graph import Normalization
 from jaxclp.operator import FactoredOperator
 from jaxclp.halo import (  # noqa: F401  (re-exported: the historical home of these names)
@@ -95,7 +95,7 @@ def spectral_radius(sg: ShardedGraph, b0, H, *, normalization: Normalization = "
 def estimate_compatibility(sg: ShardedGraph, prior, labels, train_mask, *, tol: float = 1e-6,
                            max_iters: int = 100_000, smoothing: float = 1e-6, exchange: Exchange = "ppermute"):
     """:func:`jaxclp.estimate_compatibility` (user order in)."""
-    return compat.estimate_compatibility(_on(sg, exchange), prior, labels, train_mask, tol=tol,
+    return compatibility.estimate_compatibility(_on(sg, exchange), prior, labels, train_mask, tol=tol,
                                          max_iters=max_iters, smoothing=smoothing)
 
 

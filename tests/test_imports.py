@@ -213,7 +213,7 @@ def test_package_has_no_import_cycle():
 
 
 # ----------------------------------------------------------------------------------------- one pipeline
-STAGES = ("jaxclp.baselines", "jaxclp.clp", "jaxclp.compat", "jaxclp.operator", "jaxclp.propagate",
+STAGES = ("jaxclp.baselines", "jaxclp.clp", "jaxclp.compatibility", "jaxclp.operator", "jaxclp.propagate",
           "jaxclp.solve")
 SHARDING = ("jaxclp.shard", "jaxclp.sharded_graph", "jaxclp.halo", "jaxclp.plan", "jaxclp.partition")
 GRAPH_TYPES = {"Graph", "ShardedGraph", "GraphLike"}
