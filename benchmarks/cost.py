@@ -121,8 +121,8 @@ def _markdown(payload: dict) -> str:
         share_rows.append([r["dataset"], f"{100 * r['compile'] / r['wall']:.0f} %", f"{100 * tuned / r['wall']:.0f} %",
                            f"{before.get(r['dataset'], float('nan')):.1f}", f"{la[0]:.1f}" if la else "-"])
     lines += ["", "Where the time goes: the share of the run's wall time spent compiling, and in the tuned GNN priors' "
-              "fits (gcn_tuned + sage_tuned: 8 specs each; one compiled program per grid since cost_after_r2, 8 before); beside it the committed table2 "
-              "records' mean `clp` seconds per split (10 splits, compilation paid once per graph, so ~1/10 of it "
+              "fits (gcn_tuned + sage_tuned: 8 specs each; one compiled program per grid since cost_after_r2, 8 "
+              "before); beside it the committed table2 records' mean `clp` seconds per split (10 splits, compilation paid once per graph, so ~1/10 of it "
               "per split) and the 1-minute load average when the graph finished (2 cores: above 2 means waiting).",
               "", C.md_table(["graph", "compile share", "tuned GNN priors share", "table2 records: s/split",
                               "load avg"], share_rows)]

@@ -920,8 +920,8 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     out = []
     for s in specs:
         flags = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
-        r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, flags, num_classes=num_classes, spec=unions[_grid_static(s)],
-                          cfg=cfg)
+        r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, flags, num_classes=num_classes,
+                          spec=unions[_grid_static(s)], cfg=cfg)
         out.append(r._replace(params=_spec_params(r.params, s)))
     return out
 
