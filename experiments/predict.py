@@ -114,7 +114,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         epochs: maximal training epochs of the MLP and of the base predictors.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``; a comma
             string or a sequence); None: its own list.
-        time_limit: seconds ``clp`` may spend on its base predictors (> 0); None: no limit.
+        time_limit: seconds ``clp`` may spend on its base predictors (>= 0); None: no limit.
 
     Returns:
         :class:`Prediction`.
