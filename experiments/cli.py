@@ -310,7 +310,7 @@ _DATA_ROOT_HELP = "dataset root (default: $JAXCLP_DATA, else the user cache fold
 PREDICT_TIME_LIMIT = 60.0
 """``jaxclp predict``'s default ``--time-limit`` (seconds for clp's base predictors): the MLP, LINK, LINKX, GCN and
 H2GCN fit within it on graphs of up to ~100k nodes on 2 cores, the tuned GNNs' grids (8 fits each, one program)
-on small and medium graphs (``benchmarks/results/cost_after_r2.md``: 3-75 s per split and grid on the medium
+on small and medium graphs (``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium
 table's graphs); ``--time-limit none`` lifts it."""
 
 
