@@ -49,3 +49,26 @@ def test_large_graph_files_and_scoring(tmp_path):
     (tmp_path / "p.csv").write_text("node,label,role,predicted,score_0\n" + "".join(
         f"{i},{'' if labels[i] < 0 else labels[i]},x,{p},1.0\n" for i, p in enumerate(pred)))
     assert large_graph.accuracy_of_predictions(tmp_path / "p.csv", tmp_path) == (hidden.sum() - 1) / hidden.sum()
+
+
+def test_clp_rerun_pairs_records_by_dataset_and_split(tmp_path):
+    """clp_rerun pairs the splits both files hold (other methods and unpaired splits ignored); the paired
+    difference, its std and the one-std bar are computed by hand here."""
+    import json
+
+    from jaxclp.benchmarks import clp_rerun
+
+    def rec(ds, run, test, seconds, method="clp", prior="mlp"):
+        return json.dumps({"type": "result", "method": method, "dataset": ds, "run": run, "test": test,
+                           "seconds": seconds, "metric": "accuracy", "params": {"base_prior": prior}})
+
+    old = [rec("a", 0, 0.50, 10.0), rec("a", 1, 0.60, 30.0), rec("a", 2, 0.90, 1.0), rec("a", 0, 0.1, 1.0, "mlp")]
+    new = [rec("a", 0, 0.56, 4.0, prior="link"), rec("a", 1, 0.62, 2.0), rec("b", 0, 0.7, 1.0)]
+    (tmp_path / "old.jsonl").write_text("\n".join(old) + "\n")
+    (tmp_path / "new.jsonl").write_text("\n".join(new) + "\n")
+    row, = clp_rerun.compare(tmp_path / "old.jsonl", tmp_path / "new.jsonl")
+    assert row["dataset"] == "a" and row["runs"] == 2 and row["chosen"] == {"link": 1, "mlp": 1}
+    np.testing.assert_allclose([row["old_mean"], row["old_std"], row["new_mean"]], [55.0, 5.0, 59.0])
+    np.testing.assert_allclose([row["diff_mean"], row["diff_std"]], [4.0, 2.0])
+    assert row["within_one_std"] is True and row["old_seconds_sum"] == 40.0 and row["new_seconds_median"] == 3.0
+    assert "| a | 2 | 55.00 ± 5.00 | 59.00 ± 3.00 | +4.00 ± 2.00 | yes |" in clp_rerun.markdown([row], "cmd")
