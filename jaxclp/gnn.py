@@ -819,7 +819,7 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
                  symmetric: bool, key, train: bool) -> jax.Array:
     """:class:`TunedGNN`'s logits for the candidate ``flags`` = (depth, residual, norm, ffn) (int32 (4,), traced),
     computed with the parameters of ``union`` (:func:`_grid_union`). Blocks past ``depth`` are skipped by a
-    ``lax.cond`` (no arithmetic); the plain and feed-forward tails of a block are both computed and one is kept.
+    ``lax.cond`` (no arithmetic), and so is the tail a candidate does not use (plain or feed-forward).
     With ``train=False`` this is ``TunedGNN(spec).apply`` on the candidate's parameters; the dropout masks are
     drawn from ``key`` folded with the position of each dropout, not as flax draws them."""
     p = params["params"]
@@ -839,11 +839,13 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
             z = jnp.where(norm, layer_norm.apply({"params": p[f"norm{i}"]}, h), h) if union.norm else h
             params_i = {"params": p[f"conv{i}"]}
             z = conv.apply(params_i, z) if union.conv == "none" else conv.apply(params_i, graph, z, plan)
-            tail = drop(nn.relu(z), 2 + 3 * i)
+            plain = lambda z: drop(nn.relu(z), 2 + 3 * i)
             if union.ffn:
-                ff = drop(dense.apply({"params": p[f"ffn{i}"]}, nn.gelu(drop(z, 3 + 3 * i), approximate=False)),
-                          4 + 3 * i)
-                tail = jnp.where(ffn, ff, tail)
+                feed_forward = lambda z: drop(
+                    dense.apply({"params": p[f"ffn{i}"]}, nn.gelu(drop(z, 3 + 3 * i), approximate=False)), 4 + 3 * i)
+                tail = jax.lax.cond(ffn, feed_forward, plain, z)
+            else:
+                tail = plain(z)
             return jnp.where(residual, h + tail, tail)
 
         dtype = jax.eval_shape(block, h).dtype  # a float64 graph (x64) promotes the block's output
