@@ -1,8 +1,8 @@
 """The package's import graph has no cycle (module-level AND function-level imports).
 
-Every module under ``jaxclp/`` is parsed with :mod:`ast` (never imported): each ``import jaxclp.x``,
-``from jaxclp import x`` (``x`` a submodule: an edge to it; a name defined in the package: an edge to
-``jaxclp/__init__.py``), ``from jaxclp.x import y`` and relative import becomes an edge, wherever it is written
+Every module under ``src/jaxclp/`` (the runner and the benchmarks included) is parsed with :mod:`ast` (never
+imported): each ``import jaxclp.x``, ``from jaxclp import x`` (``x`` a submodule: an edge to it; a name defined in
+the package: an edge to ``jaxclp/__init__.py``), ``from jaxclp.x import y`` and relative import becomes an edge, wherever it is written
 (a function body too: a lazy import only hides a cycle). Imports under ``if TYPE_CHECKING:`` are not run and do
 not count. The test fails naming every cycle it finds.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "jaxclp"
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxclp"
 
 
 def module_names(root: Path = PACKAGE) -> dict[str, Path]:

@@ -23,16 +23,26 @@ REPO = Path(__file__).resolve().parents[1]
 def test_declared_packages_are_all_under_jaxclp():
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())
     st = cfg["tool"]["setuptools"]
-    assert all(p == "jaxclp" or p.startswith("jaxclp.") for p in st["packages"])
-    assert st["package-dir"]["jaxclp.experiments"] == "experiments"
-    assert st["package-dir"]["jaxclp.benchmarks"] == "benchmarks"
+    # src/ layout: packages found under src/, no package-dir remapping (which forces setuptools' editable finder
+    # and lets a clone named jaxclp shadow the install, see test_clone_named_jaxclp_does_not_shadow)
+    assert st["packages"]["find"]["where"] == ["src"] and "package-dir" not in st
     assert cfg["project"]["scripts"]["jaxclp"] == "jaxclp.experiments.cli:main"
-    # every folder with an __init__.py under the mapped roots is listed (a forgotten subpackage would be
-    # missing from a wheel although the editable install finds it)
-    found = {"jaxclp." + str(p.parent.relative_to(REPO)).replace("/", ".")
-             for root in ("experiments", "benchmarks") for p in (REPO / root).rglob("__init__.py")}
-    found |= {str(p.parent.relative_to(REPO)).replace("/", ".") for p in (REPO / "jaxclp").rglob("__init__.py")}
-    assert found == set(st["packages"])
+    found = {str(p.parent.relative_to(REPO / "src")).replace("/", ".") for p in (REPO / "src").rglob("__init__.py")}
+    assert {"jaxclp", "jaxclp.experiments", "jaxclp.benchmarks", "jaxclp.datasets"} <= found
+    assert all(p == "jaxclp" or p.startswith("jaxclp.") for p in found), found
+    assert not (REPO / "jaxclp").exists() and not (REPO / "experiments").exists()
+
+
+def test_clone_named_jaxclp_does_not_shadow(tmp_path):
+    # A user runs Python in the folder above a clone named jaxclp: the installed package is imported, not the
+    # clone's root as a namespace package ("module 'jaxclp' has no attribute 'CLP'").
+    (tmp_path / "jaxclp").symlink_to(REPO, target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", "import jaxclp; print(jaxclp.CLP.__name__, jaxclp.__file__)"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    name, file = done.stdout.split()
+    assert name == "CLP" and Path(file).name == "__init__.py"
 
 
 def test_installed_names(tmp_path):

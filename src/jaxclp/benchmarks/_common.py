@@ -17,13 +17,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[3]
+"""The repository root (``src/jaxclp/benchmarks/_common.py`` -> the clone): the benchmarks read its records and
+write under ``benchmarks/results``."""
+RESULTS_DIR = REPO / "benchmarks" / "results"
 
 
 def data_root() -> Path:
     """Where the benchmarks read the published dataset files, in place: ``$JAXCLP_DATA``, default
     ``../shared/datasets`` beside the repository."""
-    return Path(os.environ.get("JAXCLP_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "datasets")
+    return Path(os.environ.get("JAXCLP_DATA") or REPO.parent / "shared" / "datasets")
 
 
 # --------------------------------------------------------------------------------------------- machine facts

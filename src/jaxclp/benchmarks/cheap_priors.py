@@ -21,7 +21,7 @@ import numpy as np
 from jaxclp.benchmarks import _common as C
 
 CHEAP = ("mlp", "link", "linkx", "gcn", "h2gcn")
-RECORDS = Path(__file__).resolve().parents[1] / "results" / "table2" / "results.jsonl"
+RECORDS = C.REPO / "results" / "table2" / "results.jsonl"
 
 
 def paired(records_path: Path = RECORDS) -> dict:

@@ -68,7 +68,7 @@ def profile(dataset: str, method: str, runs: int, **run_options) -> dict:
     import jax
 
     from jaxclp.experiments import runner as R
-    from jaxclp.experiments.reproduce import BASE_SEED  # minesweeper's seed-0 split is all mines (reproduce.py)
+    from jaxclp.experiments.runner import BASE_SEED  # minesweeper's seed-0 split is all mines
 
     jax.clear_caches()
     rec = _Recorder()
@@ -134,7 +134,7 @@ def _table2_seconds() -> dict:
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "results" / "table2" / "results.jsonl"
+    path = C.REPO / "results" / "table2" / "results.jsonl"
     acc = {}
     if path.exists():
         for line in path.read_text().splitlines():

@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxclp.benchmarks import _common as C
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = C.REPO
 OLD = ROOT / "results" / "table2" / "results.jsonl"
 NEW = ROOT / "results" / "rerun" / "table2_clp" / "results.jsonl"
 

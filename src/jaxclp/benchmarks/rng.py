@@ -31,7 +31,7 @@ from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = C.REPO
 MODES = ("jaxclp", "rolled")
 FULL = {"mask_shape": (18333, 64), "masks": 12, "repeats": 7, "compile_draws": 64, "fit_datasets": ("texas", "coauthor-cs"),
         "fit_repeats": 2, "pairs": 3}

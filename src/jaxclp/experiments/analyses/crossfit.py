@@ -246,7 +246,7 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
     the configuration), ``candidates`` (as :func:`split_candidates`; default it) and ``fit(cands, labels_visible,
     val_mask, metric, seed) -> dict`` (default :func:`cross_fit`).
     """
-    from jaxclp.experiments.reproduce import BASE_SEED
+    from jaxclp.experiments.runner import BASE_SEED
 
     candidates = split_candidates if candidates is None else candidates
     fit = cross_fit if fit is None else fit

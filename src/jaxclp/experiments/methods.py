@@ -37,6 +37,9 @@ from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
 from jaxclp.gnn import TwoHopTooLarge
 from jaxclp.selection import first_best, prior_first, validation_scores
 
+MLP_DEPTHS = (1, 2, 3)
+"""Depths of the runner's MLP priors (fitted per split, vmapped over splits; the depth is chosen on validation)."""
+
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CS_FIXED_ALPHAS = (0.9, 1.0)  # C&S with a fixed scale: correction alphas

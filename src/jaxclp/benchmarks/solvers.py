@@ -625,7 +625,7 @@ def main(argv=None, out=None) -> dict:
     if not args.no_x64 and not args.quick:
         env = dict(os.environ, JAX_ENABLE_X64="1")
         cmd = [sys.executable, "-m", "jaxclp.benchmarks.solvers", "--x64", "--out", str(od)] + (["--quick"] if args.quick else [])
-        r = subprocess.run(cmd, env=env, cwd=str(Path(__file__).resolve().parent.parent))
+        r = subprocess.run(cmd, env=env, cwd=str(C.REPO))
         if r.returncode == 0:
             x64_rows = (C.load_json(od / "_solvers_x64_rows.json") or {}).get("rows")
             (od / "_solvers_x64_rows.json").unlink(missing_ok=True)

@@ -40,7 +40,7 @@ def _grids() -> dict[str, dict]:
     from jaxclp import end_to_end
     from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
     from jaxclp.experiments import methods as m
-    from jaxclp.experiments.runner import MLP_DEPTHS
+    from jaxclp.experiments.methods import MLP_DEPTHS
 
     clp = {"alphas": m.ALPHAS, "variants": m.CLP_VARIANTS, "spectral_variants": m.CLP_SPECTRAL_VARIANTS,
            "spectral_alphas": m.SPECTRAL_ALPHAS, "authors": _authors_defaults(echo=(False,))}

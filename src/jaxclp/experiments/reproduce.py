@@ -6,7 +6,7 @@ from pathlib import Path
 
 from jaxclp.datasets import load
 
-from jaxclp.experiments.runner import job, run, summary_target
+from jaxclp.experiments.runner import BASE_SEED, job, run, summary_target
 from jaxclp.experiments.summary import write_summary
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_mlp", "clp", "gcn", "h2gcn")
@@ -16,10 +16,6 @@ exactly."""
 # The paper's 12 heterophily datasets, then the other heterophily sets of ../shared/datasets (not in the paper).
 HETEROPHILY = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports",
                "brazil-airports", "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")
-# minesweeper's mines are exactly numpy.random.default_rng(0).permutation(10000)[:2000], so seed 0 would put
-# every mine and nothing else into train + validation (the runner refuses such a split): its splits use seeds
-# 1..10 instead of 0..9 (recorded in every record's "seed").
-BASE_SEED = {"minesweeper": 1}
 CITATION = ("acm", "dblp")
 # The paper's homophily-graph appendix table, in its column order, without WikiCS (not obtainable: its
 # data.json is not in any repository available to us, see ../shared/datasets/README.md).

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = C.REPO
 
 
 def _cases(junit: Path) -> list[dict]:

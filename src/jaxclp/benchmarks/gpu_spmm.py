@@ -78,7 +78,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[3] / "benchmarks" / "results"))
     a = ap.parse_args(argv)
     cfg = QUICK if a.quick else FULL
     dev = jax.devices()[0]

@@ -28,7 +28,7 @@ from pathlib import Path
 from jaxclp.benchmarks import _common as C
 from jaxclp.solve import GMRES_RESTART
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = C.REPO
 FULL = {"bounds_n": 1_000_000, "gmres_n": 20_000, "fit_dataset": "squirrel", "cli_dataset": "texas",
         "cli_epochs": 500, "shard_n": 200_000, "shard_ks": (8, 16, 32), "repeats": 5}
 QUICK = {"bounds_n": 5_000, "gmres_n": 2_000, "fit_dataset": "texas", "cli_dataset": "texas", "cli_epochs": 5,

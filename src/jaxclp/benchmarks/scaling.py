@@ -155,7 +155,7 @@ def run_worker(path: Path, mode: str, repeats: int, timeout: float) -> dict:
     t0 = time.time()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           cwd=str(Path(__file__).resolve().parent.parent))
+                           cwd=str(C.REPO))
     except subprocess.TimeoutExpired:
         return {"mode": mode, "error": f"timeout after {timeout:.0f} s"}
     if r.returncode != 0:
