@@ -249,7 +249,7 @@ def test_quick_device_benchmark(tmp_path, monkeypatch):
 
 
 def test_merge_records_appends_only_the_new_lines(tmp_path):
-    from benchmarks.merge_records import merge
+    from jaxclp.benchmarks.merge_records import merge
 
     dst = tmp_path / "results.jsonl"
     dst.write_text('{"a": 1}\n{"a": 2}\n')
@@ -269,7 +269,7 @@ def test_seed_records_for_a_device_run(tmp_path):
     records were not seeded and a device run recomputed one), every record for "-", figure records for a figure."""
     import json
 
-    from benchmarks.merge_records import seed
+    from jaxclp.benchmarks.merge_records import seed
 
     res = tmp_path / "results"
     (res / "table_homophily").mkdir(parents=True)

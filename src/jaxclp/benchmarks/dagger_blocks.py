@@ -2,7 +2,7 @@
 of the named datasets into a cache folder, with the recipe ``jaxclp reproduce table_homophily`` uses
 (``FULL_DAGGER``), and prints each entry, its key and the seconds it took:
 
-    python -m benchmarks.dagger_blocks --cache .devdata/cache coauthor-cs coauthor-physics
+    python -m jaxclp.benchmarks.dagger_blocks --cache .devdata/cache coauthor-cs coauthor-physics
 
 Why: the blocks come from the host's scipy, whose bits differ between machines, and a derived dataset is
 identified by its arrays. Computed here and carried to a lent GPU machine (``run``'s carry ``[".devdata"]``;

@@ -1,9 +1,9 @@
-"""Appends the records a device run made to the committed results: ``python -m benchmarks.merge_records
+"""Appends the records a device run made to the committed results: ``python -m jaxclp.benchmarks.merge_records
 OUT TARGET`` appends every line of ``OUT/TARGET/results.jsonl`` that ``results/TARGET/results.jsonl`` does not hold
 (header records included, in their order), after checking each is a complete JSON record. Prints the count.
 
 Used after ``benchmarks/device_reproduce.sh OUT TARGET ...`` (whose OUT was seeded with the committed records by
-``python -m benchmarks.merge_records --seed OUT TARGET DATASETS``, :func:`seed`, so the new lines are exactly the
+``python -m jaxclp.benchmarks.merge_records --seed OUT TARGET DATASETS``, :func:`seed`, so the new lines are exactly the
 device's). With ``--replace-stale`` runs, then run ``jaxclp reproduce TARGET --out
 results --replace-stale --datasets ...`` here: it moves the superseded records aside and computes nothing.
 """
