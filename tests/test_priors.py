@@ -503,3 +503,58 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     spent = M.dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})
     assert list(M.method_clp_prior(spent, **small).references) == ["link"] and fitted == ["link"]
     assert M.method_clp_prior(spent, **small).skipped == ["gcn"] and fitted == ["link"]
+
+
+def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_order(monkeypatch):
+    """Under a deadline, method_clp computes the closed-form variants, then each costlier kind of candidate
+    (GRID_COST order: spectral, per-step L1, the authors' step) while GRID_COST x (closed-form seconds) fits the
+    time left; the kinds left out are named; the candidates kept are the full grid's, in its order, with the same
+    beliefs; a graph's first split decides for the later ones. A fake clock makes the seconds exact."""
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    full = M.method_clp(M.dataclasses.replace(ctx, cache={}))
+    clock = {"t": 0.0, "scale": 1.0}
+    real_beliefs, real_authors = jaxclp.clp_beliefs, M.authors_grid
+
+    def timed_beliefs(*args, **kwargs):  # closed form 1 s per variant (6 s in all), spectral 3.75 s, L1 6 s
+        cost = 3.75 if kwargs.get("spectral_scale") else 6.0 if kwargs.get("l1_normalize") else 1.0
+        clock["t"] += cost * clock["scale"]
+        return real_beliefs(*args, **kwargs)
+
+    def timed_authors(*args, **kwargs):
+        clock["t"] += 20.0 * clock["scale"]
+        return real_authors(*args, **kwargs)
+
+    monkeypatch.setattr(jaxclp, "clp_beliefs", timed_beliefs)
+    monkeypatch.setattr(M, "authors_grid", timed_authors)
+    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+
+    # a far deadline: the whole grid, same keys in the same order, same beliefs
+    left = []
+    far = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=1e9, left_out=left)
+    assert list(far) == list(full) and left == []
+    assert all(np.array_equal(np.asarray(far[k]), np.asarray(full[k])) for k in full)
+
+    # unit = 6 s (closed form); at t = 6: spectral 2.5 x 6 = 15 s fits before 22, then at t = 21 the L1 variants'
+    # 18 s and the authors' 39 s do not
+    start = clock["t"]
+    left = []
+    part = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=start + 22.0, left_out=left,
+                        decision_key=("test",))
+    assert clock["t"] - start == 6.0 + 15.0
+    assert left == ["clp L1 variants", "clp authors' step"]
+    kept = [k for k in full if k[3] is False]  # ("normalization", norm, "l1", l1, ...): closed and spectral
+    assert list(part) == kept and len(kept) == 6 * 9 + 4 * 11
+    # the next split of the same graph (100x faster now) leaves out the same kinds
+    clock["scale"] = 0.01
+    left = []
+    again = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=clock["t"] + 22.0, left_out=left,
+                         decision_key=("test",))
+    assert list(again) == kept and left == ["clp L1 variants", "clp authors' step"]
+    clock["scale"] = 1.0
+
+    # through clp: one deadline for the split; a spent one still computes the closed form on the chosen prior
+    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=0.0, cache={}), priors=("mlp",), lazy=False)
+    assert cands.skipped == ["clp spectral variants", "clp L1 variants", "clp authors' step"]
+    closed = [k for k in full if k[3] is False and "/rho" not in k[1]]
+    assert [k[2:] for k in cands if k[2] == "normalization"] == closed and len(closed) == 6 * 9

@@ -263,6 +263,6 @@ def test_skipped_base_predictors_are_listed_with_the_time_limit():
         r["skipped"] = skipped
         r["config"] = {"time_limit": 30.0}
     text = summary.markdown(recs, "t")
-    assert "### Base predictors left out for time" in text
+    assert "### Left out for time" in text
     assert "| g | medium | clp | 30 | gcn_tuned (1 of 3), sage_tuned (2 of 3) |" in text
-    assert "left out for time" not in summary.markdown(_records("g", "medium", "clp", [0.6]), "t")
+    assert "Left out for time" not in summary.markdown(_records("g", "medium", "clp", [0.6]), "t")

@@ -308,10 +308,12 @@ _DATA_ROOT_HELP = "dataset root (default: $JAXCLP_DATA, else the user cache fold
 
 
 PREDICT_TIME_LIMIT = 60.0
-"""``jaxclp predict``'s default ``--time-limit`` (seconds for clp's base predictors): the MLP, LINK, LINKX, GCN and
-H2GCN fit within it on graphs of up to ~100k nodes on 2 cores, the tuned GNNs' grids (8 fits each, one program)
-on small and medium graphs (``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium
-table's graphs); ``--time-limit none`` lifts it."""
+"""``jaxclp predict``'s default ``--time-limit`` (seconds for clp's fit: its base predictors, then CLP's costlier
+candidates on the chosen one): the MLP, LINK, LINKX, GCN and H2GCN fit within it on graphs of up to ~100k nodes on
+2 cores, the tuned GNNs' grids (8 fits each, one program) on small and medium graphs
+(``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium table's graphs); CLP's
+closed-form candidates are always computed, the spectral, per-step L1 and authors' candidates while they fit
+(``benchmarks/results/grid_budget.md``); ``--time-limit none`` lifts it."""
 
 
 def _time_limit_arg(text: str):
@@ -334,8 +336,9 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                              f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
                              f"{', '.join(CLP_PRIOR_CANDIDATES)})")
     parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=time_limit,
-                        help=f"seconds clp may spend on its base predictors {budget}: cheap ones first, an expensive "
-                             "one only while it fits; the ones left out are named; 'none' for no limit (default: "
+                        help=f"seconds clp may spend {budget}: base predictors cheap ones first, an expensive one "
+                             "only while it fits, then CLP's costlier candidates while they fit (its closed form "
+                             "always); what was left out is named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
 
 
@@ -445,7 +448,7 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
     for m in sorted({m for m, _ in skipped}):
         names = ", ".join(f"{n} ({c} of {len([1 for k in last if k[0] == m])} splits)"
                           for (mm, n), c in sorted(skipped.items()) if mm == m)
-        lines.append(f"{m} left out base predictor(s) {names}: their expected fit time did not fit the time limit"
+        lines.append(f"{m} left out {names}: their expected time did not fit the time limit"
                      + (f" of {limit:g} s per split" if limit else ""))
     return "\n".join(lines)
 

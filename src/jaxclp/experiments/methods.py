@@ -75,9 +75,10 @@ class Context:
             only through :func:`with_prior`. :data:`CACHE` = False turns it off (records are the same).
         base_priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``);
             None: :data:`CLP_PRIOR_CANDIDATES`.
-        time_limit: seconds ``clp`` may spend on this split's base predictors (cheap ones first, an expensive
-            one only while its expected cost fits what remains; the skipped ones are named in the record);
-            None: no limit.
+        time_limit: seconds ``clp`` may spend on this split: its base predictors (cheap ones first, an expensive
+            one only while its expected cost fits what remains), then CLP's candidates on the chosen one (the
+            closed form always, the costlier kinds of :data:`GRID_COST` while they fit); what was left out is
+            named in the record's ``skipped``. None: no limit.
     """
 
     graph: jaxclp.Graph
@@ -310,13 +311,24 @@ def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
     return out
 
 
-def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True) -> dict:
+def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True, *,
+               deadline: float | None = None, left_out: list | None = None, decision_key=None) -> dict:
     """The runner's ``clp_mlp`` (CLP on the MLP prior): every CLP variant on validation: the paper's closed form / per-step L1 variants (``variants``), with
     ``spectral=True`` the spectrally scaled closed form (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and,
     with ``authors=True``, the authors' propagation (:func:`method_clp_authors`) without the echo term (never
-    chosen on chameleon's validation, 5 splits; it doubles the SpMMs)."""
+    chosen on chameleon's validation, 5 splits; it doubles the SpMMs).
+
+    ``deadline`` (a :func:`time.perf_counter` time; :func:`method_clp_prior` sets it under
+    :attr:`Context.time_limit`): the closed-form variants are always computed, the costlier kinds of candidate
+    (:data:`GRID_COST`) only while their expected cost fits before it; the kinds left out are appended to
+    ``left_out`` (:data:`GRID_KIND_NAMES`). ``decision_key``: what the first split of a graph decided is reused by
+    its later splits (as :func:`fit_base_priors` does). Candidates are in the same order either way, so a grid
+    that leaves nothing out is the grid computed without a deadline."""
     key = ("clp_grid", tuple(variants), bool(authors), bool(spectral))
-    return dict(_cached(ctx, key, lambda: _clp_grid(ctx, variants, authors, spectral)))
+    if deadline is None or (CACHE and key in ctx.cache):
+        return dict(_cached(ctx, key, lambda: _clp_grid(ctx, variants, authors, spectral)))
+    return _clp_grid(ctx, variants, authors, spectral, deadline=deadline, left_out=left_out,
+                     decision_key=decision_key)
 
 
 GRID_MAX_BYTES = 4 << 30
@@ -347,23 +359,74 @@ def _group_best(ctx: Context, group: dict) -> dict:
     return group if best is None else {best: group[best]}
 
 
-def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool) -> dict:
+GRID_COST = {"closed": 1.0, "spectral": 2.5, "l1": 3.0, "authors": 6.5}
+"""Expected seconds of each kind of :func:`method_clp` candidate, relative to the closed-form variants (all of a
+kind together): the paper's closed form (always computed), the spectrally scaled closed form, the per-step L1
+variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-node, 40-class arxiv-shaped graph
+(6.4 / 15.2 / 18.1 / 41.5 s, ``benchmarks/results/grid_budget.md``); a deadline computes them in this order."""
+
+GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
+"""How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
+
+_GRID_SKIPS: dict[tuple, tuple] = {}
+"""``(id(graph), decision key) -> (weakref to the graph, kinds left out)``: what the first split of a graph
+decided under a deadline (:func:`method_clp`), kept while the graph object lives."""
+
+
+def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: float | None = None,
+              left_out: list | None = None, decision_key=None) -> dict:
     y = _labels0(ctx)
     lean = _grid_bytes(ctx, variants, authors, spectral) > GRID_MAX_BYTES
     keep = functools.partial(_group_best, ctx) if lean else (lambda group: group)
-    cands = method_clp_authors(ctx, echo=(False,), _keep=keep) if authors else {}  # echo off: half the cost
-    for norm, l1, src in variants:
+
+    def variant(norm, l1, src):
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
                                  l1_normalize=l1, prior_source=src, spectrum=False)
-        cands.update(keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): res.beliefs[i]
-                           for i, a in enumerate(ALPHAS) if res.valid[i]}))
-        del res
-    for norm, src in (CLP_SPECTRAL_VARIANTS if spectral else ()):
+        return keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): res.beliefs[i]
+                     for i, a in enumerate(ALPHAS) if res.valid[i]})
+
+    def spectral_variant(norm, src):
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
                                  prior_source=src, spectrum=False, spectral_scale=True)
-        cands.update(keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): res.beliefs[i]
-                           for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]}))
-        del res
+        return keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): res.beliefs[i]
+                     for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]})
+
+    # (kind, thunk) in the candidates' order: the authors' step (echo off: half the cost), the variants, the
+    # spectrally scaled variants
+    groups = [("authors", lambda: method_clp_authors(ctx, echo=(False,), _keep=keep))] if authors else []
+    groups += [("l1" if l1 else "closed", functools.partial(variant, norm, l1, src)) for norm, l1, src in variants]
+    groups += [("spectral", functools.partial(spectral_variant, norm, src))
+               for norm, src in (CLP_SPECTRAL_VARIANTS if spectral else ())]
+    if deadline is None:
+        cands = {}
+        for _, thunk in groups:
+            cands.update(thunk())
+        return cands
+
+    memo = (id(ctx.graph), decision_key) if decision_key is not None else None
+    hit = _GRID_SKIPS.get(memo) if memo is not None else None
+    decided = hit[1] if hit is not None and hit[0]() is ctx.graph else None
+    done, unit, skipped = {}, None, []
+    for kind in sorted({k for k, _ in groups}, key=GRID_COST.get):
+        if kind != "closed" and (kind in decided if decided is not None else
+                                 unit is not None and time.perf_counter() + GRID_COST[kind] * unit > deadline):
+            skipped.append(kind)
+            status(f"CLP candidates: {GRID_KIND_NAMES[kind]} skipped for time")
+            continue
+        t0 = time.perf_counter()
+        for i, (k, thunk) in enumerate(groups):
+            if k == kind:
+                done[i] = thunk()
+                jax.block_until_ready(list(done[i].values()))
+        if kind == "closed":
+            unit = (time.perf_counter() - t0) / GRID_COST["closed"]
+    if memo is not None and decided is None:
+        _GRID_SKIPS[memo] = (weakref.ref(ctx.graph, lambda _, m=memo: _GRID_SKIPS.pop(m, None)), tuple(skipped))
+    if left_out is not None:
+        left_out.extend(GRID_KIND_NAMES[k] for k in skipped)
+    cands = {}
+    for i in sorted(done):
+        cands.update(done[i])
     return cands
 
 
@@ -583,18 +646,23 @@ def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options
     ``num_candidates`` counts what was computed); ``lazy=False`` computes every grid (the cross-fit of
     ``jaxclp reproduce selection`` needs them all). The choice and its scores are the same either way (tested).
 
-    ``priors`` None: ``ctx.base_priors``, else :data:`CLP_PRIOR_CANDIDATES`. Under ``ctx.time_limit`` the
-    expensive predictors may be left out (:func:`fit_base_priors`); the candidates' ``skipped`` names them.
+    ``priors`` None: ``ctx.base_priors``, else :data:`CLP_PRIOR_CANDIDATES`. Under ``ctx.time_limit`` (one
+    deadline for the split) the expensive predictors may be left out (:func:`fit_base_priors`), and so may the
+    costlier kinds of CLP candidate on the chosen predictor (:func:`method_clp`'s ``deadline``); the
+    candidates' ``skipped`` names them.
     """
     if priors is None:
         priors = ctx.base_priors if ctx.base_priors is not None else CLP_PRIOR_CANDIDATES
+    deadline = None if ctx.time_limit is None else time.perf_counter() + ctx.time_limit
     skipped = []
     bases = fit_base_priors(ctx, priors, skipped)
     cands = Candidates(references=bases, rule=select_prior_first, skipped=skipped)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
         cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself
-        cands.pending[("base_prior", name)] = functools.partial(method_clp, base_ctx, **clp_options)
+        budget = {} if deadline is None else {"deadline": deadline, "left_out": cands.skipped,
+                                              "decision_key": (tuple(priors), ctx.time_limit, name)}
+        cands.pending[("base_prior", name)] = functools.partial(method_clp, base_ctx, **clp_options, **budget)
     return cands if lazy else cands.expand()
 
 

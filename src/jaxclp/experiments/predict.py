@@ -49,7 +49,8 @@ class Prediction:
         num_candidates: how many configurations the method compared.
         base_prior: for ``clp``, the base predictor validation chose (None for other methods).
         prior_val_score: for ``clp``, that predictor's own validation score (CLP at alpha = 0), else None.
-        skipped: base predictors the method left out for time (``time_limit``), in its order.
+        skipped: base predictors and kinds of CLP candidate the method left out for time (``time_limit``), in
+            its order.
     """
 
     dataset: Dataset
@@ -70,10 +71,10 @@ class Prediction:
         """One sentence for a person: which predictor produced the labels and what CLP's propagation added on
         validation, e.g. ``"labels from LINK alone (validation accuracy 0.81): CLP's propagation did not beat it on
         validation, so alpha = 0"`` or ``"labels from CLP's propagation on top of the MLP: validation accuracy 0.62
-        -> 0.71 (alpha 0.9)"``; base predictors left out for time are named."""
+        -> 0.71 (alpha 0.9)"``; what was left out for time is named."""
         metric = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}.get(self.dataset.metric, self.dataset.metric)
         nval = int(np.asarray(self.val).sum())
-        skipped = (f"; left out because their expected fit time did not fit --time-limit: {', '.join(self.skipped)}"
+        skipped = (f"; left out because their expected time did not fit --time-limit: {', '.join(self.skipped)}"
                    if self.skipped else "")
         if self.base_prior is None:
             return (f"labels from {self.method} (validation {metric} {self.val_score:.2f} on {nval} nodes, "
@@ -114,7 +115,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         epochs: maximal training epochs of the MLP and of the base predictors.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``; a comma
             string or a sequence); None: its own list.
-        time_limit: seconds ``clp`` may spend on its base predictors (>= 0); None: no limit.
+        time_limit: seconds ``clp`` may spend (>= 0): its base predictors, then CLP's costlier candidates on the
+            chosen one (:attr:`jaxclp.experiments.methods.Context.time_limit`); None: no limit.
 
     Returns:
         :class:`Prediction`.

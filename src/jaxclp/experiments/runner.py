@@ -263,8 +263,9 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             configuration, so records of the two metrics never mix.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS`, ``"mlp"`` the runner's
             MLP prior; :func:`check_priors`); None: the method's own list. Part of the configuration when given.
-        time_limit: seconds per split ``clp`` may spend on its base predictors (> 0; the ones left out for time
-            are named in the record's ``"skipped"``); None: no limit. Part of the configuration when given.
+        time_limit: seconds per split ``clp`` may spend (>= 0): its base predictors, then CLP's costlier
+            candidates (:attr:`jaxclp.experiments.methods.Context.time_limit`; what was left out for time is
+            named in the record's ``"skipped"``); None: no limit. Part of the configuration when given.
 
     Resuming prints ``reusing N records, computing M`` (stderr) when some of the work is already in ``out``.
     Inside :func:`job` the progress bar names the job's position (``dataset 4/14 actor``), the split and the
@@ -611,7 +612,7 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
               "num_candidates": len(cands)}
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
     skipped = list(getattr(cands, "skipped", None) or ())
-    if skipped:  # base predictors the method left out for time (``time_limit``): named in the record
+    if skipped:  # base predictors / CLP candidate kinds the method left out for time (``time_limit``): recorded
         fields["skipped"] = skipped
     return fields, (cfg_m, val, cands[cfg_m])
 

@@ -95,7 +95,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
 
 
 def skipped_table(last) -> str:
-    """Markdown section: the base predictors a method left out for time (records' ``"skipped"``, ``--time-limit``),
+    """Markdown section: the base predictors and kinds of CLP candidate a method left out for time (records' ``"skipped"``, ``--time-limit``),
     per (dataset, split, method): each with the number of splits it was left out of; empty when none was."""
     rows = collections.defaultdict(collections.Counter)
     splits = collections.Counter()
@@ -107,9 +107,10 @@ def skipped_table(last) -> str:
             limits[(d, s, m)] = (r.get("config") or {}).get("time_limit")
     if not rows:
         return ""
-    lines = ["### Base predictors left out for time", "",
-             "Their expected fit time did not fit what remained of the split's time limit (`--time-limit`, seconds per "
-             "split), so the method chose among the others; left out of n of the splits.", "",
+    lines = ["### Left out for time", "",
+             "Base predictors, or kinds of CLP candidate on the chosen one (`clp ...`), whose expected time did not fit "
+             "what remained of the split's time limit (`--time-limit`, seconds per split), so the method chose among "
+             "the others; left out of n of the splits.", "",
              "| dataset | split | method | time limit (s) | left out (n splits) |", "|---|---|---|---|---|"]
     for (d, s, m), names in sorted(rows.items()):
         limit = limits.get((d, s, m))
