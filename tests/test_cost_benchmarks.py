@@ -1,9 +1,9 @@
-"""benchmarks/cost.py and benchmarks/large_graph.py: their pieces on tiny inputs (the runs themselves are
+"""benchmarks/cost.py, grid_budget.py and large_graph.py: their pieces on tiny inputs (the runs themselves are
 benchmarks, committed under benchmarks/results with their commands)."""
 
 import numpy as np
 
-from jaxclp.benchmarks import cost, large_graph
+from jaxclp.benchmarks import cost, grid_budget, large_graph
 
 
 def test_cost_profile_attributes_stages_and_compilations(monkeypatch, tmp_path):
@@ -72,3 +72,19 @@ def test_clp_rerun_pairs_records_by_dataset_and_split(tmp_path):
     np.testing.assert_allclose([row["diff_mean"], row["diff_std"]], [4.0, 2.0])
     assert row["within_one_std"] is True and row["old_seconds_sum"] == 40.0 and row["new_seconds_median"] == 3.0
     assert "| a | 2 | 55.00 ± 5.00 | 59.00 ± 3.00 | +4.00 ± 2.00 | yes |" in clp_rerun.markdown([row], "cmd")
+
+
+def test_grid_budget_kinds_and_ratios():
+    """grid_budget names each clp_beliefs call's kind as methods.GRID_COST does, and its table gives each kind's
+    seconds relative to the closed form's."""
+    assert [grid_budget._kind(k) for k in ({}, {"l1_normalize": False}, {"l1_normalize": True},
+                                           {"spectral_scale": True})] == ["closed", "closed", "l1", "spectral"]
+    from jaxclp.experiments.methods import GRID_COST
+
+    assert set(GRID_COST) == {"closed", "spectral", "l1", "authors"} and GRID_COST["closed"] == 1.0
+    payload = {"command": "c", "machine": _machine(), "priors": "gcn", "wall": 100.0,
+               "graph": {"nodes": 10, "undirected_edges": 20, "classes": 4},
+               "seconds": {"closed": 4.0, "authors": 26.0, "l1": 12.0}, "calls": {"closed": 12, "authors": 2, "l1": 12}}
+    md = grid_budget.markdown(payload)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2:4] != "ki"]
+    assert rows == ["| closed | 12 | 4.0 | 1.0 |", "| l1 | 12 | 12.0 | 3.0 |", "| authors | 2 | 26.0 | 6.5 |"]

@@ -558,3 +558,16 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     assert cands.skipped == ["clp spectral variants", "clp L1 variants", "clp authors' step"]
     closed = [k for k in full if k[3] is False and "/rho" not in k[1]]
     assert [k[2:] for k in cands if k[2] == "normalization"] == closed and len(closed) == 6 * 9
+
+
+def test_split_context_time_limit_is_what_the_mlp_priors_left():
+    """A split's Context gets what remains of the user's time limit after its share of the MLP priors (never
+    below 0), so --time-limit bounds the whole fit; no limit stays no limit."""
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=10, seed=0)
+    sp = runner.get_splits(ds, "medium", 1, 0)
+    feats, _ = runner.node_features(ds)
+    setup = runner.prepare_splits(ds, feats, sp, 1, [0], 0, jaxclp.TrainConfig(epochs=2), False, None, 10.0)
+    assert setup.mlp_seconds == 0.0 and setup.context(0).time_limit == 10.0
+    assert dataclasses.replace(setup, mlp_seconds=4.0).context(0).time_limit == 6.0
+    assert dataclasses.replace(setup, mlp_seconds=15.0).context(0).time_limit == 0.0
+    assert dataclasses.replace(setup, mlp_seconds=4.0, time_limit=None).context(0).time_limit is None

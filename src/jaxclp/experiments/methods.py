@@ -78,7 +78,8 @@ class Context:
         time_limit: seconds ``clp`` may spend on this split: its base predictors (cheap ones first, an expensive
             one only while its expected cost fits what remains), then CLP's candidates on the chosen one (the
             closed form always, the costlier kinds of :data:`GRID_COST` while they fit); what was left out is
-            named in the record's ``skipped``. None: no limit.
+            named in the record's ``skipped``. The runner passes what remains of the user's limit after the
+            split's share of the MLP priors. None: no limit.
     """
 
     graph: jaxclp.Graph

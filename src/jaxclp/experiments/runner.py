@@ -541,11 +541,14 @@ class SplitSetup:
     time_limit: float | None = None
 
     def context(self, j: int) -> Context:
-        """The :class:`Context` of split ``todo[j]`` (:func:`split_context`)."""
+        """The :class:`Context` of split ``todo[j]`` (:func:`split_context`); its ``time_limit`` is what remains
+        of :attr:`time_limit` after the split's share of the MLP priors (:attr:`mlp_seconds`), so a limit bounds
+        the whole fit."""
         i = self.todo[j]
         key, priors = _split_row((self.keys, self.priors), jnp.asarray([i, j], jnp.int32))
+        left = None if self.time_limit is None else max(0.0, float(self.time_limit) - float(self.mlp_seconds))
         return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
-                             self.base_priors, self.time_limit)
+                             self.base_priors, left)
 
 
 @jax.jit
