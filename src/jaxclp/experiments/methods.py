@@ -360,11 +360,11 @@ def _group_best(ctx: Context, group: dict) -> dict:
     return group if best is None else {best: group[best]}
 
 
-GRID_COST = {"closed": 1.0, "spectral": 2.5, "l1": 3.0, "authors": 6.5}
+GRID_COST = {"closed": 1.0, "spectral": 2.8, "l1": 3.6, "authors": 8.2}
 """Expected seconds of each kind of :func:`method_clp` candidate, relative to the closed-form variants (all of a
 kind together): the paper's closed form (always computed), the spectrally scaled closed form, the per-step L1
 variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-node, 40-class arxiv-shaped graph
-(6.4 / 15.2 / 18.1 / 41.5 s, ``benchmarks/results/grid_budget.md``); a deadline computes them in this order."""
+(5.0 / 14.1 / 18.0 / 41.3 s, ``benchmarks/results/grid_budget.md``); a deadline computes them in this order."""
 
 GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
 """How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
