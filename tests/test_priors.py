@@ -571,3 +571,37 @@ def test_split_context_time_limit_is_what_the_mlp_priors_left():
     assert dataclasses.replace(setup, mlp_seconds=4.0).context(0).time_limit == 6.0
     assert dataclasses.replace(setup, mlp_seconds=15.0).context(0).time_limit == 0.0
     assert dataclasses.replace(setup, mlp_seconds=4.0, time_limit=None).context(0).time_limit is None
+
+
+def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(monkeypatch):
+    """Under a time limit the runner's MLP priors are fitted in MLP_DEPTHS order, the first always, a further depth
+    while (seconds so far + the last depth's seconds) per split fits MLP_TIME_SHARE of the limit; the depths left
+    out are named (for the methods built on the prior) ahead of the candidates' own skipped names. Fake clock:
+    each depth's fit of 2 splits takes 10 s, 5 s per split."""
+    clock = {"t": 0.0}
+    fitted = []
+
+    def fake_fit(keys, x, y, tr, va, *, num_classes, hidden, cfg):
+        clock["t"] += 10.0
+        fitted.append(len(hidden))
+        return type("R", (), {"prior": jnp.zeros((2, 4, num_classes))})()
+
+    monkeypatch.setattr(runner, "fit_mlp_splits", fake_fit)
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: clock["t"])
+    args = (jax.random.split(jax.random.key(0), 2), [0, 1], jnp.zeros((4, 2)), np.zeros((2, 4), np.int32),
+            np.ones((2, 4), bool), np.ones((2, 4), bool), 3, jaxclp.TrainConfig())
+    assert runner.MLP_TIME_SHARE == 0.5
+    # limit 16 s per split: share 8; after depth 1: 5 + 5 = 10 > 8, stop
+    priors, secs = runner.mlp_priors(*args, time_limit=16.0)
+    assert list(priors) == [1] and fitted == [1] and secs == 5.0
+    # limit 24: share 12; depth 2 fits (5 + 5 = 10), depth 3 does not (10 + 5 = 15)
+    fitted.clear()
+    assert list(runner.mlp_priors(*args, time_limit=24.0)[0]) == [1, 2] and fitted == [1, 2]
+    fitted.clear()
+    assert list(runner.mlp_priors(*args)[0]) == list(M.MLP_DEPTHS) and fitted == [1, 2, 3]
+    # the depths a context lacks are named for the methods on the prior only, before the candidates' skipped
+    ctx = M.Context(graph=None, features=None, labels=None, train=None, val=None, num_classes=3,
+                    metric="accuracy", key=None, priors={1: None}, mlp_depth=1)
+    cands = M.Candidates(skipped=["gcn_tuned"])
+    assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "gcn_tuned"]
+    assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"] and runner.left_out(ctx, {}, "lp") == []

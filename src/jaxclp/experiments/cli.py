@@ -336,9 +336,10 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                              f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
                              f"{', '.join(CLP_PRIOR_CANDIDATES)})")
     parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=time_limit,
-                        help=f"seconds clp may spend {budget}: base predictors cheap ones first, an expensive one "
-                             "only while it fits, then CLP's costlier candidates while they fit (its closed form "
-                             "always); what was left out is named; 'none' for no limit (default: "
+                        help=f"seconds clp may spend {budget}: the MLP prior's depths within half of it (the first "
+                             "always), base predictors cheap ones first, an expensive one only while it fits, then "
+                             "CLP's costlier candidates while they fit (its closed form always); what was left out is "
+                             "named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
 
 

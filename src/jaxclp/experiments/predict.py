@@ -152,7 +152,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
-                      skipped=tuple(getattr(cands, "skipped", None) or ()))
+                      skipped=tuple(runner.left_out(ctx, cands, method)))
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:

@@ -61,7 +61,8 @@ from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
 from jaxclp.train import TrainConfig
 
-from jaxclp.experiments.methods import METHODS, MLP_DEPTHS, NEEDS_PRIOR, Context, reporting, select, visible_labels
+from jaxclp.experiments.methods import (METHODS, MLP_DEPTHS, NEEDS_PRIOR, Context, reporting, select, status,
+                                       visible_labels)
 from jaxclp.experiments.specs import method_hash, method_spec
 
 RESULTS_FILE = "results.jsonl"
@@ -495,7 +496,14 @@ def release_compiled(fraction: float | None = None) -> bool:
     return True
 
 
-def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig) -> tuple[dict, float]:
+MLP_TIME_SHARE = 0.5
+"""Under a time limit, the share of it (per split) the MLP priors may take: depths are fitted in
+:data:`MLP_DEPTHS` order, the first always, a further one only while the seconds so far plus the last depth's
+fit within this share; the rest of the limit is for ``clp``'s base predictors and CLP's candidates."""
+
+
+def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig,
+               time_limit: float | None = None) -> tuple[dict, float]:
     """MLP priors of every depth in :data:`MLP_DEPTHS`, each fit vmapped over the splits ``todo``.
 
     Args:
@@ -506,15 +514,31 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         train, val: (nruns, n) bool masks.
 
     Returns:
-        ``({depth: (len(todo), n, K) softmax}, seconds per split)``.
+        ``({depth: (len(todo), n, K) softmax}, seconds per split)``; under ``time_limit`` (seconds per split)
+        the depths that did not fit :data:`MLP_TIME_SHARE` of it are absent (:func:`left_out` names them).
     """
     t0 = time.perf_counter()
     priors = {}
     for d in MLP_DEPTHS:
+        if priors and time_limit is not None:
+            spent = (time.perf_counter() - t0) / len(todo)
+            if spent + last > MLP_TIME_SHARE * time_limit:
+                status(f"MLP prior depth {d} and deeper skipped: time limit {time_limit:g} s")
+                break
+        t1 = time.perf_counter()
         res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
                              jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg)
         priors[d] = jax.block_until_ready(res.prior)
+        last = (time.perf_counter() - t1) / len(todo)
     return priors, (time.perf_counter() - t0) / len(todo)
+
+
+def left_out(ctx: Context, cands, method: str) -> list[str]:
+    """What ``method`` left out for time on this split: the MLP prior depths its context lacks (``"mlp depth
+    3"``, :func:`mlp_priors` under a time limit), then the candidates' own ``skipped`` (base predictors, kinds of
+    CLP candidate)."""
+    depths = [f"mlp depth {d}" for d in MLP_DEPTHS if method in NEEDS_PRIOR and ctx.priors and d not in ctx.priors]
+    return depths + list(getattr(cands, "skipped", None) or ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,8 +596,8 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-    priors, secs = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg) if with_priors
-                    else ({}, 0.0))
+    priors, secs = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit)
+                    if with_priors else ({}, 0.0))
     return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit)
 
 
@@ -614,7 +638,7 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
               "params": chosen_params(cfg_m, method, ctx.mlp_depth), "seconds": seconds,
               "num_candidates": len(cands)}
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
-    skipped = list(getattr(cands, "skipped", None) or ())
+    skipped = left_out(ctx, cands, method)
     if skipped:  # base predictors / CLP candidate kinds the method left out for time (``time_limit``): recorded
         fields["skipped"] = skipped
     return fields, (cfg_m, val, cands[cfg_m])
