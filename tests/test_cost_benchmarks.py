@@ -88,3 +88,24 @@ def test_grid_budget_kinds_and_ratios():
     md = grid_budget.markdown(payload)
     rows = [line for line in md.splitlines() if line.startswith("| ") and line[2:4] != "ki"]
     assert rows == ["| closed | 12 | 4.0 | 1.0 |", "| l1 | 12 | 12.0 | 3.0 |", "| authors | 2 | 26.0 | 6.5 |"]
+
+
+def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
+    """main_job's report: clp's new and old means over the splits both hold, within the old std or not, the best
+    method of the new records and clp within one std of it; the times file read as written."""
+    from jaxclp.benchmarks import main_job
+
+    old = {("g", "clp"): {0: 60.0, 1: 62.0, 2: 64.0}, ("h", "clp"): {0: 50.0, 1: 50.0}}  # g: mean 62, std 2
+    new = {("g", "clp"): {0: 63.0, 1: 64.0, 2: 65.0, 3: 99.0},  # split 3 has no old partner: left out
+           ("g", "mlp"): {0: 70.0, 1: 70.0, 2: 72.0},
+           ("h", "clp"): {0: 40.0, 1: 42.0}, ("h", "lp"): {0: 42.0, 1: 42.0}}
+    rows = {r["graph"]: r for r in main_job.compare(new, old, ["g", "h"], ("mlp", "lp", "clp"))}
+    g, h = rows["g"], rows["h"]
+    assert (g["splits"], g["clp_new"], g["clp_old"], g["old_std"], g["within_old"]) == (3, 64.0, 62.0, 2.0, True)
+    # the best of g is the MLP (70.67, std 1.15): clp's mean over all its new splits (72.75) is above it
+    assert g["best"] == "clp" and g["within_best"]
+    # h: 41 vs an old 50 with std 0; the LP's 42 (std 0) is above clp's 41
+    assert h["within_old"] is False and h["best"] == "lp" and h["within_best"] is False
+    times = tmp_path / "t.txt"
+    times.write_text("g rc=0 secs=12\nh rc=1 secs=3\n")
+    assert main_job.read_times(times) == {"g": {"rc": 0, "seconds": 12.0}, "h": {"rc": 1, "seconds": 3.0}}

@@ -1,0 +1,130 @@
+"""The README's main job, ``jaxclp reproduce table2``, timed graph by graph on this machine: each graph in a fresh
+process with a fresh XLA cache (so compilation is paid as on a new machine), then its records compared with the
+committed ``results/table2`` (paired over the same splits: each method's mean and whether ``clp`` stays within one
+std of its old mean and of the best method).
+
+    python -m jaxclp.benchmarks.main_job                        # every table2 graph (hours on 2 cores)
+    python -m jaxclp.benchmarks.main_job --datasets texas,wiki  # some of them
+    python -m jaxclp.benchmarks.main_job --summarize OUT TIMES  # only the report, from a finished run
+
+``TIMES`` has one line per graph, ``<graph> rc=<code> secs=<wall seconds>``; the run writes it as it goes
+(``OUT/times.txt``). Results: ``benchmarks/results/main_job.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jaxclp.benchmarks import _common as C
+
+TABLE2 = C.REPO / "results" / "table2" / "results.jsonl"
+
+
+def _scores(path: Path) -> dict:
+    """``(dataset, method) -> {run: test %}`` of a records file's medium-split results."""
+    out: dict = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("type") == "result" and r.get("split") == "medium":
+            out.setdefault((r["dataset"], r["method"]), {})[r["run"]] = 100 * r["test"]
+    return out
+
+
+def compare(new: dict, old: dict, graphs, methods) -> list[dict]:
+    """Per graph: ``clp``'s new and old mean over the splits both hold, the old std, whether the new mean is within
+    it, the best method of the new records (mean) and whether ``clp`` is within one std (the best's) of it."""
+    rows = []
+    for g in graphs:
+        runs = sorted(set(new.get((g, "clp"), {})) & set(old.get((g, "clp"), {})))
+        if len(runs) < 2:
+            continue
+        o = [old[(g, "clp")][r] for r in runs]
+        n = [new[(g, "clp")][r] for r in runs]
+        means = {m: statistics.mean(new[(g, m)].values()) for m in methods if len(new.get((g, m), {})) >= 2}
+        best = max(means, key=means.get)
+        rows.append({"graph": g, "splits": len(runs), "clp_new": statistics.mean(n), "clp_old": statistics.mean(o),
+                     "old_std": statistics.stdev(o), "within_old": abs(statistics.mean(n) - statistics.mean(o))
+                     <= statistics.stdev(o), "best": best, "best_mean": means[best],
+                     "within_best": means["clp"] >= means[best] - statistics.stdev(new[(g, best)].values())})
+    return rows
+
+
+def read_times(path: Path) -> dict:
+    out = {}
+    for line in path.read_text().splitlines():
+        name, rc, secs = line.split()
+        out[name] = {"rc": int(rc.split("=")[1]), "seconds": float(secs.split("=")[1])}
+    return out
+
+
+def markdown(payload: dict) -> str:
+    times, rows = payload["times"], {r["graph"]: r for r in payload["rows"]}
+    made_by = f"Records and times made by: `{payload['made_by']}`\n\n" if payload.get("made_by") else ""
+    lines = ["# The main job, `jaxclp reproduce table2`, timed graph by graph", "", f"Command: `{payload['command']}`",
+             "", made_by + C.machine_header_md(payload["machine"]), "",
+             "Each graph ran in a fresh process with a fresh XLA cache (compilation paid once per graph, as on a new "
+             "machine), 10 splits x the table's 10 methods. `clp` new vs old: its mean test score (%) over the splits "
+             "both the new and the committed records hold, beside the old std; `best`: the best method of the new "
+             "records and whether `clp` is within one std of it.", "",
+             "| graph | wall s | clp new | clp old ± std | within old std | best (new) | clp within 1 std of best |",
+             "|---|---|---|---|---|---|---|"]
+    for g, t in times.items():
+        r = rows.get(g)
+        cells = ([f"{r['clp_new']:.2f}", f"{r['clp_old']:.2f} ± {r['old_std']:.2f}", "yes" if r["within_old"] else
+                  "**no**", f"{r['best']} {r['best_mean']:.2f}", "yes" if r["within_best"] else "**no**"]
+                 if r else ["–"] * 5)
+        lines.append(f"| {g} | {t['seconds']:.0f}{'' if t['rc'] == 0 else ' (rc ' + str(t['rc']) + ')'} | "
+                     + " | ".join(cells) + " |")
+    total = sum(t["seconds"] for t in times.values())
+    lines += ["", f"{len(times)} graphs, {total:.0f} s ({total / 60:.1f} min) in all."]
+    missing = payload.get("not_run") or []
+    if missing:
+        lines.append(f"Not run: {', '.join(missing)}.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from jaxclp.experiments.reproduce import HETEROPHILY, METHODS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", default=",".join(HETEROPHILY))
+    p.add_argument("--out", default=None, help="records folder (default: a temporary one)")
+    p.add_argument("--summarize", nargs=2, metavar=("OUT", "TIMES"), default=None)
+    p.add_argument("--made-by", default=None, help="with --summarize: how OUT and TIMES were made (a command)")
+    a = p.parse_args(argv)
+    names = a.datasets.split(",")
+    if a.summarize:
+        out, times_file = Path(a.summarize[0]), Path(a.summarize[1])
+    else:
+        out = Path(a.out or tempfile.mkdtemp(prefix="main_job_"))
+        times_file = out / "times.txt"
+        for name in names:
+            t0 = time.perf_counter()
+            with tempfile.TemporaryDirectory() as xla:
+                env = dict(os.environ, JAXCLP_XLA_CACHE=xla)
+                rc = subprocess.run([sys.executable, "-m", "jaxclp", "reproduce", "table2", "--datasets", name,
+                                     "--out", str(out)], env=env).returncode
+            with times_file.open("a") as f:
+                f.write(f"{name} rc={rc} secs={time.perf_counter() - t0:.0f}\n")
+    times = read_times(times_file)
+    rows = compare(_scores(out / "table2" / "results.jsonl"), _scores(TABLE2), list(times), METHODS)
+    payload = {"command": "python -m jaxclp.benchmarks.main_job " + " ".join(argv or sys.argv[1:]),
+               "machine": C.machine_info(), "times": times, "rows": rows,
+               "not_run": [n for n in HETEROPHILY if n not in times], "made_by": a.made_by}
+    dest = C.RESULTS_DIR / "main_job.json"
+    C.save_json(dest, payload)
+    dest.with_suffix(".md").write_text(markdown(payload))
+    print(dest.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
