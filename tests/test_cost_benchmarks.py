@@ -1,6 +1,7 @@
 """benchmarks/cost.py, grid_budget.py and large_graph.py: their pieces on tiny inputs (the runs themselves are
 benchmarks, committed under benchmarks/results with their commands)."""
 
+import json
 import numpy as np
 
 from jaxclp.benchmarks import cost, grid_budget, large_graph
@@ -109,3 +110,21 @@ def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
     times = tmp_path / "t.txt"
     times.write_text("g rc=0 secs=12\nh rc=1 secs=3\n")
     assert main_job.read_times(times) == {"g": {"rc": 0, "seconds": 12.0}, "h": {"rc": 1, "seconds": 3.0}}
+    records = tmp_path / "r.jsonl"
+    rec = lambda m, run, s, split="medium": json.dumps({"type": "result", "split": split, "dataset": "g", "method": m,
+                                                         "run": run, "seconds": s})
+    records.write_text("\n".join([json.dumps({"type": "header"}), rec("clp", 0, 10.0), rec("clp", 1, 30.0),
+                                   rec("clp", 2, 20.0), rec("mlp", 0, 40.0), rec("clp", 0, 999.0, "sparse")]))
+    cost = main_job.cost_rows(main_job.method_seconds(records), ["g", "h"])
+    assert cost == [{"graph": "g", "records_s": 100.0, "clp_s": 60.0, "clp_share": 0.6, "clp_median_s": 20.0,
+                     "splits": 3}]
+
+
+def test_test_suite_reads_each_pytest_summary_line():
+    """test_suite's parser: the counts and seconds of each pytest run's last line, in order (as .ci/run prints)."""
+    from jaxclp.benchmarks import test_suite
+
+    out = ("....\n1134 passed, 3 skipped, 2 warnings in 495.12s (0:08:15)\nnoise 5 passed in the text\n"
+           "== 259 passed, 40 skipped in 53.0s ==\n")
+    assert test_suite.pytest_runs(out) == [{"passed": 1134, "skipped": 3, "warnings": 2, "seconds": 495.12},
+                                          {"passed": 259, "skipped": 40, "seconds": 53.0}]

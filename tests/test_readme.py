@@ -114,7 +114,8 @@ def test_results_pages_match_the_records():
     assert {p.name for p in pages} >= {"medium.md", "sparse-dense.md", "acm-dblp.md", "homophilous.md", "baselines.md"}
     text = "".join(p.read_text() for p in pages)
     for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
-                 "clp-paired-dense", "clp-paired-table5", *tables.TABLES, *tables.PAIRED):
+                 "clp-paired-dense", "clp-paired-table5", "anchors", *tables.TABLES, *tables.PAIRED,
+                 *tables.OTHER_BLOCKS):
         assert text.count(f"<!-- jaxclp:{name} -->") == 1, name  # every table once, on some page
     from jaxclp.experiments.reproduce import GNN_METHODS
 

@@ -183,13 +183,49 @@ def _write(path: Path, res: dict) -> None:
     tmp.replace(path)
 
 
-def table(res: dict) -> str:
-    """Markdown table: per (dataset, model) the config with the best mean validation metric."""
+def selected(res: dict) -> dict:
+    """``(dataset, model) -> run``: the config with the best mean validation metric (the first on ties)."""
     best = {}
     for r in res["runs"]:
         k = (r["dataset"], _model_of(r))
         if k not in best or np.mean(r["val"]) > np.mean(best[k]["val"]):
             best[k] = r
+    return best
+
+
+COMPACT_MODELS = (("resnet", "ResNet"), ("gcn", "GCN"), ("sage", "SAGE"), ("gat", "GAT"), ("gat_sep", "GAT-sep"))
+"""The columns of :func:`compact_table` (model, header)."""
+
+
+def compact_table(res: dict) -> str:
+    """The selected configs against the published numbers, one row per graph with a published number and one
+    column per model of :data:`COMPACT_MODELS` (``ours / published``, mean ± population std in %), then how many
+    are within noise (``|ours - published| <= published std + our std``)."""
+    best = selected(res)
+    graphs = sorted({d for d, _ in best if canonical_name(d) in PUBLISHED})
+    lines = ["| graph (metric, splits) | " + " | ".join(h for _, h in COMPACT_MODELS) + " |",
+             "|---" * (len(COMPACT_MODELS) + 1) + "|"]
+    within = total = 0
+    for d in graphs:
+        cells, label = [], None
+        for m, _ in COMPACT_MODELS:
+            r, pub = best.get((d, m)), PUBLISHED[canonical_name(d)].get(m)
+            if r is None or pub is None:
+                cells.append("–")
+                continue
+            t = 100 * np.asarray(r["test"])
+            total += 1
+            within += abs(t.mean() - pub[0]) <= pub[1] + t.std()
+            cells.append(f"{t.mean():.2f} ± {t.std():.2f} / {pub[0]:.2f} ± {pub[1]:.2f}")
+            label = label or f"{'ROC-AUC' if r['metric'] == 'roc_auc' else 'accuracy'}, {r['splits']} splits"
+        lines.append(f"| {d} ({label}) | " + " | ".join(cells) + " |")
+    lines += ["", f"{within} of {total} within noise."]
+    return "\n".join(lines)
+
+
+def table(res: dict) -> str:
+    """Markdown table: per (dataset, model) the config with the best mean validation metric."""
+    best = selected(res)
     lines = ["# Published anchors: our tuned GNNs vs Platonov et al. (2023)", "",
              "Commands (run in this order, results accumulate):", "",
              *[f"    nice {c}" for c in res.get("commands", [])], "",

@@ -3,7 +3,8 @@
 Each generated table sits in a results page (``docs/results/*.md``) between ``<!-- jaxclp:NAME -->`` and
 ``<!-- /jaxclp:NAME -->``; :func:`render` recomputes every such block from ``results/`` and :func:`update` writes
 it back. The test suite checks that every page equals its rendering, so a table cannot drift from the records it
-cites.
+cites. Numbers in the prose of the README and the documentation are generated the same way, inline
+(:mod:`jaxclp.experiments.page_values`), and rewritten by the same command.
 
     python -m jaxclp.experiments.results_tables            # rewrite the blocks of ./docs/results/*.md from ./results
     python -m jaxclp.experiments.results_tables --check    # exit 1 if they differ (what tests/test_readme.py checks)
@@ -174,6 +175,17 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
     return "\n".join(lines)
 
 
+def _anchors_block(root: Path) -> str:
+    import json
+
+    from jaxclp.experiments.anchors import compact_table
+
+    return compact_table(json.loads((root / "results" / "anchors" / "results.json").read_text()))
+
+
+OTHER_BLOCKS = {"anchors": _anchors_block}
+"""Generated blocks that are not record tables: name -> ``f(root) -> markdown``."""
+
 _BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /jaxclp:(?P=name) -->)", re.S)
 
 
@@ -195,17 +207,24 @@ def render(text: str, root: Path = Path(".")) -> str:
         if name in PAIRED:
             p = PAIRED[name]
             return m.group(1) + paired_markdown([records(f) for f in p.results], p) + "\n" + m.group(4)
+        if name in OTHER_BLOCKS:
+            return m.group(1) + OTHER_BLOCKS[name](Path(root)) + "\n" + m.group(4)
         if name not in TABLES:
-            raise ValueError(f"block jaxclp:{name} names no table; known: {sorted(TABLES) + sorted(PAIRED)}")
+            raise ValueError(f"block jaxclp:{name} names no table; known: "
+                             f"{sorted(TABLES) + sorted(PAIRED) + sorted(OTHER_BLOCKS)}")
         t = TABLES[name]
         return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
-    return _BLOCK.sub(block, text)
+    from jaxclp.experiments import page_values
+
+    return page_values.render(_BLOCK.sub(block, text), page_values.Sources(root))
 
 
 def pages(root: Path = Path(".")) -> list[Path]:
-    """The markdown pages under ``root / PAGES`` (each may hold generated blocks), sorted."""
-    return sorted((Path(root) / PAGES).glob("*.md"))
+    """The pages that may hold generated tables or inline values (:mod:`jaxclp.experiments.page_values`): the
+    README and every markdown page of the documentation, sorted."""
+    readme = Path(root) / "README.md"
+    return ([readme] if readme.is_file() else []) + sorted((Path(root) / "docs").rglob("*.md"))
 
 
 def update(paths=None, root: Path = Path(".")) -> list[Path]:
@@ -224,7 +243,7 @@ def update(paths=None, root: Path = Path(".")) -> list[Path]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.results_tables", description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=".", help="the repository root (records under ROOT/results, pages under "
-                                                f"ROOT/{PAGES})")
+                                                "ROOT/README.md and ROOT/docs)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a page's tables differ from the records")
     a = ap.parse_args(argv)
     root = Path(a.root)

@@ -1,0 +1,187 @@
+"""Numbers in the prose of the README and the documentation, generated from the committed records and benchmark
+results (the tables have :mod:`jaxclp.experiments.results_tables`; this is its inline counterpart).
+
+A number in a page is written between two HTML comments that name where it comes from::
+
+    our LINK gets <!-- n:mean:table2:medium:usa-airports:link -->55.6<!-- /n --> against the paper's ...
+
+Markdown renders the comments as nothing, so the page reads as before; :func:`render` recomputes every such value
+and the test suite checks that each page equals its rendering, so a number in the prose cannot drift from what it
+cites. The key is ``KIND:ARGS[:FORMAT]`` (``FORMAT`` a Python format spec; a signed one, ``+.1f``, writes a minus
+as ``−``):
+
+* ``mean:TARGET:SPLIT:DATASET:METHOD`` / ``std:...``: the test score in percent over the runs of
+  ``results/TARGET`` (as the tables: the last record per run; default ``.1f``).
+* ``paper:SPLIT:DATASET:METHOD`` / ``paperstd:...``: the paper's mean / std (:func:`jaxclp.paper.paper_number`;
+  default ``.1f``).
+* ``diff:TARGET:SPLIT:DATASET:METHOD``: our mean minus the paper's (default ``+.1f``).
+* ``json:FILE:KEY``: a value of a committed JSON file (``FILE`` relative to the repository root, ``KEY`` dotted,
+  list positions as integers; default ``g``).
+* ``fact:NAME``: a count or figure computed from records or results by :data:`FACTS`.
+* ``figure:NAME``: a finding of the figures' data (:func:`jaxclp.experiments.figure_facts.facts`; default ``.1f``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+VALUE = re.compile(r"<!-- n:(?P<key>.+?) -->(?P<body>[^<]*)<!-- /n -->")
+"""An inline generated value: ``<!-- n:KEY -->VALUE<!-- /n -->``."""
+
+
+class Sources:
+    """The committed records and results under a repository ``root``, each read once."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._records: dict = {}
+        self._json: dict = {}
+        self._figures: dict | None = None
+
+    def figures(self) -> dict:
+        """:func:`jaxclp.experiments.figure_facts.facts` of ``root``."""
+        if self._figures is None:
+            from jaxclp.experiments.figure_facts import facts
+
+            self._figures = facts(self.root)
+        return self._figures
+
+    def scores(self, target: str) -> tuple[dict, dict]:
+        """``(aggregate, last)`` of ``results/TARGET`` (:func:`jaxclp.experiments.summary.aggregate`)."""
+        if target not in self._records:
+            from jaxclp.experiments.runner import RESULTS_FILE, read_records
+            from jaxclp.experiments.summary import aggregate
+
+            self._records[target] = aggregate(read_records(self.root / "results" / target / RESULTS_FILE))
+        return self._records[target]
+
+    def cell(self, target: str, split: str, dataset: str, method: str) -> np.ndarray:
+        agg, _ = self.scores(target)
+        if (dataset, split, method) not in agg:
+            raise ValueError(f"results/{target} has no {split} records of {method} on {dataset}")
+        return agg[(dataset, split, method)]
+
+    def json(self, file: str):
+        if file not in self._json:
+            self._json[file] = json.loads((self.root / file).read_text())
+        return self._json[file]
+
+
+def _paper(split: str, dataset: str, method: str, which: int = 0) -> float:
+    from jaxclp.paper import paper_number
+
+    p = paper_number(dataset, split, method)
+    if p is None:
+        raise ValueError(f"the paper has no number for {method} on {dataset} ({split})")
+    return p[which]
+
+
+def _lookup(obj, key: str):
+    for part in key.split("."):
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    return obj
+
+
+def _paper_flags(src: Sources, target: str = "table2", split: str = "medium", leave_out: tuple = ()) -> tuple[int, int]:
+    """(cells of ``target``'s ``split`` with a paper number, those whose difference exceeds the combined spread),
+    over the datasets not in ``leave_out`` (as the tables' ``⚠``)."""
+    from jaxclp.experiments.summary import _std
+    from jaxclp.paper import paper_number
+
+    agg, _ = src.scores(target)
+    cells = flagged = 0
+    for (d, s, m), v in agg.items():
+        p = paper_number(d, s, m)
+        if s != split or p is None or d in leave_out:
+            continue
+        cells += 1
+        flagged += abs(float(v.mean()) - p[0]) > float(np.hypot(_std(v), p[1]))
+    return cells, flagged
+
+
+def _clp_paper_vs_paper(src: Sources) -> tuple[int, int, int]:
+    """``clp_paper`` (the paper's update, selected on validation) against the paper's CLP in table2: (graphs with a
+    paper number, graphs within the combined spread, graphs where ours is lower)."""
+    from jaxclp.experiments.summary import _std
+    from jaxclp.paper import paper_number
+
+    agg, _ = src.scores("table2")
+    n = within = lower = 0
+    for (d, s, m), v in agg.items():
+        p = paper_number(d, s, m)
+        if s != "medium" or m != "clp_paper" or p is None:
+            continue
+        n += 1
+        within += abs(float(v.mean()) - p[0]) <= float(np.hypot(_std(v), p[1]))
+        lower += float(v.mean()) < p[0]
+    return n, within, lower
+
+
+_MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
+
+FACTS: dict[str, Callable[[Sources], object]] = {
+    "table2-paper-cells": lambda s: _paper_flags(s)[0],
+    "table2-paper-flagged": lambda s: _paper_flags(s)[1],
+    "table2-paper-cells-aligned": lambda s: _paper_flags(s, leave_out=_MISALIGNED)[0],
+    "table2-paper-flagged-aligned": lambda s: _paper_flags(s, leave_out=_MISALIGNED)[1],
+    "table2-clp_paper-graphs": lambda s: _clp_paper_vs_paper(s)[0],
+    "table2-clp_paper-within": lambda s: _clp_paper_vs_paper(s)[1],
+    "table2-clp_paper-lower": lambda s: _clp_paper_vs_paper(s)[2],
+}
+"""Named figures that are not one cell: ``fact:NAME`` -> ``f(sources)``."""
+
+
+def value(key: str, src: Sources) -> str:
+    """The text of the inline value ``key`` (see the module docstring).
+
+    Raises:
+        ValueError: an unknown kind or fact, or a key whose source holds no such value.
+    """
+    kind, _, rest = key.partition(":")
+    args = rest.split(":")
+    arity = {"mean": 4, "std": 4, "diff": 4, "paper": 3, "paperstd": 3, "json": 2, "fact": 1, "figure": 1}
+    if kind not in arity:
+        raise ValueError(f"inline value {key!r}: unknown kind {kind!r}; choose from {sorted(arity)}")
+    if len(args) not in (arity[kind], arity[kind] + 1):
+        raise ValueError(f"inline value {key!r}: {kind} takes {arity[kind]} arguments and an optional format")
+    fmt = args[arity[kind]] if len(args) > arity[kind] else {"diff": "+.1f", "json": "g", "fact": ""}.get(kind, ".1f")
+    args = args[:arity[kind]]
+    if kind in ("mean", "std"):
+        from jaxclp.experiments.summary import _std
+
+        v = src.cell(*args)
+        x = float(v.mean()) if kind == "mean" else _std(v)
+    elif kind in ("paper", "paperstd"):
+        x = _paper(*args, which=int(kind == "paperstd"))
+    elif kind == "diff":
+        x = float(src.cell(*args).mean()) - _paper(*args[1:])
+    elif kind == "json":
+        try:
+            x = _lookup(src.json(args[0]), args[1])
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"inline value {key!r}: {args[0]} has no {args[1]!r} ({e})") from None
+    elif kind == "figure":
+        figures = src.figures()
+        if args[0] not in figures:
+            raise ValueError(f"inline value {key!r}: the figures have no {args[0]!r}; known: {sorted(figures)}")
+        x = figures[args[0]]
+    else:
+        if args[0] not in FACTS:
+            raise ValueError(f"inline value {key!r}: unknown fact; known: {sorted(FACTS)}")
+        x = FACTS[args[0]](src)
+    text = format(x, fmt)
+    if fmt.startswith("+"):
+        if float(format(abs(float(x)), fmt[1:])) == 0.0:  # "+0.0" / "-0.0": a difference that rounds to zero
+            return format(0.0, fmt[1:])
+        return text.replace("-", "−")
+    return text
+
+
+def render(text: str, src: Sources) -> str:
+    """``text`` with every inline value recomputed from ``src``."""
+    return VALUE.sub(lambda m: f"<!-- n:{m['key']} -->{value(m['key'], src)}<!-- /n -->", text)

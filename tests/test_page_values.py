@@ -1,0 +1,74 @@
+"""Inline generated numbers of the pages (jaxclp.experiments.page_values), on hand-made records and results."""
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxclp.experiments import page_values as pv
+from jaxclp.paper import paper_number
+
+
+def _records(tmp_path):
+    rec = lambda method, run, test, dataset="texas": {"type": "result", "dataset": dataset, "split": "medium",
+                                                      "method": method, "run": run, "test": test, "val": test}
+    recs = [rec("mlp", 0, 0.60), rec("mlp", 1, 0.70), rec("mlp", 1, 0.80),  # run 1 twice: the last record counts
+            rec("clp", 0, 0.50), rec("clp", 1, 0.50)]
+    (tmp_path / "results" / "t").mkdir(parents=True)
+    (tmp_path / "results" / "t" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (tmp_path / "b.json").write_text(json.dumps({"rows": [{"s": 12.345}, {"s": 7.0}], "n": 3}))
+    return pv.Sources(tmp_path)
+
+
+def test_values_by_hand(tmp_path):
+    src = _records(tmp_path)
+    assert pv.value("mean:t:medium:texas:mlp", src) == "70.0"  # (60 + 80) / 2
+    assert pv.value("std:t:medium:texas:mlp:.2f", src) == f"{np.std([60, 80], ddof=1):.2f}" == "14.14"
+    paper = paper_number("texas", "medium", "mlp")
+    assert pv.value("paper:medium:texas:mlp", src) == f"{paper[0]:.1f}"
+    assert pv.value("paperstd:medium:texas:mlp:.2f", src) == f"{paper[1]:.2f}"
+    diff = 50.0 - paper_number("texas", "medium", "clp")[0]
+    assert diff < 0 and pv.value("diff:t:medium:texas:clp", src) == f"{diff:+.1f}".replace("-", "−")
+    assert pv.value("json:b.json:rows.0.s:.1f", src) == "12.3" and pv.value("json:b.json:n", src) == "3"
+
+
+def test_a_signed_zero_has_no_sign():
+    src = pv.Sources(".")
+    pv.FACTS["_tiny"] = lambda s: -0.04
+    try:
+        assert pv.value("fact:_tiny:+.1f", src) == "0.0" and pv.value("fact:_tiny:+.2f", src) == "−0.04"
+    finally:
+        del pv.FACTS["_tiny"]
+
+
+def test_render_rewrites_a_drifted_number_and_keeps_the_rest(tmp_path):
+    src = _records(tmp_path)
+    page = "MLP <!-- n:mean:t:medium:texas:mlp -->99.9<!-- /n --> and <!-- n:json:b.json:rows.1.s:.0f --><!-- /n -->."
+    assert pv.render(page, src) == ("MLP <!-- n:mean:t:medium:texas:mlp -->70.0<!-- /n --> and "
+                                    "<!-- n:json:b.json:rows.1.s:.0f -->7<!-- /n -->.")
+
+
+@pytest.mark.parametrize("key, message", [
+    ("median:t:medium:texas:mlp", "unknown kind"),
+    ("mean:t:medium:texas", "takes 4 arguments"),
+    ("mean:t:medium:wiki:mlp", "no medium records of mlp on wiki"),
+    ("json:b.json:rows.5.s", "has no 'rows.5.s'"),
+    ("fact:nonsense", "unknown fact"),
+])
+def test_a_key_without_a_source_says_so(tmp_path, key, message):
+    with pytest.raises(ValueError, match=message):
+        pv.value(key, _records(tmp_path))
+
+
+def test_the_committed_facts_count_the_tables_cells():
+    """The table2 counts the results pages quote: every cell with a paper number is in the count, and the flagged
+    ones are those whose difference exceeds the combined spread (as the summaries' ⚠)."""
+    from pathlib import Path
+
+    src = pv.Sources(Path(__file__).resolve().parents[1])
+    cells, flagged = pv._paper_flags(src)
+    agg, _ = src.scores("table2")
+    with_paper = [k for k in agg if k[1] == "medium" and paper_number(k[0], "medium", k[2]) is not None]
+    assert cells == len(with_paper) and 0 < flagged < cells
+    n, within, lower = pv._clp_paper_vs_paper(src)
+    assert n == sum(k[2] == "clp_paper" for k in with_paper) and within <= n and lower <= n
