@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxclp.experiments import page_values as pv
-from jaxclp.paper import paper_number
+from jaxclp.experiments.paper import paper_number
 
 
 def _records(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from jaxclp import datasets
-from jaxclp.paper import DATASET_NAMES, paper_entry, paper_number, paper_rows
+from jaxclp.experiments.paper import DATASET_NAMES, paper_entry, paper_number, paper_rows
 
 SHARED_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "paper" / "paper_results.csv"
 

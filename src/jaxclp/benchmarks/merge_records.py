@@ -23,7 +23,7 @@ def seed(out: Path, target: str, datasets: str, results: Path = Path("results"))
     ``results/figures/records`` tree. Returns ``{target or "figures/records": records seeded}``."""
     from jaxclp.experiments.analyses import TARGETS as FIGURES
     from jaxclp.experiments.reproduce import SHARES
-    from jaxclp.paper import DAGGER_SUFFIX
+    from jaxclp.experiments.paper import DAGGER_SUFFIX
 
     wanted = set(datasets.split(","))
     counts = {}

@@ -12,7 +12,7 @@ as ``−``):
 
 * ``mean:TARGET:SPLIT:DATASET:METHOD`` / ``std:...``: the test score in percent over the runs of
   ``results/TARGET`` (as the tables: the last record per run; default ``.1f``).
-* ``paper:SPLIT:DATASET:METHOD`` / ``paperstd:...``: the paper's mean / std (:func:`jaxclp.paper.paper_number`;
+* ``paper:SPLIT:DATASET:METHOD`` / ``paperstd:...``: the paper's mean / std (:func:`jaxclp.experiments.paper.paper_number`;
   default ``.1f``).
 * ``diff:TARGET:SPLIT:DATASET:METHOD``: our mean minus the paper's (default ``+.1f``).
 * ``json:FILE:KEY``: a value of a committed JSON file (``FILE`` relative to the repository root, ``KEY`` dotted,
@@ -73,7 +73,7 @@ class Sources:
 
 
 def _paper(split: str, dataset: str, method: str, which: int = 0) -> float:
-    from jaxclp.paper import paper_number
+    from jaxclp.experiments.paper import paper_number
 
     p = paper_number(dataset, split, method)
     if p is None:
@@ -91,7 +91,7 @@ def _paper_flags(src: Sources, target: str = "table2", split: str = "medium", le
     """(cells of ``target``'s ``split`` with a paper number, those whose difference exceeds the combined spread),
     over the datasets not in ``leave_out`` (as the tables' ``⚠``)."""
     from jaxclp.experiments.summary import _std
-    from jaxclp.paper import paper_number
+    from jaxclp.experiments.paper import paper_number
 
     agg, _ = src.scores(target)
     cells = flagged = 0
@@ -108,7 +108,7 @@ def _clp_paper_vs_paper(src: Sources) -> tuple[int, int, int]:
     """``clp_paper`` (the paper's update, selected on validation) against the paper's CLP in table2: (graphs with a
     paper number, graphs within the combined spread, graphs where ours is lower)."""
     from jaxclp.experiments.summary import _std
-    from jaxclp.paper import paper_number
+    from jaxclp.experiments.paper import paper_number
 
     agg, _ = src.scores("table2")
     n = within = lower = 0

@@ -29,7 +29,7 @@ import numpy as np
 from jaxclp.experiments.reproduce import HOMOPHILY
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
-from jaxclp.paper import paper_number
+from jaxclp.experiments.paper import paper_number
 
 DATASETS = ("texas", "wisconsin", "cornell", "actor", "chameleon", "squirrel", "usa-airports", "brazil-airports",
             "europe-airports", "wiki", "twitch-en", "twitch-ru", "minesweeper", "deezer-europe")

@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxclp.experiments.runner import RESULTS_FILE, read_records
 
-from jaxclp.paper import paper_number
+from jaxclp.experiments.paper import paper_number
 
 # The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
 # ``paper_number(dataset, split, method) -> (mean, std) | None``, percent.
