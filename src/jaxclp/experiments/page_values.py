@@ -15,8 +15,9 @@ as ``−``):
 * ``paper:SPLIT:DATASET:METHOD`` / ``paperstd:...``: the paper's mean / std (:func:`jaxclp.experiments.paper.paper_number`;
   default ``.1f``).
 * ``diff:TARGET:SPLIT:DATASET:METHOD``: our mean minus the paper's (default ``+.1f``).
-* ``json:FILE:KEY``: a value of a committed JSON file (``FILE`` relative to the repository root, ``KEY`` dotted,
-  list positions as integers; default ``g``).
+* ``json:FILE:KEY``: a value of a committed JSON file (``FILE`` relative to the repository root, ``KEY`` dotted:
+  dict keys, list positions, or ``rows[case=clp_texas]`` for the one element of a list with that field; default
+  ``g``).
 * ``fact:NAME``: a count or figure computed from records or results by :data:`FACTS`.
 * ``figure:NAME``: a finding of the figures' data (:func:`jaxclp.experiments.figure_facts.facts`; default ``.1f``).
 """
@@ -81,9 +82,21 @@ def _paper(split: str, dataset: str, method: str, which: int = 0) -> float:
     return p[which]
 
 
+_SELECT = re.compile(r"(?P<field>[^=\[\]]+)\[(?P<by>[^=\]]+)=(?P<value>[^\]]+)\]$")
+
+
 def _lookup(obj, key: str):
+    """``obj`` at the dotted ``key``: a dict key, a list position, or ``field[name=value]``, the one element of the
+    list ``field`` whose ``name`` is ``value`` (found by content, so a re-run that reorders rows still finds it)."""
     for part in key.split("."):
-        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+        m = _SELECT.match(part)
+        if m:
+            hits = [x for x in obj[m["field"]] if str(x.get(m["by"])) == m["value"]]
+            if len(hits) != 1:
+                raise KeyError(f"{len(hits)} elements of {m['field']} have {m['by']} = {m['value']}")
+            obj = hits[0]
+        else:
+            obj = obj[int(part)] if isinstance(obj, list) else obj[part]
     return obj
 
 
@@ -122,6 +135,23 @@ def _clp_paper_vs_paper(src: Sources) -> tuple[int, int, int]:
     return n, within, lower
 
 
+def _clp_mlp_depths(src: Sources, depth: int) -> tuple[int, int]:
+    """(table2 ``clp`` records whose MLP prior has ``depth`` layers, all table2 ``clp`` records), medium split."""
+    _, last = src.scores("table2")
+    depths = [r["params"].get("mlp_depth") for k, r in last.items() if k[2] == "clp" and k[1] == "medium"]
+    return sum(d == depth for d in depths), len(depths)
+
+
+def _cheap_priors(src: Sources) -> dict:
+    """``graph -> (cheap - clp mean difference, within clp's std)`` of ``benchmarks/results/cheap_priors.json``
+    (as its table: percent, population std)."""
+    out = {}
+    for g, v in src.json("benchmarks/results/cheap_priors.json")["rows"].items():
+        a, b = 100 * np.asarray(v["clp"]), 100 * np.asarray(v["cheap"])
+        out[g] = (float((b - a).mean()), bool(abs((b - a).mean()) <= a.std()))
+    return out
+
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -132,6 +162,11 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "table2-clp_paper-graphs": lambda s: _clp_paper_vs_paper(s)[0],
     "table2-clp_paper-within": lambda s: _clp_paper_vs_paper(s)[1],
     "table2-clp_paper-lower": lambda s: _clp_paper_vs_paper(s)[2],
+    "cheap-priors-within": lambda s: sum(w for _, w in _cheap_priors(s).values()),
+    "cheap-priors-graphs": lambda s: len(_cheap_priors(s)),
+    "cheap-priors-wiki-loss": lambda s: -_cheap_priors(s)["wiki"][0],
+    "table2-clp-mlp-depth1": lambda s: _clp_mlp_depths(s, 1)[0],
+    "table2-clp-records": lambda s: _clp_mlp_depths(s, 1)[1],
 }
 """Named figures that are not one cell: ``fact:NAME`` -> ``f(sources)``."""
 
