@@ -152,6 +152,15 @@ def _cheap_priors(src: Sources) -> dict:
     return out
 
 
+def _mlp_variants(src: Sources, variant: str, field: str = "compile_s") -> float:
+    """Summed over the MLP depths of ``compile_time.json``'s MLP variants: ``field`` of ``variant``
+    (``max_abs_prior_diff_vs_vmap``: the largest)."""
+    rows = [r for r in src.json("benchmarks/results/compile_time.json")["variants"]["default"]["rows"]
+            if r["variant"] == variant]
+    values = [r[field] for r in rows]
+    return max(values) if field.startswith("max") else sum(values)
+
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -165,6 +174,9 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "cheap-priors-within": lambda s: sum(w for _, w in _cheap_priors(s).values()),
     "cheap-priors-graphs": lambda s: len(_cheap_priors(s)),
     "cheap-priors-wiki-loss": lambda s: -_cheap_priors(s)["wiki"][0],
+    "compile-mlp-vmap-s": lambda s: _mlp_variants(s, "vmap"),
+    "compile-mlp-per-split-s": lambda s: _mlp_variants(s, "per split"),
+    "compile-mlp-per-split-diff": lambda s: _mlp_variants(s, "per split", "max_abs_prior_diff_vs_vmap"),
     "table2-clp-mlp-depth1": lambda s: _clp_mlp_depths(s, 1)[0],
     "table2-clp-records": lambda s: _clp_mlp_depths(s, 1)[1],
 }
