@@ -32,6 +32,7 @@ def test_values_by_hand(tmp_path):
     assert diff < 0 and pv.value("diff:t:medium:texas:clp", src) == f"{diff:+.1f}".replace("-", "−")
     assert pv.value("json:b.json:rows.0.s:.1f", src) == "12.3" and pv.value("json:b.json:n", src) == "3"
     assert pv.value("json:b.json:rows[case=a].s:.2f", src) == "12.35"  # found by content, not position
+    assert pv.value("json:b.json:rows[case=b,s=1.0].s:.1f", src) == "1.0"  # several conditions
 
 
 def test_a_signed_zero_has_no_sign():
@@ -56,7 +57,7 @@ def test_render_rewrites_a_drifted_number_and_keeps_the_rest(tmp_path):
     ("mean:t:medium:wiki:mlp", "no medium records of mlp on wiki"),
     ("json:b.json:rows.5.s", "has no 'rows.5.s'"),
     ("fact:nonsense", "unknown fact"),
-    ("json:b.json:rows[case=b].s", "2 elements of rows have case = b"),
+    ("json:b.json:rows[case=b].s", "2 elements of rows have case=b"),
 ])
 def test_a_key_without_a_source_says_so(tmp_path, key, message):
     with pytest.raises(ValueError, match=message):

@@ -16,7 +16,8 @@ as ``−``):
   default ``.1f``).
 * ``diff:TARGET:SPLIT:DATASET:METHOD``: our mean minus the paper's (default ``+.1f``).
 * ``json:FILE:KEY``: a value of a committed JSON file (``FILE`` relative to the repository root, ``KEY`` dotted:
-  dict keys, list positions, or ``rows[case=clp_texas]`` for the one element of a list with that field; default
+  dict keys, list positions, or ``rows[case=clp_texas]`` (``rows[nodes=50000,mode=lean]``) for the one element of a list with those
+  values; default
   ``g``).
 * ``fact:NAME``: a count or figure computed from records or results by :data:`FACTS`.
 * ``figure:NAME``: a finding of the figures' data (:func:`jaxclp.experiments.figure_facts.facts`; default ``.1f``).
@@ -82,18 +83,19 @@ def _paper(split: str, dataset: str, method: str, which: int = 0) -> float:
     return p[which]
 
 
-_SELECT = re.compile(r"(?P<field>[^=\[\]]+)\[(?P<by>[^=\]]+)=(?P<value>[^\]]+)\]$")
+_SELECT = re.compile(r"(?P<field>[^=\[\]]+)\[(?P<conditions>[^\]]+)\]$")
 
 
 def _lookup(obj, key: str):
     """``obj`` at the dotted ``key``: a dict key, a list position, or ``field[name=value]``, the one element of the
     list ``field`` whose ``name`` is ``value`` (found by content, so a re-run that reorders rows still finds it)."""
-    for part in key.split("."):
+    for part in re.findall(r"(?:[^.\[\]]|\[[^\]]*\])+", key):  # dots inside [...] do not split
         m = _SELECT.match(part)
         if m:
-            hits = [x for x in obj[m["field"]] if str(x.get(m["by"])) == m["value"]]
+            conditions = [c.split("=", 1) for c in m["conditions"].split(",")]
+            hits = [x for x in obj[m["field"]] if all(str(x.get(k)) == v for k, v in conditions)]
             if len(hits) != 1:
-                raise KeyError(f"{len(hits)} elements of {m['field']} have {m['by']} = {m['value']}")
+                raise KeyError(f"{len(hits)} elements of {m['field']} have {m['conditions']}")
             obj = hits[0]
         else:
             obj = obj[int(part)] if isinstance(obj, list) else obj[part]

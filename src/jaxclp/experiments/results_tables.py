@@ -252,7 +252,42 @@ def _end_to_end_block(root: Path) -> str:
     return "\n".join(lines)
 
 
-OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
+def _grid_memory_block(root: Path) -> str:
+    """``grid_memory.json``: peak memory, seconds and the chosen candidate of ``clp_mlp``'s grid per size and mode."""
+    import json
+
+    d = json.loads((root / "benchmarks" / "results" / "grid_memory.json").read_text())
+    lines = ["| nodes × classes | mode | peak GiB | seconds | candidates kept | same choice as the first row of its size |",
+             "|---|---|---|---|---|---|"]
+    first: dict = {}
+    for r in d["grid"]:
+        size = f"{r['nodes'] // 1000}k × {r['classes']}"
+        if "skipped" in r:
+            lines.append(f"| {size} | {r['mode']} | – | – | – | not run: {r['skipped']} |")
+            continue
+        first.setdefault(size, r["choice"])
+        lines.append(f"| {size} | {r['mode']} | {r['peak_gib']:.2f} | {r['seconds']:.0f} | {r['stored']} | "
+                     f"{'yes' if r['choice'] == first[size] else '**no**'} |")
+    return "\n".join(lines)
+
+
+def _alpha_chunks_block(root: Path) -> str:
+    """``alpha_chunks.json``: a closed-form solve's 11 α at once vs in chunks, per size and method."""
+    import json
+
+    d = json.loads((root / "benchmarks" / "results" / "alpha_chunks.json").read_text())
+    lines = ["| nodes × classes | method | α per chunk | seconds (min / median) | peak GiB | iterations (max) | "
+             "converged | max difference from all at once |", "|---|---|---|---|---|---|---|---|"]
+    for r in d["grid"]:
+        t = r["seconds"]
+        secs = f"{min(t):.2f} / {float(np.median(t)):.2f}"
+        lines.append(f"| {r['nodes'] // 1000}k × {r['classes']} | {r['method']} | {r['chunk']} | {secs} | "
+                     f"{r['peak_gib']:.2f} | {r['iterations_max']} | {r['converged']} | {r['max_abs_diff']:.1e} |")
+    return "\n".join(lines)
+
+
+OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block,
+                "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
                                               for r in ("r1", "r2")}}
 """Generated blocks that are not record tables: name -> ``f(root) -> markdown``."""
 
