@@ -121,6 +121,19 @@ def throughput_section(tp) -> tuple[list[str], list[list]]:
     return lines, targets
 
 
+def krylov_speedups(sv) -> list[tuple[int, float]]:
+    """``(n, plain iteration's time / the faster of CG and BiCGStab)`` per solvers cell with alpha * rho >= 0.98
+    where both ran (medians)."""
+    out = []
+    for c in sv["rows"]:
+        if c["alpha_rho"] < 0.98 or "time_s" not in c["methods"].get("neumann", {}):
+            continue
+        kry = [r["time_s"] for mm, r in c["methods"].items() if mm in ("cg", "bicgstab") and "time_s" in r]
+        if kry:
+            out.append((c["n"], c["methods"]["neumann"]["time_s"] / min(kry)))
+    return out
+
+
 def solvers_section(sv) -> list[str]:
     if not sv:
         return ["Task 1 (solvers): no results."]
@@ -148,12 +161,7 @@ def solvers_section(sv) -> list[str]:
               "starts at n = 1000, where dense LU is never the fastest, so it cannot tell N = 0 from N = 300; dense "
               "stays for tiny graphs, where it is exact and every method takes milliseconds).", ""]
     # closed form vs plain iteration where alpha * rho is near 1
-    near = [c for c in sv["rows"] if c["alpha_rho"] >= 0.98 and "time_s" in c["methods"].get("neumann", {})]
-    ratios = []
-    for c in near:
-        kry = [r["time_s"] for mm, r in c["methods"].items() if mm in ("cg", "bicgstab") and "time_s" in r]
-        if kry:
-            ratios.append((c["n"], c["methods"]["neumann"]["time_s"] / min(kry)))
+    ratios = krylov_speedups(sv)
     if ratios:
         big_r = [q for n, q in ratios if n >= 10_000]
         lines += [f"Closed form (CG/BiCGStab) vs plain iteration where alpha*rho = 0.99 (target >= 10x): "

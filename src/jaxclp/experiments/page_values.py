@@ -163,6 +163,33 @@ def _mlp_variants(src: Sources, variant: str, field: str = "compile_s") -> float
     return max(values) if field.startswith("max") else sum(values)
 
 
+def _solver_facts(src: Sources) -> dict:
+    """Figures of ``solvers.json`` the benchmarks page quotes: the cells, the Krylov methods against plain iteration
+    at alpha * rho >= 0.98 (as ``jaxclp.benchmarks.summary``), the ``auto`` rule's slowdown, its float32 misses."""
+    from jaxclp.benchmarks.summary import krylov_speedups
+
+    sv = src.json("benchmarks/results/solvers.json")
+    rules = sv["rules"]
+    rule = lambda prefix: next(v for k, v in rules.items() if k.startswith(prefix) and k.endswith("[median]"))
+    speed = krylov_speedups(sv)
+    misses = [c["methods"][c["auto"]]["rel_residual_max"] for c in sv["rows"]
+              if c["methods"].get(c["auto"], {}).get("rel_residual_max", 0.0) > 1.5 * sv["tol"]]
+    rho = [c["rho_max"] for c in sv["rows"] if c["op"] == "clp-sym"]
+    return {"cells": len(sv["rows"]), "minutes": sv["elapsed_s"] / 60,
+            "krylov_min": min(q for _, q in speed), "krylov_max": max(q for _, q in speed),
+            "krylov_cells": len(speed), "krylov_big_min": min(q for n, q in speed if n >= 10_000),
+            "krylov_big_max": max(q for n, q in speed if n >= 10_000),
+            "auto_geomean": rule("library choose_method")["geomean_slowdown"],
+            "auto_max": rule("library choose_method")["max_slowdown"],
+            "neumann_geomean": rule("always neumann")["geomean_slowdown"],
+            "auto_misses": len(misses), "auto_miss_max": max(misses), "auto_miss_factor": max(misses) / sv["tol"],
+            "clp_sym_rho_min": min(rho), "clp_sym_rho_max": max(rho)}
+
+
+_SOLVER_FACTS = ("cells", "minutes", "krylov_min", "krylov_max", "krylov_cells", "krylov_big_min", "krylov_big_max",
+                 "auto_geomean", "auto_max", "neumann_geomean", "auto_misses", "auto_miss_max", "auto_miss_factor",
+                 "clp_sym_rho_min", "clp_sym_rho_max")
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -179,6 +206,7 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "compile-mlp-vmap-s": lambda s: _mlp_variants(s, "vmap"),
     "compile-mlp-per-split-s": lambda s: _mlp_variants(s, "per split"),
     "compile-mlp-per-split-diff": lambda s: _mlp_variants(s, "per split", "max_abs_prior_diff_vs_vmap"),
+    **{f"solvers-{k}": (lambda s, k=k: _solver_facts(s)[k]) for k in _SOLVER_FACTS},
     "table2-clp-mlp-depth1": lambda s: _clp_mlp_depths(s, 1)[0],
     "table2-clp-records": lambda s: _clp_mlp_depths(s, 1)[1],
 }

@@ -286,7 +286,30 @@ def _alpha_chunks_block(root: Path) -> str:
     return "\n".join(lines)
 
 
+_THROUGHPUT_COLUMNS = (("jaxclp factored", "jaxclp (fused kernel)"), ("scipy per-class CSR", "scipy per-class CSR"),
+                       ("scipy CSR @ dense", "scipy CSR @ dense"), ("torch.sparse.mm CSR", "torch.sparse.mm CSR (2 threads)"),
+                       ("torch index_add_ (PyG-style gather", "torch index_add_ (PyG)"),
+                       ("C CSR loop, factored (2 threads)", "C loop 2 threads, factored"),
+                       ("C CSR loop, edgewise (2 threads)", "C loop 2 threads, edgewise"))
+
+
+def _throughput_block(root: Path) -> str:
+    """``throughput.json``: one CLP step per K, median / min ms per implementation, and the bandwidth bound."""
+    import json
+
+    d = json.loads((root / "benchmarks" / "results" / "throughput.json").read_text())
+    lines = ["| K | " + " | ".join(h for _, h in _THROUGHPUT_COLUMNS) + " | bandwidth bound |",
+             "|---" * (len(_THROUGHPUT_COLUMNS) + 2) + "|"]
+    for res in sorted(d["results"], key=lambda r: r["K"]):
+        pick = lambda prefix: next(r for r in res["rows"] if r["name"].startswith(prefix))
+        cells = [f"{1e3 * pick(p)['time_s']:.3g} / {1e3 * pick(p)['time_min_s']:.3g}" for p, _ in _THROUGHPUT_COLUMNS]
+        bound = res.get("analysis", {}).get("bandwidth_bound_ms")
+        lines.append(f"| {res['K']} | " + " | ".join(cells) + f" | {'–' if bound is None else f'{bound:.2f}'} |")
+    return "\n".join(lines)
+
+
 OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block,
+                "throughput": _throughput_block,
                 "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
                                               for r in ("r1", "r2")}}
 """Generated blocks that are not record tables: name -> ``f(root) -> markdown``."""
