@@ -90,15 +90,21 @@ def read_times(path: Path) -> dict:
 
 
 def markdown(payload: dict) -> str:
-    times, rows = payload["times"], {r["graph"]: r for r in payload["rows"]}
     made_by = f"Records and times made by: `{payload['made_by']}`\n\n" if payload.get("made_by") else ""
     lines = ["# The main job, `jaxclp reproduce table2`, timed graph by graph", "", f"Command: `{payload['command']}`",
              "", made_by + C.machine_header_md(payload["machine"]), "",
              "Each graph ran in a fresh process with a fresh XLA cache (compilation paid once per graph, as on a new "
              "machine), 10 splits x the table's 10 methods. `clp` new vs old: its mean test score (%) over the splits "
              "both the new and the committed records hold, beside the old std; `best`: the best method of the new "
-             "records and whether `clp` is within one std of it.", "",
-             "| graph | wall s | clp new | clp old ± std | within old std | best (new) | clp within 1 std of best |",
+             "records and whether `clp` is within one std of it.", "", tables(payload)]
+    return "\n".join(lines) + "\n"
+
+
+def tables(payload: dict) -> str:
+    """The per-graph tables of a main-job payload (wall time and ``clp`` against the old records; where the records'
+    seconds go) and the totals: what the results page and the benchmarks page show."""
+    times, rows = payload["times"], {r["graph"]: r for r in payload["rows"]}
+    lines = ["| graph | wall s | clp new | clp old ± std | within old std | best (new) | clp within 1 std of best |",
              "|---|---|---|---|---|---|---|"]
     for g, t in times.items():
         r = rows.get(g)
@@ -119,8 +125,8 @@ def markdown(payload: dict) -> str:
                   f"{c['clp_median_s']:.1f} |" for c in cost]
     missing = payload.get("not_run") or []
     if missing:
-        lines.append(f"Not run: {', '.join(missing)}.")
-    return "\n".join(lines) + "\n"
+        lines += ["", f"Not run: {', '.join(missing)}."]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:

@@ -308,7 +308,17 @@ def _throughput_block(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _main_job_block(root: Path) -> str:
+    """``main_job.json``: the README's main job timed graph by graph (:func:`jaxclp.benchmarks.main_job.tables`)."""
+    import json
+
+    from jaxclp.benchmarks.main_job import tables
+
+    return tables(json.loads((root / "benchmarks" / "results" / "main_job.json").read_text()))
+
+
 OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block,
+                "main_job": _main_job_block,
                 "throughput": _throughput_block,
                 "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
                                               for r in ("r1", "r2")}}
