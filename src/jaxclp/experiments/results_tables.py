@@ -317,7 +317,53 @@ def _main_job_block(root: Path) -> str:
     return tables(json.loads((root / "benchmarks" / "results" / "main_job.json").read_text()))
 
 
+def _halo_block(root: Path, shards: int = 8) -> str:
+    """``halo.json``: what one product communicates per graph and partitioner on ``shards`` shards."""
+    import json
+
+    d = json.loads((root / "benchmarks" / "results" / "halo.json").read_text())
+    lines = ["| graph | partition | remote rows received | edge cut | MiB per step (ppermute) | all-gather MiB | "
+             "ppermute rounds | plan s |", "|---|---|---|---|---|---|---|---|"]
+    for r in d["plans"]:
+        if r["num_shards"] == shards:
+            lines.append(f"| {r['graph']} | {r['partition']} | {100 * r['received_fraction']:.1f} % | "
+                         f"{100 * r['edge_cut']:.1f} % | {r['ppermute_bytes'] / 2**20:.2f} | "
+                         f"{r['allgather_bytes'] / 2**20:.1f} | {r['rounds']} | {r['plan_s']:.1f} |")
+    return "\n".join(lines)
+
+
+_SHARDED_RUNS = (("sharded", "gather product"), ("sharded_csr", "per-shard CSR product"),
+                 ("sharded_lean", "CSR product, lean plan"))
+
+
+def _sharded_block(root: Path) -> str:
+    """The products-shaped runs of ``sharded.json``, ``sharded_csr.json`` and ``sharded_lean.json`` (K = 47 rows):
+    peak memory, bytes per edge, one product's seconds and the halo per step."""
+    import json
+
+    lines = ["| run | n | directed edges | devices | partition | peak GiB | peak B per edge | sharded graph B per "
+             "edge | one product s | halo MiB per step |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, label in _SHARDED_RUNS:
+        d = json.loads((root / "benchmarks" / "results" / f"{name}.json").read_text())
+        for r in d["derived"]:
+            if r.get("k", 47) != 47 or "peak_mib" not in r:
+                continue
+            lines.append(f"| {label} | {r['n']:,} | {r['m'] / 1e6:.1f}M | {r['devices']} | {r['partition']} | "
+                         f"{r['peak_mib'] / 1024:.1f} | {r['peak_b_per_edge']:.0f} | {r['sharded_graph_b_per_edge']:.0f} | "
+                         f"{r['times']['product'] if 'times' in r else r['step_s']:.2f} | {r['halo_mib_per_step']:.0f} |")
+    return "\n".join(lines)
+
+
+def _papers100m_block(root: Path) -> str:
+    import json
+
+    from jaxclp.benchmarks.papers100m_plan import markdown
+
+    return markdown(json.loads((root / "benchmarks" / "results" / "papers100m_plan.json").read_text())["rows"])
+
+
 OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block,
+                "halo": _halo_block, "sharded_runs": _sharded_block, "papers100m_plan": _papers100m_block,
                 "main_job": _main_job_block,
                 "throughput": _throughput_block,
                 "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
