@@ -207,6 +207,14 @@ def _main_job(src: Sources) -> dict:
 _MAIN_JOB_FACTS = ("graphs", "minutes", "hours", "not_run", "compared", "within_old", "within_best", "clp_20s",
                    "clp_cost_graphs", "clp_share", "over_target")
 
+def _gpu_speedups(src: Sources) -> list[float]:
+    """``CLP`` fit + select + predict: this machine's median seconds (``end_to_end.json``) / the GPU's
+    (``device.json``), per graph both ran."""
+    cpu = {r["dataset"]: r["jax"]["total"]["median"] for r in src.json("benchmarks/results/end_to_end.json")["rows"]}
+    gpu = {r["dataset"]: r["time_s"] for r in src.json("benchmarks/results/device.json")["end_to_end"]}
+    return [cpu[d] / gpu[d] for d in gpu if d in cpu]
+
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -225,6 +233,8 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "compile-mlp-per-split-diff": lambda s: _mlp_variants(s, "per split", "max_abs_prior_diff_vs_vmap"),
     **{f"solvers-{k}": (lambda s, k=k: _solver_facts(s)[k]) for k in _SOLVER_FACTS},
     **{f"main-job-{k}": (lambda s, k=k: _main_job(s)[k]) for k in _MAIN_JOB_FACTS},
+    "gpu-speedup-min": lambda s: min(_gpu_speedups(s)),
+    "gpu-speedup-max": lambda s: max(_gpu_speedups(s)),
     "table2-clp-mlp-depth1": lambda s: _clp_mlp_depths(s, 1)[0],
     "table2-clp-records": lambda s: _clp_mlp_depths(s, 1)[1],
 }
