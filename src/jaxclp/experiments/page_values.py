@@ -215,6 +215,11 @@ def _gpu_speedups(src: Sources) -> list[float]:
     return [cpu[d] / gpu[d] for d in gpu if d in cpu]
 
 
+def _sparse_product_speedups(src: Sources) -> list[float]:
+    """The CSR product of sparse features against a gather + ``segment_sum`` (``sparse_features.json``), per row."""
+    return [r["speedup"] for r in src.json("benchmarks/results/sparse_features.json")["product"]]
+
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -235,6 +240,8 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     **{f"main-job-{k}": (lambda s, k=k: _main_job(s)[k]) for k in _MAIN_JOB_FACTS},
     "gpu-speedup-min": lambda s: min(_gpu_speedups(s)),
     "gpu-speedup-max": lambda s: max(_gpu_speedups(s)),
+    "sparse-product-speedup-min": lambda s: min(_sparse_product_speedups(s)),
+    "sparse-product-speedup-max": lambda s: max(_sparse_product_speedups(s)),
     "table2-clp-mlp-depth1": lambda s: _clp_mlp_depths(s, 1)[0],
     "table2-clp-records": lambda s: _clp_mlp_depths(s, 1)[1],
 }
