@@ -76,3 +76,55 @@ def test_the_committed_facts_count_the_tables_cells():
     assert cells == len(with_paper) and 0 < flagged < cells
     n, within, lower = pv._clp_paper_vs_paper(src)
     assert n == sum(k[2] == "clp_paper" for k in with_paper) and within <= n and lower <= n
+
+
+_MEASUREMENT = __import__("re").compile(
+    r"(?<![\w.])\d+(?:\.\d+)?(?:[-–]\d+(?:\.\d+)?)?\s?(?:s|ms|min|h|%|GiB|GB|MiB|MB|x|×|points?)(?![\w])")
+# Numbers with a unit that are settings, targets, data facts or hardware, not measurements (page -> the matches
+# allowed there). A measured figure belongs in a results file and reaches the page through page_values.
+_NOT_MEASURED = {
+    "README.md": {"60 s", "10 min", "2 s"},
+    "docs/api/index.md": {"5 %", "3.3 GiB", "256 MiB", "28281 ×"},
+    "docs/benchmarks/index.md": {"600 s", "30 min", "20 s", "60 s", "2 min", "4 GiB", "1 GiB", "10x", "3x", "2x",
+                                 "0.8×", "1.3×", "2×", "24 GB", "0.2 s"},
+    "docs/guide/gpu.md": {"18333 ×"},
+    "docs/guide/own-graph.md": {"4 GiB"},
+    "docs/guide/priors.md": {"30 %"},
+    "docs/guide/sharding.md": {"5×", "0.1×", "0.2×", "0.5×", "23.5 GiB", "2 ×"},
+    "docs/results/baselines.md": {"1000×", "10 %", "50 %"},
+    "docs/results/figures.md": {"5 %"},
+    "docs/results/homophilous.md": {"5 %"},
+    "docs/results/medium.md": {"1.0 point"},
+    "docs/results/paper.md": {"3.5 GB", "20.0 %", "5 %"},
+    "docs/results/sparse-dense.md": {"48 %", "5 %"},
+}
+
+
+def _prose(text: str) -> str:
+    """``text`` without generated tables and values, code and link targets: what a person wrote by hand."""
+    import re
+
+    text = re.sub(r"<!-- jaxclp:([\w-]+) -->.*?<!-- /jaxclp:\1 -->", "", text, flags=re.S)
+    text = re.sub(r"<!-- n:.+? -->[^<]*<!-- /n -->", "", text)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`]*`", "", text)
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+def test_no_measurement_is_copied_by_hand():
+    """Every measured figure (a number with a unit of time, memory, share or ratio) in the README and the docs is
+    generated (a table block or an inline value); the settings and targets that remain are listed above."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    pages = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    found = {}
+    for page in pages:
+        name = page.relative_to(repo).as_posix()
+        hits = {m.group(0) for m in _MEASUREMENT.finditer(_prose(page.read_text()))}
+        extra = {h for h in hits if h not in _NOT_MEASURED.get(name, set())}
+        if extra:
+            found[name] = sorted(extra)
+    assert found == {}, f"hand-written measurements (generate them: jaxclp.experiments.page_values): {found}"
+    assert _MEASUREMENT.search(_prose("took 12.5 s")) and not _MEASUREMENT.search(
+        _prose("took <!-- n:fact:x -->12.5<!-- /n --> s"))
