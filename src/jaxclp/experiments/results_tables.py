@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import re
 import sys
 from pathlib import Path
@@ -176,199 +175,11 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
     return "\n".join(lines)
 
 
-def _anchors_block(root: Path) -> str:
-    import json
+def _other_blocks() -> dict:
+    from jaxclp.benchmarks.page_blocks import BLOCKS
 
-    from jaxclp.experiments.anchors import compact_table
+    return BLOCKS
 
-    return compact_table(json.loads((root / "results" / "anchors" / "results.json").read_text()))
-
-
-def _cost_block(root: Path, name: str) -> str:
-    """Per graph of a ``jaxclp.benchmarks.cost`` run: programs compiled, compilation's share of the wall time, each
-    split's seconds, and the shares of the tuned GNN priors, CLP's candidates and the selection; then how many
-    graphs meet the 20 s per split target on their last split (compilation paid in the first: what the median of
-    ten splits measures), where the run has two splits."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / f"{name}.json").read_text())
-    lines = ["| graph | programs compiled | compile | seconds per split | tuned GNN priors | CLP candidates | selection |",
-             "|---|---|---|---|---|---|---|"]
-    met = 0
-    for r in d["rows"]:
-        share = lambda *stages: 100 * sum(r["stages"][k]["wall"] for k in stages if k in r["stages"]) / r["wall"]
-        secs = r["record_seconds"]
-        met += secs[-1] <= 20.0
-        lines.append(f"| {r['dataset']} | {r['compilations']} | {r['compile']:.0f} s ({100 * r['compile'] / r['wall']:.0f} %) "
-                     f"| {', '.join(f'{x:.0f}' for x in secs)} | {share('prior gcn_tuned', 'prior sage_tuned'):.0f} % | "
-                     f"{share('clp grid'):.0f} % | {share('selection'):.1f} % |")
-    if min(len(r["record_seconds"]) for r in d["rows"]) >= 2:
-        lines += ["", f"{met} of {len(d['rows'])} graphs take at most 20 s for their last split."]
-    return "\n".join(lines)
-
-
-_KERNEL_COLUMNS = (("jaxclp FactoredOperator.matvec", "jaxclp step (fused kernel)"),
-                   ("jaxclp XLA path", "XLA path (before)"), ("scipy CSR @ dense", "scipy (1 thread)"),
-                   ("torch.sparse.mm CSR", "torch.sparse.mm CSR (2 threads)"),
-                   ("C CSR loop, factored (2 threads)", "C loop (2 threads)"))
-
-
-def _kernel_block(root: Path) -> str:
-    """One CLP step per K from ``throughput_kernel.json``: min / median ms of the library step and its rivals, then
-    the ratios the kernel's targets name (K = 5 against torch and the C loop, K = 40 against the XLA path)."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "throughput_kernel.json").read_text())
-    pick = lambda res, prefix: next(r for r in res["rows"] if r["name"].startswith(prefix))
-    lines = ["| K | " + " | ".join(h for _, h in _KERNEL_COLUMNS) + " |", "|---" * (len(_KERNEL_COLUMNS) + 1) + "|"]
-    for res in d["results"]:
-        cells = [f"{pick(res, p)['min_ms']:.3g} / {pick(res, p)['median_ms']:.3g}" for p, _ in _KERNEL_COLUMNS]
-        lines.append(f"| {res['K']} | " + " | ".join(cells) + " |")
-    by_k = {res["K"]: res for res in d["results"]}
-    ratio = lambda k, a, b, stat: pick(by_k[k], a)[stat] / pick(by_k[k], b)[stat]
-    step, xla, torch, c2 = (p for p, _ in (_KERNEL_COLUMNS[0], _KERNEL_COLUMNS[1], _KERNEL_COLUMNS[3],
-                                           _KERNEL_COLUMNS[4]))
-    lines += ["", f"At K = 5 the step takes {ratio(5, step, torch, 'min_ms'):.2f}× torch's time on minima and "
-              f"{ratio(5, step, torch, 'median_ms'):.2f}× on medians, {ratio(5, step, c2, 'min_ms'):.2f}× / "
-              f"{ratio(5, step, c2, 'median_ms'):.2f}× the 2-thread C loop's; at K = 40 the XLA path takes "
-              f"{ratio(40, xla, step, 'min_ms'):.1f}× / {ratio(40, xla, step, 'median_ms'):.1f}× the step's time."]
-    return "\n".join(lines)
-
-
-def _end_to_end_block(root: Path) -> str:
-    """``end_to_end.json``: jaxclp's ``CLP`` pipeline against the PyTorch implementation, per graph (medians)."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "end_to_end.json").read_text())
-    lines = ["| graph | jaxclp s | torch s | speed-up | MLP s (jaxclp / torch) | propagation + selection ms "
-             "(jaxclp / torch) | jaxclp compile s | same-prior predictions equal |", "|---|---|---|---|---|---|---|---|"]
-    for r in d["rows"]:
-        j, t = r["jax"], r["torch"]
-        lines.append(f"| {r['dataset']} | {j['total']['median']:.2f} | {t['total']['median']:.2f} | "
-                     f"{t['total']['median'] / j['total']['median']:.2f} | {j['mlp']['median']:.2f} / "
-                     f"{t['mlp']['median']:.2f} | {1e3 * j['propagation_selection']['median']:.1f} / "
-                     f"{1e3 * t['propagation_selection']['median']:.1f} | {j['total']['compile']:.1f} | "
-                     f"{100 * r['same_prior_prediction_agreement']:.0f} % |")
-    return "\n".join(lines)
-
-
-def _grid_memory_block(root: Path) -> str:
-    """``grid_memory.json``: peak memory, seconds and the chosen candidate of ``clp_mlp``'s grid per size and mode."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "grid_memory.json").read_text())
-    lines = ["| nodes × classes | mode | peak GiB | seconds | candidates kept | same choice as the first row of its size |",
-             "|---|---|---|---|---|---|"]
-    first: dict = {}
-    for r in d["grid"]:
-        size = f"{r['nodes'] // 1000}k × {r['classes']}"
-        if "skipped" in r:
-            lines.append(f"| {size} | {r['mode']} | – | – | – | not run: {r['skipped']} |")
-            continue
-        first.setdefault(size, r["choice"])
-        lines.append(f"| {size} | {r['mode']} | {r['peak_gib']:.2f} | {r['seconds']:.0f} | {r['stored']} | "
-                     f"{'yes' if r['choice'] == first[size] else '**no**'} |")
-    return "\n".join(lines)
-
-
-def _alpha_chunks_block(root: Path) -> str:
-    """``alpha_chunks.json``: a closed-form solve's 11 α at once vs in chunks, per size and method."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "alpha_chunks.json").read_text())
-    lines = ["| nodes × classes | method | α per chunk | seconds (min / median) | peak GiB | iterations (max) | "
-             "converged | max difference from all at once |", "|---|---|---|---|---|---|---|---|"]
-    for r in d["grid"]:
-        t = r["seconds"]
-        secs = f"{min(t):.2f} / {float(np.median(t)):.2f}"
-        lines.append(f"| {r['nodes'] // 1000}k × {r['classes']} | {r['method']} | {r['chunk']} | {secs} | "
-                     f"{r['peak_gib']:.2f} | {r['iterations_max']} | {r['converged']} | {r['max_abs_diff']:.1e} |")
-    return "\n".join(lines)
-
-
-_THROUGHPUT_COLUMNS = (("jaxclp factored", "jaxclp (fused kernel)"), ("scipy per-class CSR", "scipy per-class CSR"),
-                       ("scipy CSR @ dense", "scipy CSR @ dense"), ("torch.sparse.mm CSR", "torch.sparse.mm CSR (2 threads)"),
-                       ("torch index_add_ (PyG-style gather", "torch index_add_ (PyG)"),
-                       ("C CSR loop, factored (2 threads)", "C loop 2 threads, factored"),
-                       ("C CSR loop, edgewise (2 threads)", "C loop 2 threads, edgewise"))
-
-
-def _throughput_block(root: Path) -> str:
-    """``throughput.json``: one CLP step per K, median / min ms per implementation, and the bandwidth bound."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "throughput.json").read_text())
-    lines = ["| K | " + " | ".join(h for _, h in _THROUGHPUT_COLUMNS) + " | bandwidth bound |",
-             "|---" * (len(_THROUGHPUT_COLUMNS) + 2) + "|"]
-    for res in sorted(d["results"], key=lambda r: r["K"]):
-        pick = lambda prefix: next(r for r in res["rows"] if r["name"].startswith(prefix))
-        cells = [f"{1e3 * pick(p)['time_s']:.3g} / {1e3 * pick(p)['time_min_s']:.3g}" for p, _ in _THROUGHPUT_COLUMNS]
-        bound = res.get("analysis", {}).get("bandwidth_bound_ms")
-        lines.append(f"| {res['K']} | " + " | ".join(cells) + f" | {'–' if bound is None else f'{bound:.2f}'} |")
-    return "\n".join(lines)
-
-
-def _main_job_block(root: Path) -> str:
-    """``main_job.json``: the README's main job timed graph by graph (:func:`jaxclp.benchmarks.main_job.tables`)."""
-    import json
-
-    from jaxclp.benchmarks.main_job import tables
-
-    return tables(json.loads((root / "benchmarks" / "results" / "main_job.json").read_text()))
-
-
-def _halo_block(root: Path, shards: int = 8) -> str:
-    """``halo.json``: what one product communicates per graph and partitioner on ``shards`` shards."""
-    import json
-
-    d = json.loads((root / "benchmarks" / "results" / "halo.json").read_text())
-    lines = ["| graph | partition | remote rows received | edge cut | MiB per step (ppermute) | all-gather MiB | "
-             "ppermute rounds | plan s |", "|---|---|---|---|---|---|---|---|"]
-    for r in d["plans"]:
-        if r["num_shards"] == shards:
-            lines.append(f"| {r['graph']} | {r['partition']} | {100 * r['received_fraction']:.1f} % | "
-                         f"{100 * r['edge_cut']:.1f} % | {r['ppermute_bytes'] / 2**20:.2f} | "
-                         f"{r['allgather_bytes'] / 2**20:.1f} | {r['rounds']} | {r['plan_s']:.1f} |")
-    return "\n".join(lines)
-
-
-_SHARDED_RUNS = (("sharded", "gather product"), ("sharded_csr", "per-shard CSR product"),
-                 ("sharded_lean", "CSR product, lean plan"))
-
-
-def _sharded_block(root: Path) -> str:
-    """The products-shaped runs of ``sharded.json``, ``sharded_csr.json`` and ``sharded_lean.json`` (K = 47 rows):
-    peak memory, bytes per edge, one product's seconds and the halo per step."""
-    import json
-
-    lines = ["| run | n | directed edges | devices | partition | peak GiB | peak B per edge | sharded graph B per "
-             "edge | one product s | halo MiB per step |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, label in _SHARDED_RUNS:
-        d = json.loads((root / "benchmarks" / "results" / f"{name}.json").read_text())
-        for r in d["derived"]:
-            if r.get("k", 47) != 47 or "peak_mib" not in r:
-                continue
-            lines.append(f"| {label} | {r['n']:,} | {r['m'] / 1e6:.1f}M | {r['devices']} | {r['partition']} | "
-                         f"{r['peak_mib'] / 1024:.1f} | {r['peak_b_per_edge']:.0f} | {r['sharded_graph_b_per_edge']:.0f} | "
-                         f"{r['times']['product'] if 'times' in r else r['step_s']:.2f} | {r['halo_mib_per_step']:.0f} |")
-    return "\n".join(lines)
-
-
-def _papers100m_block(root: Path) -> str:
-    import json
-
-    from jaxclp.benchmarks.papers100m_plan import markdown
-
-    return markdown(json.loads((root / "benchmarks" / "results" / "papers100m_plan.json").read_text())["rows"])
-
-
-OTHER_BLOCKS = {"anchors": _anchors_block, "throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block,
-                "halo": _halo_block, "sharded_runs": _sharded_block, "papers100m_plan": _papers100m_block,
-                "main_job": _main_job_block,
-                "throughput": _throughput_block,
-                "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block, **{f"cost_after_{r}": functools.partial(_cost_block, name=f"cost_after_{r}")
-                                              for r in ("r1", "r2")}}
-"""Generated blocks that are not record tables: name -> ``f(root) -> markdown``."""
 
 _BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /jaxclp:(?P=name) -->)", re.S)
 
@@ -391,11 +202,11 @@ def render(text: str, root: Path = Path(".")) -> str:
         if name in PAIRED:
             p = PAIRED[name]
             return m.group(1) + paired_markdown([records(f) for f in p.results], p) + "\n" + m.group(4)
-        if name in OTHER_BLOCKS:
-            return m.group(1) + OTHER_BLOCKS[name](Path(root)) + "\n" + m.group(4)
+        if name in _other_blocks():
+            return m.group(1) + _other_blocks()[name](Path(root)) + "\n" + m.group(4)
         if name not in TABLES:
             raise ValueError(f"block jaxclp:{name} names no table; known: "
-                             f"{sorted(TABLES) + sorted(PAIRED) + sorted(OTHER_BLOCKS)}")
+                             f"{sorted(TABLES) + sorted(PAIRED) + sorted(_other_blocks())}")
         t = TABLES[name]
         return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
