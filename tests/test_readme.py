@@ -126,8 +126,11 @@ def test_results_pages_match_the_records():
     from jaxclp.experiments.reproduce import GNN_METHODS
 
     assert tuple(m for m, _ in tables.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
+    from jaxclp.experiments.page_values import Sources
+
+    src = Sources(REPO)  # one reader for every page, as the command uses
     for page in pages:
-        assert tables.render(page.read_text(), REPO) == page.read_text(), (
+        assert tables.render(page.read_text(), REPO, src) == page.read_text(), (
             f"{page.name}: tables differ from results/: run python -m jaxclp.experiments.results_tables")
     assert "<!-- jaxclp:" not in README.read_text()  # the README shows no result table (the docs do)
 

@@ -286,6 +286,16 @@ def save_json(path: Path, payload: dict) -> Path:
     return path
 
 
+def save_report(name: str, payload: dict, markdown: str) -> Path:
+    """Writes ``RESULTS_DIR/<name>.json`` (``payload``) and ``RESULTS_DIR/<name>.md`` (``markdown``), prints the
+    markdown and returns the JSON file's path."""
+    dest = RESULTS_DIR / f"{name}.json"
+    save_json(dest, payload)
+    dest.with_suffix(".md").write_text(markdown)
+    print(markdown)
+    return dest
+
+
 def load_json(path: Path) -> dict | None:
     try:
         return json.loads(Path(path).read_text())

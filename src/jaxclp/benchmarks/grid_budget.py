@@ -94,10 +94,7 @@ def main(argv=None) -> int:
     payload = profile(a.scale, a.priors)
     payload |= {"command": "python -m jaxclp.benchmarks.grid_budget " + " ".join(argv or sys.argv[1:]),
                 "machine": C.machine_info()}
-    out = C.RESULTS_DIR / "grid_budget.json"
-    C.save_json(out, payload)
-    out.with_suffix(".md").write_text(markdown(payload))
-    print(out.with_suffix(".md").read_text())
+    C.save_report("grid_budget", payload, markdown(payload))
     return 0
 
 

@@ -155,13 +155,11 @@ def main(argv=None) -> int:
     times = read_times(times_file)
     records = out / "table2" / "results.jsonl"
     rows = compare(_scores(records), _scores(TABLE2), list(times), METHODS)
-    payload = {"cost": cost_rows(method_seconds(records), list(times)),"command": "python -m jaxclp.benchmarks.main_job " + " ".join(argv or sys.argv[1:]),
+    payload = {"cost": cost_rows(method_seconds(records), list(times)),
+               "command": "python -m jaxclp.benchmarks.main_job " + " ".join(argv or sys.argv[1:]),
                "machine": C.machine_info(), "times": times, "rows": rows,
                "not_run": [n for n in HETEROPHILY if n not in times], "made_by": a.made_by}
-    dest = C.RESULTS_DIR / "main_job.json"
-    C.save_json(dest, payload)
-    dest.with_suffix(".md").write_text(markdown(payload))
-    print(dest.with_suffix(".md").read_text())
+    C.save_report("main_job", payload, markdown(payload))
     return 0
 
 

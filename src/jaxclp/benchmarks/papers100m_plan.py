@@ -109,12 +109,10 @@ def main(argv=None) -> int:
                "inputs": {"n": N, "m": M, "K": K, "imbalance": IMBALANCE, "halo_slots": HALO_SLOTS,
                           "arrays": ARRAYS, "hbm": HBM_BYTES_PER_S, "nvlink": NVLINK_BYTES_PER_S,
                           "ib": IB_BYTES_PER_S, "blocks": BLOCKS}}
-    C.save_json(C.RESULTS_DIR / "papers100m_plan.json", payload)
-    (C.RESULTS_DIR / "papers100m_plan.md").write_text(
-        "# ogbn-papers100M on 8 or 16 GPUs: a model, not a measurement\n\n"
-        f"Command: `{payload['command']}`. The model and its inputs: the module's docstring.\n\n"
-        + markdown(rows) + "\n")
-    print((C.RESULTS_DIR / "papers100m_plan.md").read_text())
+    C.save_report("papers100m_plan", payload,
+                  "# ogbn-papers100M on 8 or 16 GPUs: a model, not a measurement\n\n"
+                  f"Command: `{payload['command']}`. The model and its inputs: the module's docstring.\n\n"
+                  + markdown(rows) + "\n")
     return 0
 
 

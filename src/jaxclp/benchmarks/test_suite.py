@@ -69,9 +69,7 @@ def main(argv=None) -> int:
                "commit": commit, "machine": C.machine_info(), "seconds": seconds, "minutes": divmod(round(seconds), 60)[0],
                "rest_s": divmod(round(seconds), 60)[1], "returncode": done.returncode,
                "runs": pytest_runs(output)}
-    C.save_json(C.RESULTS_DIR / "test_suite.json", payload)
-    (C.RESULTS_DIR / "test_suite.md").write_text(markdown(payload))
-    print((C.RESULTS_DIR / "test_suite.md").read_text())
+    C.save_report("test_suite", payload, markdown(payload))
     return done.returncode
 
 

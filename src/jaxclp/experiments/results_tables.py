@@ -27,7 +27,6 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxclp.experiments.reproduce import HOMOPHILY
-from jaxclp.experiments.runner import RESULTS_FILE, read_records
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
 from jaxclp.experiments.paper import paper_number
 
@@ -184,18 +183,21 @@ def _other_blocks() -> dict:
 _BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /jaxclp:(?P=name) -->)", re.S)
 
 
-def render(text: str, root: Path = Path(".")) -> str:
-    """``text`` (a page) with every generated block recomputed from the records under ``root``.
+def render(text: str, root: Path = Path("."), sources=None) -> str:
+    """``text`` (a page) with every generated block and inline value recomputed from the records and results
+    under ``root``.
+
+    Args:
+        sources: a :class:`jaxclp.experiments.page_values.Sources` of ``root`` to read through (pages rendered
+            together share one, so each file is read once); default a new one.
 
     Raises:
         ValueError: a block names a table that :data:`TABLES` does not define.
     """
-    cache: dict[str, list] = {}
+    from jaxclp.experiments import page_values
 
-    def records(folder: str) -> list:
-        if folder not in cache:
-            cache[folder] = read_records(Path(root) / folder / RESULTS_FILE)
-        return cache[folder]
+    src = sources or page_values.Sources(root)
+    records = src.records
 
     def block(m: re.Match) -> str:
         name = m.group("name")
@@ -210,9 +212,7 @@ def render(text: str, root: Path = Path(".")) -> str:
         t = TABLES[name]
         return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
-    from jaxclp.experiments import page_values
-
-    return page_values.render(_BLOCK.sub(block, text), page_values.Sources(root))
+    return page_values.render(_BLOCK.sub(block, text), src)
 
 
 def pages(root: Path = Path(".")) -> list[Path]:
@@ -225,10 +225,12 @@ def pages(root: Path = Path(".")) -> list[Path]:
 def update(paths=None, root: Path = Path(".")) -> list[Path]:
     """Rewrites the generated blocks of each page in ``paths`` (default: :func:`pages`) in place from the records
     under ``root``; returns the pages that changed."""
-    changed = []
+    from jaxclp.experiments.page_values import Sources
+
+    changed, src = [], Sources(root)
     for path in (pages(root) if paths is None else [Path(p) for p in paths]):
         text = path.read_text()
-        new = render(text, root)
+        new = render(text, root, src)
         if new != text:
             path.write_text(new)
             changed.append(path)
@@ -243,7 +245,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     root = Path(a.root)
     if a.check:
-        stale = [str(p) for p in pages(root) if render(p.read_text(), root) != p.read_text()]
+        from jaxclp.experiments.page_values import Sources
+
+        src = Sources(root)
+        stale = [str(p) for p in pages(root) if render(p.read_text(), root, src) != p.read_text()]
         print("the results pages match the records" if not stale else
               f"tables of {', '.join(stale)} differ from the records: run python -m jaxclp.experiments.results_tables",
               file=sys.stderr)
