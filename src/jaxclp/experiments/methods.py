@@ -370,11 +370,6 @@ variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-
 GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
 """How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
 
-_GRID_SKIPS: dict[tuple, tuple] = {}
-"""``(id(graph), decision key) -> (weakref to the graph, kinds left out)``: what the first split of a graph
-decided under a deadline (:func:`method_clp`), kept while the graph object lives."""
-
-
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: float | None = None,
               left_out: list | None = None, decision_key=None) -> dict:
     y = _labels0(ctx)
@@ -405,9 +400,7 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
             cands.update(thunk())
         return cands
 
-    memo = (id(ctx.graph), decision_key) if decision_key is not None else None
-    hit = _GRID_SKIPS.get(memo) if memo is not None else None
-    decided = hit[1] if hit is not None and hit[0]() is ctx.graph else None
+    decided = _decided_skips(ctx.graph, ("clp grid", decision_key)) if decision_key is not None else None
     done, unit, skipped = {}, None, []
     for kind in sorted({k for k, _ in groups}, key=GRID_COST.get):
         if kind != "closed" and (kind in decided if decided is not None else
@@ -422,8 +415,8 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
                 jax.block_until_ready(list(done[i].values()))
         if kind == "closed":
             unit = (time.perf_counter() - t0) / GRID_COST["closed"]
-    if memo is not None and decided is None:
-        _GRID_SKIPS[memo] = (weakref.ref(ctx.graph, lambda _, m=memo: _GRID_SKIPS.pop(m, None)), tuple(skipped))
+    if decision_key is not None and decided is None:
+        _remember_skips(ctx.graph, ("clp grid", decision_key), tuple(skipped))
     if left_out is not None:
         left_out.extend(GRID_KIND_NAMES[k] for k in skipped)
     cands = {}
@@ -547,19 +540,20 @@ def prior_train_config(ctx: Context):
     return cfg._replace(metric=ctx.metric)
 
 
-_SKIPS: dict[int, tuple] = {}
-"""``id(graph) -> (weakref to the graph, (names, time_limit), skipped names)``: the base predictors the first split
-of a graph left out under a time limit, kept while the graph object lives (:func:`fit_base_priors`)."""
+_SKIPS: dict[tuple, tuple] = {}
+"""``(id(graph), decision key) -> (weakref to the graph, names left out)``: what the first split of a graph left
+out under a time limit (the base predictors, :func:`fit_base_priors`; the kinds of CLP candidate on each,
+:func:`method_clp`), kept while the graph object lives so that later splits leave out the same."""
 
 
 def _decided_skips(graph, key: tuple) -> tuple | None:
-    hit = _SKIPS.get(id(graph))
-    return hit[2] if hit is not None and hit[0]() is graph and hit[1] == key else None
+    hit = _SKIPS.get((id(graph), key))
+    return hit[1] if hit is not None and hit[0]() is graph else None
 
 
 def _remember_skips(graph, key: tuple, skipped: tuple) -> None:
-    gid = id(graph)
-    _SKIPS[gid] = (weakref.ref(graph, lambda _, k=gid: _SKIPS.pop(k, None)), key, skipped)
+    memo = (id(graph), key)
+    _SKIPS[memo] = (weakref.ref(graph, lambda _, m=memo: _SKIPS.pop(m, None)), skipped)
 
 
 def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | None = None) -> dict:
