@@ -81,25 +81,25 @@ def test_quick_end_to_end_reports_accuracy(quick_results):
     assert 0.3 < acc <= 1.0 and np.isfinite(acc)
 
 
-def test_fixes_gmres_before_and_after_agree():
-    """benchmarks/fixes.py times jaxclp's GMRES kernel with the old and the new jax settings: both must solve
+def test_speedups_gmres_before_and_after_agree():
+    """benchmarks/speedups.py times jaxclp's GMRES kernel with the old and the new jax settings: both must solve
     the same systems (only the speed may differ)."""
-    from jaxclp.benchmarks import fixes
+    from jaxclp.benchmarks import speedups
 
-    rows = fixes.gmres(dict(fixes.QUICK, repeats=1))
+    rows = speedups.gmres(dict(speedups.QUICK, repeats=1))
     assert [r["alpha"] for r in rows] == [0.5, 0.9, 0.99]
     for r in rows:
         assert r["max_abs_diff"] < 1e-5, r
         assert r["before_s"] > 0 and r["after_s"] > 0 and r["bicgstab_solve_s"] > 0
 
 
-def test_lean_quick_counts_products_and_memory(tmp_path):
-    """benchmarks/lean.py in quick mode (tiny graph, old constructor skipped): every worker runs, the solve's
+def test_graph_memory_quick_counts_products_and_memory(tmp_path):
+    """benchmarks/graph_memory.py in quick mode (tiny graph, old constructor skipped): every worker runs, the solve's
     CSR products are counted (its iterations + the norm bound's two; neumann/jacobi measure the residual in their
     last iteration, other methods add one residual product) and the peak memory includes the process baseline."""
-    from jaxclp.benchmarks import lean
+    from jaxclp.benchmarks import graph_memory
 
-    payload = lean.main(["--quick", "--skip-old", "--n", "3000", "--out", str(tmp_path)])
+    payload = graph_memory.main(["--quick", "--skip-old", "--n", "3000", "--out", str(tmp_path)])
     assert not [r for r in payload["rows"] if "error" in r], payload["rows"]
     s = payload["summary"]
     assert s["m"] > 0 and s["iterations"] >= 1
@@ -107,7 +107,7 @@ def test_lean_quick_counts_products_and_memory(tmp_path):
     assert s["peak_mib"] >= s["baseline_mib"] > 0
     pipe = next(r for r in payload["rows"] if r["mode"] == "pipeline")
     assert pipe["transpose_stored"] and pipe["converged"]
-    assert (tmp_path / "lean.md").read_text().startswith("# ")
+    assert (tmp_path / "graph_memory.md").read_text().startswith("# ")
 
 
 def test_sharded_quick_fields_and_no_halo_on_one_device(tmp_path):
@@ -320,7 +320,7 @@ def test_summary_indexes_the_other_results(tmp_path):
     lines = summary.other_results(tmp_path)
     assert lines[0] == "## Other benchmarks"
     assert "- [`gnn.md`](gnn.md): Tuned GNNs" in lines and "- [`rng.md`](rng.md): Dropout masks on CPU" in lines
-    assert not any("lean.md" in ln for ln in lines)
+    assert not any("graph_memory.md" in ln for ln in lines)
     assert summary.other_results(tmp_path / "empty") == []
 
 

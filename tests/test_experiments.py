@@ -360,7 +360,7 @@ def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatc
         for name in ("fit_link", "fit_gcn", "fit_h2gcn"):
             if hasattr(owner, name):
                 counting(owner, name, name)
-    counting(M, "_clp_grid", "clp_grid")  # one call per CLP grid computed (authors_grid runs once per weight)
+    counting(M, "_clp_grid", "clp_grid")  # one call per CLP grid computed (nonlinear_grid runs once per weight)
     # the run's config equals the baselines' default one (paper epochs) so the fits can be shared
     ds = _dataset()
     order = ["clp_mlp", "clp", "link", "gcn", "h2gcn"]

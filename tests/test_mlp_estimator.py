@@ -291,42 +291,42 @@ def test_prior_list_forms():
 
 
 @pytest.mark.cpu_bitwise
-def test_authors_option_adds_the_authors_grid_and_takes_it_only_when_better():
+def test_nonlinear_option_adds_the_nonlinear_grid_and_takes_it_only_when_better():
     g, x, y, tm, vm = _data(h=0.9)
     d = _noisy_prior(y, 3, 0.3, 2)
-    m = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), authors=True).fit(g, None, y, tm, vm)
-    ref = jaxclp.authors_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
+    m = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), nonlinear=True).fit(g, None, y, tm, vm)
+    ref = jaxclp.nonlinear_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
     ref_scores = [_val_accuracy(np.asarray(b), y, vm) for b in ref.beliefs]
-    keys = [("authors", s, a, p, e, w) for s, a, p, e, w in ref.configs]
+    keys = [("nonlinear", s, a, p, e, w) for s, a, p, e, w in ref.configs]
     assert len(ref.configs) == 4 * 10 * 2 * 2  # starts x alphas 0.1..1 x posts x weights, echo off
     np.testing.assert_allclose([m.val_scores_[k] for k in keys], ref_scores, rtol=1e-6)
-    linear = max(v for k, v in m.val_scores_.items() if k[0] != "authors")
+    linear = max(v for k, v in m.val_scores_.items() if k[0] != "nonlinear")
     j = int(np.argmax(ref_scores))
-    assert max(ref_scores) > linear + 0.1  # on this graph the authors' step moves the prior, the paper's does not
+    assert max(ref_scores) > linear + 0.1  # on this graph the nonlinear step moves the prior, the paper's does not
     start, a, post, echo, w = ref.configs[j]
-    assert m.authors_ == {"start": start, "post": post, "echo": False, "weight": w, "layer": int(ref.layer[j])}
-    assert (m.alpha_, m.prior_source_, m.normalization_, m.method_) == (a, start, f"authors-{w}", "authors")
+    assert m.nonlinear_ == {"start": start, "post": post, "echo": False, "weight": w, "layer": int(ref.layer[j])}
+    assert (m.alpha_, m.prior_source_, m.normalization_, m.method_) == (a, start, f"nonlinear-{w}", "nonlinear")
     assert m.val_score_ == pytest.approx(ref_scores[j], rel=1e-6)
     np.testing.assert_array_equal(np.asarray(m.beliefs_), np.asarray(ref.beliefs[j]))
     assert np.all(np.isfinite(np.asarray(m.spectral_.rho)))  # the operator of the chosen adjacency weight
     # one weak configuration (1 layer, alpha 0.1, from the prior) ties the paper's update: ties keep the latter
-    m2 = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), authors={"starts": ("prior",), "alphas": (0.1,),
-                                                        "posts": ("clamp",), "weights": ("none",),
-                                                        "num_layers": 1}).fit(g, None, y, tm, vm)
+    m2 = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), nonlinear={"starts": ("prior",), "alphas": (0.1,),
+                                                          "posts": ("clamp",), "weights": ("none",),
+                                                          "num_layers": 1}).fit(g, None, y, tm, vm)
     plain = jaxclp.CLP(prior=d, alphas=(0.5, 0.9)).fit(g, None, y, tm, vm)
-    assert m2.val_scores_[("authors", "prior", 0.1, "clamp", False, "none")] == plain.val_score_
-    assert m2.authors_ is None and m2.method_ == plain.method_
+    assert m2.val_scores_[("nonlinear", "prior", 0.1, "clamp", False, "none")] == plain.val_score_
+    assert m2.nonlinear_ is None and m2.method_ == plain.method_
     assert (m2.alpha_, m2.normalization_, m2.val_score_) == (plain.alpha_, plain.normalization_, plain.val_score_)
     np.testing.assert_array_equal(np.asarray(m2.beliefs_), np.asarray(plain.beliefs_))
-    with pytest.raises(ValueError, match="authors must be a bool or a dict"):
-        jaxclp.CLP(authors="yes")
-    with pytest.raises(ValueError, match=r"authors: unknown jaxclp.authors_grid option\(s\) \['alpha'\]"):
-        jaxclp.CLP(authors={"alpha": (0.1,)})
+    with pytest.raises(ValueError, match="nonlinear must be a bool or a dict"):
+        jaxclp.CLP(nonlinear="yes")
+    with pytest.raises(ValueError, match=r"nonlinear: unknown jaxclp.nonlinear_grid option\(s\) \['alpha'\]"):
+        jaxclp.CLP(nonlinear={"alpha": (0.1,)})
     from jax.sharding import Mesh
 
     sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes")
-    with pytest.raises(ValueError, match="authors=True needs the unsharded graph"):
-        jaxclp.CLP(prior=d, alphas=(0.5,), authors=True).fit(sg, None, y, tm, vm)
+    with pytest.raises(ValueError, match="nonlinear=True needs the unsharded graph"):
+        jaxclp.CLP(prior=d, alphas=(0.5,), nonlinear=True).fit(sg, None, y, tm, vm)
 
 
 def test_unfitted_estimator_raises_not_fitted_error():

@@ -514,19 +514,19 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     ctx = _context(g, x, y, tm, vm)
     full = M.method_clp(M.dataclasses.replace(ctx, cache={}))
     clock = {"t": 0.0, "scale": 1.0}
-    real_beliefs, real_authors = jaxclp.clp_beliefs, M.authors_grid
+    real_beliefs, real_nonlinear = jaxclp.clp_beliefs, M.nonlinear_grid
 
     def timed_beliefs(*args, **kwargs):  # closed form 1 s per variant (6 s in all), spectral 4.2 s, L1 6 s
         cost = 4.2 if kwargs.get("spectral_scale") else 6.0 if kwargs.get("l1_normalize") else 1.0
         clock["t"] += cost * clock["scale"]
         return real_beliefs(*args, **kwargs)
 
-    def timed_authors(*args, **kwargs):
+    def timed_nonlinear(*args, **kwargs):
         clock["t"] += 20.0 * clock["scale"]
-        return real_authors(*args, **kwargs)
+        return real_nonlinear(*args, **kwargs)
 
     monkeypatch.setattr(jaxclp, "clp_beliefs", timed_beliefs)
-    monkeypatch.setattr(M, "authors_grid", timed_authors)
+    monkeypatch.setattr(M, "nonlinear_grid", timed_nonlinear)
     monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
 
     # a far deadline: the whole grid, same keys in the same order, same beliefs

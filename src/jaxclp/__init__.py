@@ -5,7 +5,6 @@ Pipeline stages (each a pure function of arrays): :func:`fit_mlp` -> :func:`init
 :func:`propagate` (iterative) or :func:`solve` (closed form). :class:`CLP` composes them for users.
 """
 from jaxclp import datasets, priors, shard
-from jaxclp.authors import AuthorsResult, authors_grid, authors_propagate, authors_starts
 from jaxclp.baselines import clp_star, correct_and_smooth, fit_link, label_propagation, propagate_labels
 from jaxclp.clp import CLPResult, clp_beliefs
 from jaxclp.compatibility import edge_weights, estimate_compatibility, initial_beliefs
@@ -21,6 +20,7 @@ from jaxclp.homophily import (compatibility_distance, edge_homophily, node_homop
                               true_compatibility)
 from jaxclp.metrics import accuracy, roc_auc
 from jaxclp.mlp import MLP, fit_mlp, fit_mlp_splits, mlp_param_count
+from jaxclp.nonlinear import NonlinearResult, nonlinear_grid, nonlinear_propagate, nonlinear_starts
 from jaxclp.operator import FactoredOperator, SpectralInfo, clp_operator, lp_operator, spectral_radius, spectral_scale
 from jaxclp.priors import (LINKX, PRIORS, PriorResult, fit_prior, gnn_prior, link_prior, linkx_prior, mlp_prior,
                            tuned_gnn_prior)
@@ -44,8 +44,28 @@ __all__ = [
     "edge_weights", "estimate_compatibility", "fit_link", "fit_mlp", "fit_mlp_splits", "initial_beliefs",
     "label_propagation", "lp_operator", "mlp_param_count", "node_homophily", "node_homophily_per_node", "propagate",
     "propagate_labels", "roc_auc", "sinkhorn", "solve", "solve_operator", "spectral_radius", "spmm",
-    "spmm_transpose", "true_compatibility", "AuthorsResult", "authors_grid", "authors_propagate",
-    "authors_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior", "tuned_gnn_prior",
+    "spmm_transpose", "true_compatibility", "NonlinearResult", "nonlinear_grid", "nonlinear_propagate",
+    "nonlinear_starts", "spectral_scale", "priors", "LINKX", "PRIORS", "PriorResult", "fit_prior", "gnn_prior", "tuned_gnn_prior",
     "link_prior", "linkx_prior", "mlp_prior", "shard", "ShardedGraph", "shard_graph", "shard_graph_local",
     "EndToEndResult", "fit_end_to_end", "GraphLike",
 ]
+
+_DEPRECATED = {"authors_grid": "nonlinear_grid", "authors_propagate": "nonlinear_propagate",
+               "authors_starts": "nonlinear_starts", "AuthorsResult": "NonlinearResult"}
+"""Deprecated top-level name -> its replacement (kept for one release; not in ``__all__``)."""
+
+
+def __getattr__(name: str):
+    """The deprecated names of :data:`_DEPRECATED` (and the module ``jaxclp.authors``), with a DeprecationWarning."""
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(f"jaxclp.{name} is deprecated and will be removed in the next release; use jaxclp.{new}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[new]
+    if name == "authors":  # the deprecated module (it warns on import)
+        import importlib
+
+        return importlib.import_module("jaxclp.authors")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

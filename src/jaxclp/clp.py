@@ -7,7 +7,7 @@ Variants (all selectable on validation by :class:`jaxclp.CLP` and the runner):
 * ``l1_normalize``: a per-step L1 normalization of each node's class vector AFTER mixing,
   ``B <- L1rows((1-a) D + a A^F B)`` (nonlinear, iterative only, ``num_iters`` steps). This is NOT the authors'
   code, which normalizes the propagated term BEFORE mixing and has further switches: that step is
-  :mod:`jaxclp.authors` (runner method ``clp_authors``).
+  :mod:`jaxclp.nonlinear` (runner method ``clp_authors``).
 * ``spectral_scale``: every class operator divided by its spectral radius (:func:`jaxclp.operator.spectral_scale`)
   so that every alpha in (0, 1) converges and means the same on every graph (linear variant only).
 * ``prior_source``: "mlp" propagates ``D`` (the paper's update); "b0" uses ``B0`` (training labels clamped

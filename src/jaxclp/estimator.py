@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from typing import Sequence
 
 import jax
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.authors import authors_grid
+from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compatibility import initial_beliefs
 from jaxclp.features import as_features
@@ -52,8 +53,8 @@ def _prior_graph(graph, source):
     return Graph(senders=empty, receivers=empty, weights=jnp.zeros((0,), graph.weights.dtype), num_nodes=n)
 
 
-AUTHORS_OPTIONS = ("alphas", "starts", "posts", "echo", "weights", "num_layers")
-"""The :func:`jaxclp.authors_grid` options ``CLP(authors={...})`` passes on."""
+NONLINEAR_OPTIONS = ("alphas", "starts", "posts", "echo", "weights", "num_layers")
+"""The :func:`jaxclp.nonlinear_grid` options ``CLP(nonlinear={...})`` passes on."""
 
 
 def _is_prior_list(prior) -> bool:
@@ -158,11 +159,13 @@ class CLP:
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
         prior_source: "mlp", "b0", or a list to select from.
-        authors: also try the authors' own propagation (:mod:`jaxclp.authors`: the propagated term L1-normalized
-            per node before mixing, start x alpha up to 1 x clamp/softmax x adjacency weight, each at its best
-            validation layer of 20; the echo term off unless asked), as the runner's ``clp`` does; True, or a dict
-            of :func:`jaxclp.authors_grid` options (``alphas``, ``starts``, ``posts``, ``echo``, ``weights``,
-            ``num_layers``). Taken only where it scores strictly higher on validation than the paper's update.
+        nonlinear: also try the nonlinear propagation step (:mod:`jaxclp.nonlinear`, the step of the authors'
+            code: the propagated term L1-normalized per node before mixing, start x alpha up to 1 x clamp/softmax
+            x adjacency weight, each at its best validation layer of 20; the echo term off unless asked), as the
+            runner's ``clp`` does; True, or a dict of :func:`jaxclp.nonlinear_grid` options (``alphas``,
+            ``starts``, ``posts``, ``echo``, ``weights``, ``num_layers``); None (the default) or False: off.
+            Taken only where it scores strictly higher on validation than the paper's update.
+        authors: deprecated name of ``nonlinear`` (a DeprecationWarning; passing both is a ValueError).
         spectral_scale: propagate with each class operator divided by its spectral radius, ``A^F_k / rho(A^F_k)``
             (:func:`jaxclp.clp_beliefs`): alpha then means the same on every graph and every alpha < 1 converges
             (extend ``alphas`` toward 1, e.g. 0.95, 0.99); linear update only (a grid skips it with
@@ -200,9 +203,10 @@ class CLP:
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
         val_scores_: dict mapping (normalization, l1, prior_source, spectral_scale, alpha) -> validation score;
-            with ``authors``, also ("authors", start, alpha, post, echo, weight) -> score.
-        authors_: None, or where the authors' propagation was chosen, its ``start``, ``post``, ``echo``, ``weight``
-            and ``layer`` (``alpha_`` its alpha, ``normalization_`` "authors-<weight>", ``method_`` "authors").
+            with ``nonlinear``, also ("nonlinear", start, alpha, post, echo, weight) -> score.
+        nonlinear_: None, or where the nonlinear step was chosen, its ``start``, ``post``, ``echo``, ``weight``
+            and ``layer`` (``alpha_`` its alpha, ``normalization_`` "nonlinear-<weight>", ``method_``
+            "nonlinear").
         beliefs_: (n, K) propagated beliefs of the selected configuration.
         train_mask_, val_mask_: (n,) bool masks the fit used (given, or made by :func:`jaxclp.datasets.holdout_split`).
     """
@@ -212,7 +216,7 @@ class CLP:
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
-                 spectral_scale=False, authors=False, time_limit: float | None = None):
+                 spectral_scale=False, nonlinear=None, time_limit: float | None = None, authors=None):
         check_metric(metric)
         self.time_limit = check_time_limit(time_limit)
         several = _check_priors(prior)
@@ -236,13 +240,21 @@ class CLP:
             if not isinstance(v, (bool, np.bool_)):
                 raise ValueError(f"spectral_scale must be a bool or a list of bools; got {spectral_scale!r}")
         self.spectral_scale = spectral_scale
-        if not isinstance(authors, (bool, dict)):
-            raise ValueError(f"authors must be a bool or a dict of jaxclp.authors_grid options; got {authors!r}")
-        unknown = sorted(set(authors) - set(AUTHORS_OPTIONS)) if isinstance(authors, dict) else []
+        if authors is not None:  # the deprecated name of nonlinear
+            if nonlinear is not None:
+                raise ValueError("pass nonlinear or its deprecated name authors, not both")
+            warnings.warn("CLP(authors=...) is deprecated and will be removed in the next release; use "
+                          "CLP(nonlinear=...)", DeprecationWarning, stacklevel=2)
+            nonlinear = authors
+        nonlinear = False if nonlinear is None else nonlinear
+        if not isinstance(nonlinear, (bool, dict)):
+            raise ValueError(f"nonlinear must be a bool or a dict of jaxclp.nonlinear_grid options; "
+                             f"got {nonlinear!r}")
+        unknown = sorted(set(nonlinear) - set(NONLINEAR_OPTIONS)) if isinstance(nonlinear, dict) else []
         if unknown:
-            raise ValueError(f"authors: unknown jaxclp.authors_grid option(s) {unknown}; choose from "
-                             f"{list(AUTHORS_OPTIONS)}")
-        self.authors = authors
+            raise ValueError(f"nonlinear: unknown jaxclp.nonlinear_grid option(s) {unknown}; choose from "
+                             f"{list(NONLINEAR_OPTIONS)}")
+        self.nonlinear = nonlinear
         self.num_iters = num_iters
         self.method = method
         self.metric = metric
@@ -361,10 +373,10 @@ class CLP:
         if best_clp is None:
             raise ValueError("no alpha in the grid gives a convergent propagation (alpha * rho >= 1 for all)")
         # the best CLP configuration (described even where the prior is kept); H and the Sinkhorn diagnostics are
-        # the best closed form's where the authors' step wins
+        # the best closed form's where the nonlinear step wins
         plain = [c for c in candidates if c[1][0] == "clp"]
         self._take(plain[first_best([c[0] for c in plain])[0] or 0])
-        if candidates[best_clp][1][0] == "authors":
+        if candidates[best_clp][1][0] == "nonlinear":
             self._take(candidates[best_clp])
         self._graph, self._train, self._labels = graph, jnp.asarray(tm), y
         self.propagated_ = choice.propagated
@@ -376,9 +388,9 @@ class CLP:
         return self
 
     def _candidates(self, graph, prior, y, tm, vm) -> list:
-        """CLP's candidates on ``prior`` in the grid's order (variants x alphas, then the authors' configurations):
-        ``[(validation score, spec), ...]``, ``spec`` what :meth:`_take` needs to store the candidate's fitted
-        attributes. Fills ``val_scores_``."""
+        """CLP's candidates on ``prior`` in the grid's order (variants x alphas, then the nonlinear step's
+        configurations): ``[(validation score, spec), ...]``, ``spec`` what :meth:`_take` needs to store the
+        candidate's fitted attributes. Fills ``val_scores_``."""
         self.val_scores_ = {}
         out = []
         combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
@@ -395,23 +407,23 @@ class CLP:
             for i, (a, s) in enumerate(zip(self.alphas, scores)):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
-        if self.authors is not False:  # True or a dict of options (an empty dict: the defaults)
+        if self.nonlinear is not False:  # True or a dict of options (an empty dict: the defaults)
             if not graph.has_edge_list:
-                raise ValueError("authors=True needs the unsharded graph (jaxclp.authors_grid); it is not supported "
-                                 "for a ShardedGraph")
-            options = {"echo": (False,)} | (self.authors if isinstance(self.authors, dict) else {})
-            ares = authors_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
+                raise ValueError("nonlinear=True needs the unsharded graph (jaxclp.nonlinear_grid); it is not "
+                                 "supported for a ShardedGraph")
+            options = {"echo": (False,)} | (self.nonlinear if isinstance(self.nonlinear, dict) else {})
+            ares = nonlinear_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
             scores = validation_scores(self.metric, ares.beliefs, y, vm)
             for j, ((start, a, post, echo, w), s) in enumerate(zip(ares.configs, scores)):
-                self.val_scores_[("authors", start, a, post, bool(echo), w)] = float(s)
-                out.append((float(s), ("authors", j, ares)))
+                self.val_scores_[("nonlinear", start, a, post, bool(echo), w)] = float(s)
+                out.append((float(s), ("nonlinear", j, ares)))
         return out
 
     def _take(self, candidate) -> None:
         """Stores the fitted attributes of one of :meth:`_candidates`' entries."""
         score, spec = candidate
         self.val_score_ = float(score)
-        self.authors_ = None
+        self.nonlinear_ = None
         if spec[0] == "clp":
             _, self.normalization_, self.l1_normalize_, self.prior_source_, self.spectral_scale_, i, res = spec
             self.alpha_ = self.alphas[i]
@@ -422,10 +434,10 @@ class CLP:
             return
         _, j, ares = spec
         start, a, post, echo, w = ares.configs[j]
-        self.authors_ = {"start": start, "post": post, "echo": bool(echo), "weight": w,
-                         "layer": int(np.asarray(ares.layer)[j])}
-        self.normalization_, self.l1_normalize_, self.prior_source_ = f"authors-{w}", None, start
-        self.spectral_scale_, self.alpha_, self.method_ = False, float(a), "authors"
+        self.nonlinear_ = {"start": start, "post": post, "echo": bool(echo), "weight": w,
+                           "layer": int(np.asarray(ares.layer)[j])}
+        self.normalization_, self.l1_normalize_, self.prior_source_ = f"nonlinear-{w}", None, start
+        self.spectral_scale_, self.alpha_, self.method_ = False, float(a), "nonlinear"
         self.H_, self._spectral, self._spectral_normalization = ares.H, None, w
         self.beliefs_ = ares.beliefs[j]
 
@@ -472,7 +484,7 @@ class CLP:
         """Per-class :class:`jaxclp.SpectralInfo` of the selected operators, computed on first access.
 
         A power iteration; when the a-priori bound already proves convergence, :meth:`fit` does not need it,
-        and computing it there cost several times the propagation itself (``benchmarks/results/fixes.md``).
+        and computing it there cost several times the propagation itself (``benchmarks/results/speedups.md``).
         """
         self._check_fitted()
         if self._spectral is None:

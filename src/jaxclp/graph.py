@@ -143,7 +143,7 @@ class Graph:
         weights carried along the sorts (float32, or float64 under ``jax_enable_x64``; none for an
         unweighted graph until the final array of ones), temporaries freed at once, and the symmetry test
         on the transposed CSR that the graph stores anyway. Measured at n = 1e6, m = 2e7:
-        ``benchmarks/results/lean.md``.
+        ``benchmarks/results/graph_memory.md``.
         """
         ei = np.asarray(edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2:

@@ -133,7 +133,7 @@ def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     """(K,) max row sums and (K,) max column sums of the (nonnegative) operators: bounds on rho.
 
     Jitted: one dispatch instead of a dozen eager ops; it runs on every ``solve`` call
-    (eager vs jitted at n = 1e6: ``benchmarks/results/fixes.md``). Row sums are ``left * (Ahat @ right)``,
+    (eager vs jitted at n = 1e6: ``benchmarks/results/speedups.md``). Row sums are ``left * (Ahat @ right)``,
     column sums ``right * (Ahat.T @ left)``: two CSR products, the second on the transposed CSR the graph
     constructors store (one (m,) gather of the values, no (m, K) temporary; a Graph built without it falls
     back to ``rmatvec`` of an all-ones block), as does an operator on a sharded graph (its maxima reduce

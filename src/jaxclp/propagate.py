@@ -48,7 +48,7 @@ def iterate(op: FactoredOperator, prior: jax.Array, start: jax.Array, alpha, num
         alpha: scalar in (0, 1).
         num_iters: number of steps (may be traced).
         l1_normalize: L1-normalize each node's class vector after every step, i.e. AFTER mixing (not the
-            authors' code, which normalizes the propagated term before mixing: :mod:`jaxclp.authors`).
+            authors' code, which normalizes the propagated term before mixing: :mod:`jaxclp.nonlinear`).
         edge_matrix: optional precomputed (m, K) per-class edge values (the "edgewise" engine).
     """
     if edge_matrix is None:
@@ -150,7 +150,7 @@ def propagate(
         l1_normalize: L1-normalize every node's class vector after each step, AFTER mixing:
             ``B <- L1rows((1-a) D + a A^F B)`` (nonlinear, no closed form, never diverges). This is not the
             authors' step (they normalize the propagated term before mixing, with a residual start and a
-            post step): use :func:`jaxclp.authors.authors_propagate` for that.
+            post step): use :func:`jaxclp.nonlinear_propagate` for that.
         engine: "factored" or "edgewise".
         throw: raise on a divergent configuration (else warn and return the diverging iterate).
         return_info: also return a :class:`PropagateInfo`.

@@ -1,4 +1,4 @@
-"""Issue 19.4: end to end, where the time goes: compile vs run time per stage, and what the XLA cache saves.
+"""End to end, where the time goes: compile vs run time per stage, and what the XLA cache saves.
 
 Each case runs in a FRESH subprocess (``python -m jaxclp.benchmarks.compile_time --worker CASE``), niced and
 with XLA's CPU executor single-threaded (``--xla_cpu_multi_thread_eigen=false``), five times:
@@ -21,9 +21,10 @@ The cache is switched on exactly as ``jaxclp run`` does (``jaxclp.experiments.cl
 Stages are attributed by wrapping the library functions the pipeline calls (each wrapper blocks on its
 result, so asynchronous dispatch does not move time between stages): ``mlp prior`` (``fit_prior`` /
 ``fit_mlp_splits``), ``compatibility`` (``estimate_compatibility``), ``operator/solve`` (the rest of
-``clp_beliefs``), ``authors propagation`` (``authors_grid``, runner's ``clp_mlp`` only), ``selection`` (the
-validation metric over the alpha grid / ``select`` / test scoring); ``other`` is the rest of the wall time
-(loading, validation, Python). Compile time is what JAX reports through ``jax.monitoring``
+``clp_beliefs``), ``authors propagation`` (``nonlinear_grid``, the nonlinear step of the authors' code; runner's
+``clp_mlp`` only), ``selection`` (the validation metric over the alpha grid / ``select`` / test scoring); ``other``
+is the rest of the wall time (loading, validation, Python). Compile time is what JAX reports through
+``jax.monitoring``
 (``/jax/core/compile/jaxpr_trace_duration`` + ``jaxpr_to_mlir_module_duration`` + ``backend_compile_duration``,
 the last one being the cache read on a hit); ``run`` = stage wall time - compile time; ``#comp`` = number of
 backend compilations (or cache reads) inside the stage. Timings are indicative: the 2-core machine is shared
@@ -58,9 +59,9 @@ FINDINGS = """\
   MLP depth in the runner (depths 1, 2, 3 have different parameter shapes, so three executables; the splits are
   ``vmap``-ed, so the split count does not multiply compiles, but a different number of splits to do is a new
   shape and compiles again). ``CLP.fit`` compiles the unbatched loop once. ``compatibility`` shows no compile
-  in the runner because ``authors_grid`` (run first by ``clp_mlp``) already compiled ``estimate_compatibility``.
+  in the runner because ``nonlinear_grid`` (run first by ``clp_mlp``) already compiled ``estimate_compatibility``.
 * The rest is dozens of small op-by-op compilations (eager ``jnp`` glue: ``zeros``, ``.at[].set``,
-  ``broadcast_in_dim``, reductions) in ``clp_beliefs`` / ``authors_grid`` / the selection, each 20 to 150 ms.
+  ``broadcast_in_dim``, reductions) in ``clp_beliefs`` / ``nonlinear_grid`` / the selection, each 20 to 150 ms.
   ``jaxclp run``'s persistent cache keeps only compilations over 0.2 s, so a warm process still pays all of
   them; with a 0 s threshold (``cache warm, min 0 s``) every executable is read back.
 * ``lax.map`` over the splits instead of ``vmap`` (the variants table) compiles the runner's MLP loops about a
@@ -158,7 +159,7 @@ def _instrument(rec: _Recorder):
         (est, "validation_scores", rec.wrap("selection", est.validation_scores)),
         (R, "select", select), (R, "score_test", rec.wrap("selection", R.score_test)),
         (R, "reference_scores", rec.wrap("selection", R.reference_scores)),
-        (M, "authors_grid", rec.wrap("authors propagation", M.authors_grid)),
+        (M, "nonlinear_grid", rec.wrap("authors propagation", M.nonlinear_grid)),
     ])
 
 
@@ -350,7 +351,7 @@ def measure(cases, repeats: int, epochs: int, runs: int, timeout: float, modes=M
 
 
 def write_markdown(path: Path, payload: dict) -> None:
-    lines = ["# Compile vs run time per stage (issue 19.4)", "", C.machine_header_md(payload["machine"]), "",
+    lines = ["# Compile vs run time per stage", "", C.machine_header_md(payload["machine"]), "",
              (__doc__ or "").split("\n\n", 1)[1].strip(), "",
              f"Command: `{payload['command']}`. Min over {payload['repeats']} repeat(s) (by total time) of "
              f"each fresh process; MLP epochs <= {payload['epochs']}. Seconds.", ""]

@@ -49,9 +49,9 @@ def profile(scale: float, priors: str) -> dict:
             return out
         return g
 
-    real_beliefs, real_authors = jaxclp.clp_beliefs, M.authors_grid
+    real_beliefs, real_nonlinear = jaxclp.clp_beliefs, M.nonlinear_grid
     jaxclp.clp_beliefs = timed(_kind, real_beliefs)
-    M.authors_grid = timed(lambda kwargs: "authors", real_authors)
+    M.nonlinear_grid = timed(lambda kwargs: "authors", real_nonlinear)  # GRID_COST's kind "authors"
     try:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -62,7 +62,7 @@ def profile(scale: float, priors: str) -> dict:
                  "--time-limit", "none", "--out", str(folder / "pred.csv"), "--no-progress"])
             wall = time.perf_counter() - t
     finally:
-        jaxclp.clp_beliefs, M.authors_grid = real_beliefs, real_authors
+        jaxclp.clp_beliefs, M.nonlinear_grid = real_beliefs, real_nonlinear
     return {"graph": graph, "priors": priors, "wall": wall, "seconds": dict(seconds), "calls": dict(calls)}
 
 

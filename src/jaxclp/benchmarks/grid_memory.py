@@ -37,7 +37,7 @@ CHILD = r"""
 import json, resource, sys, time, warnings
 import numpy as np, jax, jax.numpy as jnp, jaxclp
 import importlib
-import jaxclp.authors as A
+import jaxclp.nonlinear as A
 from jaxclp.experiments import methods as M
 S = importlib.import_module("jaxclp.solve")  # the module (jaxclp.solve is the function)
 warnings.simplefilter("ignore")

@@ -148,11 +148,11 @@ def _halo_block(root: Path, shards: int = 8) -> str:
 
 
 _SHARDED_RUNS = (("sharded", "gather product"), ("sharded_csr", "per-shard CSR product"),
-                 ("sharded_lean", "CSR product, lean plan"))
+                 ("sharded_lean_plan", "CSR product, lean plan"))
 
 
 def _sharded_block(root: Path) -> str:
-    """The products-shaped runs of ``sharded.json``, ``sharded_csr.json`` and ``sharded_lean.json`` (K = 47 rows):
+    """The products-shaped runs of ``sharded.json``, ``sharded_csr.json`` and ``sharded_lean_plan.json`` (K = 47 rows):
     peak memory, bytes per edge, one product's seconds and the halo per step."""
     rows = []
     for name, label in _SHARDED_RUNS:

@@ -14,8 +14,8 @@ import traceback
 
 from jaxclp.benchmarks import _common as C
 
-ORDER = ("throughput", "solvers", "end_to_end", "scaling", "lean", "halo", "sharded", "gnn", "sparse_features", "rng", "fixes",
-         "file_reader", "grid_memory", "alpha_chunks")
+ORDER = ("throughput", "solvers", "end_to_end", "scaling", "graph_memory", "halo", "sharded", "gnn", "sparse_features",
+         "rng", "speedups", "file_reader", "grid_memory", "alpha_chunks")
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
-"""Issue 17, item 6: a graph of ogbn-products' shape through the node-sharded pipeline on 1, 2, 4, 8 devices.
+"""A graph of ogbn-products' shape through the node-sharded pipeline on 1, 2, 4, 8 devices.
 
 One fresh subprocess per (device count P, partition), with ``XLA_FLAGS=--xla_force_host_platform_device_count=P``
 set in its environment before jax starts. Each child generates the same graph (seeded) and runs the user's
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxclp.benchmarks import _common as C
-from jaxclp.benchmarks.lean import _peak, _peak_mib, _status_kib
+from jaxclp.benchmarks.graph_memory import _peak, _peak_mib, _status_kib
 
 PRODUCTS = {"n": 2_449_029, "m": 123_718_280, "k": 47}  # ogbn-products: nodes, directed nonzeros, classes
 QUICK = {"n": 4_000, "m": 80_000, "k": 8}
@@ -285,7 +285,7 @@ def write_markdown(path: Path, payload: dict) -> None:
     cfg = payload["config"]
     rows = [_row(r) for r in payload["rows"]]
     ok = [r for r in rows if "error" not in r]
-    lines = ["# ogbn-products-shaped graph through the node-sharded pipeline (issue 17, item 6)", "",
+    lines = ["# ogbn-products-shaped graph through the node-sharded pipeline", "",
              C.machine_header_md(payload["machine"]), "",
              f"Command: `{payload['command']}`. Load average at start {payload['loadavg_start'][0]:.2f}, at end "
              f"{payload['loadavg_end'][0]:.2f}; elapsed {payload['elapsed_s']:.0f} s.", "",

@@ -235,29 +235,29 @@ def _median(xs):
     return float(np.median(xs)) if xs else None
 
 
-def _fixes_text(fx, part: str) -> str:
-    """Before/after numbers of a fix, from ``fixes.json`` (``python -m jaxclp.benchmarks.fixes``)."""
+def _speedups_text(fx, part: str) -> str:
+    """Before/after numbers of a change, from ``speedups.json`` (``python -m jaxclp.benchmarks.speedups``)."""
     if not fx:
-        return "(before/after: run `python -m jaxclp.benchmarks.fixes`)"
+        return "(before/after: run `python -m jaxclp.benchmarks.speedups`)"
     ms = lambda v: f"{v * 1e3:.0f} ms"  # noqa: E731
     if part == "bounds":
         return "; ".join(f"`{r['what']}` {ms(r['before_s'])} -> {ms(r['after_s'])} at n={r['n']}, m={r['m']}, "
-                         f"K={r['K']}" for r in fx["bounds"]) + " (`fixes.md`)"
+                         f"K={r['K']}" for r in fx["bounds"]) + " (`speedups.md`)"
     if part == "gmres":
         g = fx["gmres"]
         return (f"the GMRES kernel at n={g[0]['n']}, m={g[0]['m']}, K={g[0]['K']}, alpha "
                 f"{'/'.join(str(r['alpha']) for r in g)}: {'/'.join(ms(r['before_s']) for r in g)} -> "
                 f"{'/'.join(ms(r['after_s']) for r in g)} (a whole BiCGStab `solve`: "
-                f"{'/'.join(ms(r['bicgstab_solve_s']) for r in g)}; `fixes.md`)")
+                f"{'/'.join(ms(r['bicgstab_solve_s']) for r in g)}; `speedups.md`)")
     if part == "clp_fit":
         c = fx["clp_fit"]
         return (f"`CLP.fit` with a given prior on {c['dataset']}: {ms(c['before_s'])} with the power iteration, "
-                f"{ms(c['after_s'])} without (`fixes.md`)")
+                f"{ms(c['after_s'])} without (`speedups.md`)")
     if part == "xla":
         x = fx["xla_cache"]
         return (f"`jaxclp run` on {x['dataset']} (mlp, clp, lp; 2 splits; fresh processes): cache off "
                 f"{x['off_s']:.1f} s, cold {x['cold_s']:.1f} s, warm {x['warm_s']:.1f} s, identical results: "
-                f"{x['identical_results']} (`fixes.md`)")
+                f"{x['identical_results']} (`speedups.md`)")
     raise ValueError(part)
 
 
@@ -323,7 +323,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
                  f"{_f(tsolve_small and tsolve_small * 1e3, '{:.1f}')} ms), {large[1][0] * 1e3:.0f} ms at "
                  f"n={large[0][0]}, deg {large[0][1]}, K={large[0][2]} (2 SpMMs, one with an unsorted scatter for the "
                  f"transpose). **Partly done since this run:** `norm_bounds` and `edge_values` are jitted: "
-                 f"{_fixes_text(fx, 'bounds')}. Still open: the bound is computed even when the method is given; "
+                 f"{_speedups_text(fx, 'bounds')}. Still open: the bound is computed even when the method is given; "
                  f"skip it there, or take it from `a_priori_bound` (free for 'sym'/'row').")
         # 4. GMRES
         ratios = []
@@ -338,7 +338,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
                  f"`solve_method='batched'`, which always runs all `restart`=30 Arnoldi steps (31 SpMMs + Gram-Schmidt) "
                  f"before checking convergence, and it is vmapped one class at a time. Its `maxiter` counts restart "
                  f"cycles, so `max_iters=10000` allows 300k SpMMs. **Done since this run:** "
-                 f"`solve_method='incremental'` and `maxiter=ceil(max_iters/restart)`: {_fixes_text(fx, 'gmres')}. "
+                 f"`solve_method='incremental'` and `maxiter=ceil(max_iters/restart)`: {_speedups_text(fx, 'gmres')}. "
                  f"Still several times slower than BiCGStab: it is vmapped one class at a time and a 1-column SpMM "
                  f"takes the gather + scatter path, not the CSR kernel. `auto` never picks it.")
         # 5. float32 floor
@@ -393,7 +393,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
         item(f"**Compile time dominates small problems**: median compile per solver method and shape: {ctext}."
              f"{e2e_c} Each new (n, m, K) recompiles. **Partly done since this run:** `jaxclp run` / `jaxclp "
              f"reproduce` enable JAX's persistent compilation cache (`$JAXCLP_XLA_CACHE`, default "
-             f"`~/.cache/jaxclp/xla`; `off` disables): {_fixes_text(fx, 'xla')}. Library calls leave it to the user (`jax.config.update('jax_compilation_cache_dir', "
+             f"`~/.cache/jaxclp/xla`; `off` disables): {_speedups_text(fx, 'xla')}. Library calls leave it to the user (`jax.config.update('jax_compilation_cache_dir', "
              f"...)`). Still open: pad n and m to size buckets (e.g. next power of 1.25) so that grids of graphs "
              f"reuse executables.")
     if sc and sc.get("rows"):
@@ -410,7 +410,7 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
                      f"`clp_operator` outside jit). Matters for alpha/variant selection loops on small graphs. "
                      f"(`norm_bounds` and `edge_values` are jitted now, item 3.)")
     item("**Done: `CLP.fit` ran the diagnostic power iteration for `spectral_` on every variant** although the "
-         f"a-priori bound already proves convergence for 'sym'/'row': {_fixes_text(fx, 'clp_fit')}. `spectral_` is "
+         f"a-priori bound already proves convergence for 'sym'/'row': {_speedups_text(fx, 'clp_fit')}. `spectral_` is "
          "now computed on first access; in the end-to-end benchmark the propagation + selection stage went from "
          "274 / 56 / 25 / 169 ms (the previous `end_to_end.json`, in git history) to the table's numbers "
          "(Squirrel / Chameleon / Texas / Twitch-EN), from 2.6-5.9x slower than the PyTorch loop to 0.5-2.2x its "
@@ -424,8 +424,8 @@ def findings_section(tp, sv, ee, sc, fx=None) -> list[str]:
     return out
 
 
-OTHER = ("lean", "halo", "sharded", "sharded_csr", "sharded_lean", "gnn", "sparse_features", "rng", "fixes", "file_reader",
-         "grid_memory", "alpha_chunks", "compile_time", "parity", "device", "device_tests")
+OTHER = ("graph_memory", "halo", "sharded", "sharded_csr", "sharded_lean_plan", "gnn", "sparse_features", "rng",
+         "speedups", "file_reader", "grid_memory", "alpha_chunks", "compile_time", "parity", "device", "device_tests")
 
 
 def other_results(od: Path) -> list[str]:
@@ -448,7 +448,7 @@ def main(argv=None, out=None) -> Path:
     sv = C.load_json(od / "solvers.json")
     ee = C.load_json(od / "end_to_end.json")
     sc = C.load_json(od / "scaling.json")
-    fx = C.load_json(od / "fixes.json")
+    fx = C.load_json(od / "speedups.json")
     machine = next((p["machine"] for p in (tp, sv, ee, sc) if p), None)
     lines = ["# jaxclp benchmarks: summary", ""]
     if machine:

@@ -373,7 +373,7 @@ def plot(path: Path, payload: dict) -> str:
     return C.save_figure(fig, path)
 
 
-# ------------------------------------------------------------------------------------- fused kernel (issue 19)
+# ------------------------------------------- fused kernel: one CLP step left * (Ahat @ (right * x)) per implementation
 
 KERNEL = {"n": 100_000, "avg_degree": 20, "Ks": (2, 5, 40), "rounds": {2: 25, 5: 25, 40: 9}}
 KERNEL_QUICK = {"n": 10_000, "avg_degree": 20, "Ks": (2, 5), "rounds": {2: 5, 5: 5}}

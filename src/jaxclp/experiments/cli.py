@@ -34,7 +34,7 @@ def xla_cache_dir(environ=None) -> Path | None:
     ``<user cache dir>/xla``; ``off`` (or ``0``, ``none``, empty) disables it.
 
     Each (dataset shape, method) compiles once per machine instead of once per process (cold vs warm
-    ``jaxclp run``: ``benchmarks/results/fixes.md``). ``bench`` never uses it (the benchmarks measure compile
+    ``jaxclp run``: ``benchmarks/results/speedups.md``). ``bench`` never uses it (the benchmarks measure compile
     time).
     """
     v = (os.environ if environ is None else environ).get(XLA_CACHE_ENV)

@@ -22,11 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
-from jaxclp.authors import AUTHORS_ALPHAS
-from jaxclp.authors import POSTS as AUTHORS_POSTS
-from jaxclp.authors import STARTS as AUTHORS_STARTS
-from jaxclp.authors import WEIGHTS as AUTHORS_WEIGHTS
-from jaxclp.authors import authors_grid
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
 from jaxclp.gnn import TUNED_DROPOUT as GNN_DROPOUT
@@ -35,6 +30,11 @@ from jaxclp.gnn import TUNED_HIDDEN as GNN_HIDDEN
 from jaxclp.gnn import TUNED_LR as GNN_LR
 from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
 from jaxclp.gnn import TwoHopTooLarge
+from jaxclp.nonlinear import NONLINEAR_ALPHAS
+from jaxclp.nonlinear import POSTS as NONLINEAR_POSTS
+from jaxclp.nonlinear import STARTS as NONLINEAR_STARTS
+from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
+from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.selection import first_best, prior_first, validation_scores
 
 MLP_DEPTHS = (1, 2, 3)
@@ -297,14 +297,14 @@ def method_clp_star(ctx: Context) -> dict:
 
 
 def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
-    """The authors' propagation (:mod:`jaxclp.authors`): start x alpha (0.1..1.0) x post x echo x adjacency
-    weight, each at its best validation layer of 20 (everything chosen on validation). ``_keep`` (internal:
-    :func:`_clp_grid`'s pruning) filters each adjacency weight's group."""
+    """The nonlinear step of the authors' code (:mod:`jaxclp.nonlinear`): start x alpha (0.1..1.0) x post x echo
+    x adjacency weight, each at its best validation layer of 20 (everything chosen on validation). ``_keep``
+    (internal: :func:`_clp_grid`'s pruning) filters each adjacency weight's group."""
     out, H = {}, None
     keep = _keep or (lambda group: group)
-    for weight in grid.pop("weights", AUTHORS_WEIGHTS):  # one adjacency weight at a time: half the peak memory
-        res = authors_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
-                           weights=(weight,), H=H, **grid)
+    for weight in grid.pop("weights", NONLINEAR_WEIGHTS):  # one adjacency weight at a time: half the peak memory
+        res = nonlinear_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
+                             weights=(weight,), H=H, **grid)
         H, layers = res.H, np.asarray(res.layer)
         out.update(keep({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post",
                           post, "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
@@ -347,7 +347,7 @@ the 18 datasets only."""
 def _grid_bytes(ctx: Context, variants, authors: bool, spectral: bool) -> int:
     """Bytes of the grid's stored beliefs: the authors' 160 configurations (echo off), 9 alphas per variant, 11 per
     spectral variant (312 for ``clp_mlp``, 9 for ``clp_paper``), each (n, K)."""
-    num_authors = len(AUTHORS_STARTS) * len(AUTHORS_ALPHAS) * len(AUTHORS_POSTS) * len(AUTHORS_WEIGHTS)
+    num_authors = len(NONLINEAR_STARTS) * len(NONLINEAR_ALPHAS) * len(NONLINEAR_POSTS) * len(NONLINEAR_WEIGHTS)
     num = (num_authors * bool(authors) + len(ALPHAS) * len(variants)
            + len(SPECTRAL_ALPHAS) * len(CLP_SPECTRAL_VARIANTS) * bool(spectral))
     n, k = ctx.prior.shape

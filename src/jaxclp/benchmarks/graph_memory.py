@@ -12,13 +12,13 @@ Three measurements, each in its OWN fresh subprocess (so that every peak is that
   :mod:`jaxclp.sparse`, counted with ``jax.debug.callback`` after ``jax.clear_caches()``) and times one
   product, one transposed product, ``norm_bounds`` and the solve.
 * ``build`` / ``build_old`` -- ``Graph.from_edge_index`` alone on the same input: the library's constructor and
-  a verbatim copy of the constructor before this change (``_old_from_edge_index`` below: int64/float64,
+  a verbatim copy of the previous constructor (``_old_from_edge_index`` below: int64/float64,
   ``np.lexsort``, ``np.maximum.at``, two more lexsorts for the symmetry test); time and peak RSS.
 
-Targets (issue 17): peak <= 60 B per directed edge at n = 1e6, m = 2e7, K = 8; ``from_edge_index`` >= 5x
+Targets: peak <= 60 B per directed edge at n = 1e6, m = 2e7, K = 8; ``from_edge_index`` >= 5x
 faster at m = 2e7; a solve costs its iterations plus at most two products.
 
-Usage: ``python -m jaxclp.benchmarks.lean [--quick] [--out DIR]`` (quick: n = 2e4, m = 4e5, seconds).
+Usage: ``python -m jaxclp.benchmarks.graph_memory [--quick] [--out DIR]`` (quick: n = 2e4, m = 4e5, seconds).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _peak(d: dict) -> float:
 # ------------------------------------------------------------------------------------ the old constructor
 def _old_from_edge_index(edge_index, num_nodes, *, weights=None, symmetrize=True, deduplicate=True,
                          self_loops="drop"):
-    """``Graph.from_edge_index`` as it was before issue 17 (validation trimmed to what this input needs)."""
+    """The previous ``Graph.from_edge_index`` (int64/float64, lexsorts; validation trimmed to what this input needs)."""
     import jax.numpy as jnp
 
     from jaxclp.graph import Graph
@@ -252,7 +252,7 @@ def worker_pipeline(path: Path, repeats: int) -> dict:
 
 
 def run_worker(path: Path, mode: str, repeats: int, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "jaxclp.benchmarks.lean", "--worker", str(path), "--mode", mode,
+    cmd = [sys.executable, "-m", "jaxclp.benchmarks.graph_memory", "--worker", str(path), "--mode", mode,
            "--repeats", str(repeats)]
     t0 = time.time()
     try:
@@ -304,7 +304,7 @@ def write_markdown(path: Path, payload: dict) -> None:
     s = payload["summary"]
     rows = payload["rows"]
     by = {r["mode"]: r for r in rows}
-    lines = ["# Lean graph construction and the transposed CSR (issue 17, item 1)", "",
+    lines = ["# Graph construction and one solve on one device: peak memory per edge and time", "",
              C.machine_header_md(payload["machine"]), "",
              f"Command: `{payload['command']}`. Load average at start {payload['loadavg_start'][0]:.2f}, at end "
              f"{payload['loadavg_end'][0]:.2f} (2 cores shared with other jobs: times are indicative, memory is "
@@ -374,7 +374,7 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict | None:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.lean", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.graph_memory", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     ap.add_argument("--skip-old", action="store_true", help="do not time the old constructor")
@@ -401,34 +401,34 @@ def main(argv=None, out=None) -> dict | None:
     load0 = list(os.getloadavg())
     od = C.out_dir(args.out)
     cfg = QUICK if args.quick else FULL
-    path = od / "_scratch" / ("lean_quick" if args.quick else "lean")
+    path = od / "_scratch" / ("graph_memory_quick" if args.quick else "graph_memory")
     n = args.n or cfg["n"]
     # generated in a subprocess: this parent stays small, so the workers' ru_maxrss (which Linux starts at
     # the parent's high-water mark at fork) is their own
-    gen = subprocess.run([sys.executable, "-m", "jaxclp.benchmarks.lean", "--generate", str(path), "--n", str(n)],
-                         capture_output=True, text=True)
+    gen = subprocess.run([sys.executable, "-m", "jaxclp.benchmarks.graph_memory", "--generate", str(path),
+                          "--n", str(n)], capture_output=True, text=True)
     if gen.returncode != 0:
-        raise RuntimeError(f"lean: generation failed: {gen.stderr[-600:]}")
+        raise RuntimeError(f"graph_memory: generation failed: {gen.stderr[-600:]}")
     meta = json.loads((path / "meta.json").read_text())
-    C.log(f"lean: n={meta['n']}, {meta['pairs']} pairs generated in {meta['gen_s']:.1f}s")
+    C.log(f"graph_memory: n={meta['n']}, {meta['pairs']} pairs generated in {meta['gen_s']:.1f}s")
     timeout = 300 if args.quick else 1800
     rows = []
     modes = ["pipeline", "build"] + ([] if args.skip_old else ["build_old"])
     for mode in modes:
         res = run_worker(path, mode, repeats=1 if args.quick else args.repeats, timeout=timeout)
         rows.append(res)
-        C.log(f"lean: {mode}: " + (res["error"] if "error" in res else
+        C.log(f"graph_memory: {mode}: " + (res["error"] if "error" in res else
                                    f"build {res['build_s']:.2f}s, peak {_peak(res['peak']):.0f} MiB"))
     for f in path.iterdir():
         f.unlink()
     path.rmdir()
-    cmd = "python -m jaxclp.benchmarks.lean" + (" --quick" if args.quick else "") + (
+    cmd = "python -m jaxclp.benchmarks.graph_memory" + (" --quick" if args.quick else "") + (
         " --skip-old" if args.skip_old else "") + (f" --n {args.n}" if args.n else "")
-    payload = {"benchmark": "lean", "quick": args.quick, "machine": C.machine_info(), "command": cmd,
+    payload = {"benchmark": "graph_memory", "quick": args.quick, "machine": C.machine_info(), "command": cmd,
                "n": meta["n"], "pairs": meta["pairs"], "K": K, "alpha": ALPHA, "loadavg_start": load0,
                "rows": rows, "summary": summarize(rows), "plots": []}
     payload["loadavg_end"] = list(os.getloadavg())
-    return C.write_results(od, "lean", payload, write_markdown, t0)
+    return C.write_results(od, "graph_memory", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Before/after timings of the performance fixes listed in ``SUMMARY.md`` (the numbers quoted there and in the
-README come from this script):
+"""Speed-ups of jaxclp's performance changes: each change timed against the code path it replaced (the numbers
+quoted in ``SUMMARY.md`` and the README come from this script):
 
 * ``norm_bounds`` and ``edge_values`` jitted: the eager functions (``__wrapped__``) vs the jitted ones.
 * GMRES: jax's default ``solve_method='batched'`` with ``maxiter=max_iters`` (what ``solve`` did before) vs
@@ -9,7 +9,8 @@ README come from this script):
 * The CLI's persistent XLA cache: ``jaxclp run`` in fresh processes, cache off / cold / warm.
 * Class-axis sharding over two forced host CPU devices (``shard_map``) vs one device, for one CLP step.
 
-Usage: ``python -m jaxclp.benchmarks.fixes [--quick] [--out DIR]`` (also ``python -m jaxclp.benchmarks.run fixes``).
+Usage: ``python -m jaxclp.benchmarks.speedups [--quick] [--out DIR]`` (also
+``python -m jaxclp.benchmarks.run speedups``).
 Data: ``$JAXCLP_DATA`` (default ``../shared/datasets``), read in place (``cache=False``).
 """
 
@@ -48,7 +49,7 @@ def bounds(cfg) -> list[dict]:
         tb, _ = C.time_call(before, repeats=cfg["repeats"])
         ta, _ = C.time_call(after, repeats=cfg["repeats"])
         rows.append({"what": name, "n": p.n, "m": p.m, "K": 5, "before_s": tb.median, "after_s": ta.median})
-        C.log(f"fixes: {name} n={p.n}: {tb.median * 1e3:.1f} -> {ta.median * 1e3:.1f} ms")
+        C.log(f"speedups: {name} n={p.n}: {tb.median * 1e3:.1f} -> {ta.median * 1e3:.1f} ms")
     return rows
 
 
@@ -103,7 +104,7 @@ def gmres(cfg) -> list[dict]:
         rows.append({"alpha": alpha, "alpha_rho_bound": alpha * float(jnp.max(sol.rho_bound)), "n": p.n, "m": p.m,
                      "K": 5, "before_s": t_old.median, "after_s": t_new.median, "bicgstab_solve_s": t_bi.median,
                      "max_abs_diff": float(jnp.max(jnp.abs(x_old - x_new)))})
-        C.log(f"fixes: gmres alpha={alpha}: {t_old.median * 1e3:.0f} -> {t_new.median * 1e3:.0f} ms "
+        C.log(f"speedups: gmres alpha={alpha}: {t_old.median * 1e3:.0f} -> {t_new.median * 1e3:.0f} ms "
               f"(jaxclp.solve bicgstab {t_bi.median * 1e3:.0f} ms)")
     return rows
 
@@ -128,7 +129,7 @@ def clp_fit(cfg) -> dict:
 
     t_after, _ = C.time_call(lambda: fit().beliefs_, repeats=cfg["repeats"])
     t_before, _ = C.time_call(lambda: fit().spectral_.rho, repeats=cfg["repeats"])
-    C.log(f"fixes: CLP.fit({ds.name}, prior): {t_before.median * 1e3:.0f} -> {t_after.median * 1e3:.0f} ms")
+    C.log(f"speedups: CLP.fit({ds.name}, prior): {t_before.median * 1e3:.0f} -> {t_after.median * 1e3:.0f} ms")
     return {"dataset": ds.name, "n": ds.num_nodes, "m": ds.graph.num_edges, "before_s": t_before.median,
             "after_s": t_after.median}
 
@@ -147,7 +148,7 @@ def xla_cache(cfg) -> dict:
             recs = [json.loads(x) for x in (Path(tmp) / f"out-{label}" / "results.jsonl").read_text().splitlines()]
             out[f"{label}_tests"] = sorted((r["run"], r["method"], r["test"]) for r in recs if r["type"] == "result")
     out["identical_results"] = out["off_tests"] == out["cold_tests"] == out["warm_tests"]
-    C.log(f"fixes: jaxclp run {cfg['cli_dataset']}: off {out['off_s']:.1f} s, cold {out['cold_s']:.1f} s, "
+    C.log(f"speedups: jaxclp run {cfg['cli_dataset']}: off {out['off_s']:.1f} s, cold {out['cold_s']:.1f} s, "
           f"warm {out['warm_s']:.1f} s; identical results: {out['identical_results']}")
     return out
 
@@ -184,14 +185,14 @@ def sharding(cfg) -> list[dict]:
                               cwd=REPO, env=env, check=True, capture_output=True, text=True)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         r = rows[-1]
-        C.log(f"fixes: step K={k}: 1 device {r['one_device_s'] * 1e3:.1f} ms, 2 host devices "
+        C.log(f"speedups: step K={k}: 1 device {r['one_device_s'] * 1e3:.1f} ms, 2 host devices "
               f"{r['sharded_2_s'] * 1e3:.1f} ms")
     return rows
 
 
 def write_markdown(path: Path, payload: dict) -> None:
     ms = lambda s: f"{s * 1e3:.1f}"  # noqa: E731
-    lines = ["# Before/after timings of the fixes (`python -m jaxclp.benchmarks.fixes`)", "",
+    lines = ["# Speed-ups: the replaced code path vs the current one (`python -m jaxclp.benchmarks.speedups`)", "",
              C.machine_header_md(payload["machine"]), "", "Milliseconds, median of the timed calls.", "",
              "## norm_bounds / edge_values: eager -> jitted", "",
              C.md_table(["what", "n", "m", "K", "eager", "jitted"],
@@ -220,17 +221,17 @@ def write_markdown(path: Path, payload: dict) -> None:
 
 
 def main(argv=None, out=None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.fixes", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m jaxclp.benchmarks.speedups", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=out)
     args = ap.parse_args(argv)
     od = C.out_dir(args.out)
     t0 = time.time()
     cfg = QUICK if args.quick else FULL
-    payload = {"benchmark": "fixes", "quick": args.quick, "machine": C.machine_info(), "config": cfg,
+    payload = {"benchmark": "speedups", "quick": args.quick, "machine": C.machine_info(), "config": cfg,
                "bounds": bounds(cfg), "gmres": gmres(cfg), "clp_fit": clp_fit(cfg), "xla_cache": xla_cache(cfg),
                "sharding": sharding(cfg)}
-    return C.write_results(od, "fixes", payload, write_markdown, t0)
+    return C.write_results(od, "speedups", payload, write_markdown, t0)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The authors' propagation (jaxclp.authors) vs a hand-written loop of their semantics, and the direction of H.
+"""The nonlinear step (jaxclp.nonlinear, the authors' code) vs a hand-written loop of its semantics, the deprecated
+``authors`` aliases, and the direction of H.
 
 The reference below is written from the published code's behaviour (zhiqiangzhongddu/TMLR-CLP,
 ``label_prop_heterophily.py``): per layer, messages over every edge s -> r with per-class weights
@@ -15,12 +16,12 @@ import jax.numpy as jnp
 import reference as ref
 import jaxclp
 from jaxclp import Graph, estimate_compatibility
-from jaxclp.authors import (AUTHORS_ALPHAS, STARTS, authors_grid, authors_propagate, authors_starts,
-                            authors_values)
+from jaxclp.nonlinear import (NONLINEAR_ALPHAS, STARTS, nonlinear_grid, nonlinear_propagate, nonlinear_starts,
+                              nonlinear_values)
 
 
 def ref_layers(edges, n, b0, H, start, alpha, num_layers, post, echo, weight):
-    """(L, n, K) every layer of the authors' step, edge by edge. ``edges``: list of (s, r) with weight 1."""
+    """(L, n, K) every layer of the nonlinear step, edge by edge. ``edges``: list of (s, r) with weight 1."""
     k = b0.shape[1]
     din = np.zeros(n)
     for s, r in edges:
@@ -75,12 +76,12 @@ def _problem(rng, n=12, k=3, directed=True):
 @pytest.mark.parametrize("post,echo,weight", [("clamp", False, "none"), ("softmax", True, "sym"),
                                               ("clamp", True, "none"), ("softmax", False, "sym")])
 @pytest.mark.parametrize("directed", [True, False])
-def test_authors_layers_match_reference_loop(rng, post, echo, weight, directed):
+def test_nonlinear_layers_match_reference_loop(rng, post, echo, weight, directed):
     g, edges, prior, labels, train, val = _problem(rng, directed=directed)
     n, k = prior.shape
     H, _ = estimate_compatibility(g, jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train))
     H = np.asarray(H)
-    starts = np.asarray(authors_starts(jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train)))
+    starts = np.asarray(nonlinear_starts(jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train)))
     b0 = starts[1]
     # the starts, by hand
     y = np.zeros((n, k))
@@ -90,29 +91,29 @@ def test_authors_layers_match_reference_loop(rng, post, echo, weight, directed):
     np.testing.assert_array_equal(starts[2], y)
     np.testing.assert_array_equal(starts[3], np.where(train[:, None], prior, 0.0))
     for si, alpha in ((0, 0.3), (2, 1.0), (3, 0.7)):
-        got = authors_propagate(g, jnp.asarray(b0), jnp.asarray(H), jnp.asarray(starts[si]), alpha=alpha,
+        got = nonlinear_propagate(g, jnp.asarray(b0), jnp.asarray(H), jnp.asarray(starts[si]), alpha=alpha,
                                 num_layers=6, post=post, echo=echo, weight=weight)
         want = ref_layers(edges, n, b0, H, starts[si], alpha, 6, post, echo, weight)
         assert got.shape == (6, n, k)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-13)
 
 
-def test_authors_sym_weight_is_edge_values_sym_on_undirected(rng):
+def test_nonlinear_sym_weight_is_edge_values_sym_on_undirected(rng):
     g, *_ = _problem(rng, directed=False)
-    np.testing.assert_allclose(np.asarray(authors_values(g, "sym")), np.asarray(jaxclp.edge_values(g, "sym")),
+    np.testing.assert_allclose(np.asarray(nonlinear_values(g, "sym")), np.asarray(jaxclp.edge_values(g, "sym")),
                                rtol=1e-14)
 
 
 @pytest.mark.cpu_bitwise
-def test_authors_grid_selects_best_validation_layer(rng):
+def test_nonlinear_grid_selects_best_validation_layer(rng):
     g, edges, prior, labels, train, val = _problem(rng, n=15, k=3)
     n, k = prior.shape
     vis = np.where(train | val, labels, -1).astype(np.int32)
-    res = authors_grid(g, jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train), jnp.asarray(val),
+    res = nonlinear_grid(g, jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train), jnp.asarray(val),
                        alphas=(0.4, 1.0), num_layers=5)
     assert len(res.configs) == 2 * len(STARTS) * 2 * 2 * 2 == res.beliefs.shape[0]
     H = np.asarray(res.H)
-    starts = np.asarray(authors_starts(jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train)))
+    starts = np.asarray(nonlinear_starts(jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train)))
     for c, (start, alpha, post, echo, weight) in enumerate(res.configs):
         layers = ref_layers(edges, n, starts[1], H, starts[STARTS.index(start)], alpha, 5, post, echo, weight)
         acc = np.array([(lay.argmax(1) == labels)[val].mean() for lay in layers])
@@ -123,30 +124,30 @@ def test_authors_grid_selects_best_validation_layer(rng):
     # test labels never enter: scrambling the labels outside train|val changes nothing
     scrambled = np.where(train | val, labels, (labels + 1) % k).astype(np.int32)
     with pytest.raises(ValueError, match="val_mask"):
-        authors_grid(g, jnp.asarray(prior), jnp.asarray(np.where(train, labels, -1).astype(np.int32)),
+        nonlinear_grid(g, jnp.asarray(prior), jnp.asarray(np.where(train, labels, -1).astype(np.int32)),
                      jnp.asarray(train), jnp.asarray(val), alphas=(0.4,), num_layers=2)
-    res2 = authors_grid(g, jnp.asarray(prior), jnp.asarray(np.where(train | val, scrambled, -1)),
+    res2 = nonlinear_grid(g, jnp.asarray(prior), jnp.asarray(np.where(train | val, scrambled, -1)),
                         jnp.asarray(train), jnp.asarray(val), alphas=(0.4, 1.0), num_layers=5)
     np.testing.assert_array_equal(np.asarray(res2.beliefs), np.asarray(res.beliefs))
 
 
-def test_authors_rejects_bad_input(rng):
+def test_nonlinear_rejects_bad_input(rng):
     g, edges, prior, labels, train, val = _problem(rng)
     b0 = jnp.asarray(prior)
     H = jnp.eye(3) * 0.5 + 0.5 / 3
     with pytest.raises(ValueError, match="alpha"):
-        authors_propagate(g, b0, H, b0, alpha=1.5)
+        nonlinear_propagate(g, b0, H, b0, alpha=1.5)
     with pytest.raises(ValueError, match="alpha"):
-        authors_propagate(g, b0, H, b0, alpha=0.0)
+        nonlinear_propagate(g, b0, H, b0, alpha=0.0)
     with pytest.raises(ValueError, match="post"):
-        authors_propagate(g, b0, H, b0, alpha=0.5, post="relu")
+        nonlinear_propagate(g, b0, H, b0, alpha=0.5, post="relu")
     with pytest.raises(ValueError, match="weight"):
-        authors_propagate(g, b0, H, b0, alpha=0.5, weight="row")
+        nonlinear_propagate(g, b0, H, b0, alpha=0.5, weight="row")
     with pytest.raises(ValueError, match="num_layers"):
-        authors_propagate(g, b0, H, b0, alpha=0.5, num_layers=0)
+        nonlinear_propagate(g, b0, H, b0, alpha=0.5, num_layers=0)
     with pytest.raises(ValueError, match="starts"):
-        authors_grid(g, b0, jnp.asarray(labels), jnp.asarray(train), jnp.asarray(val), starts=("zeros",))
-    assert AUTHORS_ALPHAS == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+        nonlinear_grid(g, b0, jnp.asarray(labels), jnp.asarray(train), jnp.asarray(val), starts=("zeros",))
+    assert NONLINEAR_ALPHAS == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 # ------------------------------------------------------------------ direction of the compatibility estimate
@@ -190,14 +191,14 @@ def test_compatibility_counts_sender_by_receiver(rng, directed):
         np.testing.assert_allclose(counts, transposed, atol=1e-12)
 
 
-def test_authors_grid_roc_auc_layer_scores(rng):
+def test_nonlinear_grid_roc_auc_layer_scores(rng):
     """Binary graphs (Twitch) pick the layer on validation ROC-AUC: the scan's scores equal the metric."""
     g, edges, prior, labels, train, val = _problem(rng, n=16, k=2)
     vis = np.where(train | val, labels, -1).astype(np.int32)
-    res = authors_grid(g, jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train), jnp.asarray(val),
+    res = nonlinear_grid(g, jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train), jnp.asarray(val),
                        alphas=(0.5,), starts=("b0",), posts=("clamp",), echo=(False,), weights=("none",),
                        num_layers=4, metric="roc_auc")
-    starts = np.asarray(authors_starts(jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train)))
+    starts = np.asarray(nonlinear_starts(jnp.asarray(prior), jnp.asarray(vis), jnp.asarray(train)))
     layers = ref_layers(edges, 16, starts[1], np.asarray(res.H), starts[1], 0.5, 4, "clamp", False, "none")
     want = []
     for lay in layers:  # AUC by pair counting over validation nodes (ties one half)
@@ -208,20 +209,20 @@ def test_authors_grid_roc_auc_layer_scores(rng):
 
 
 @pytest.mark.cpu_bitwise
-def test_authors_grid_chunks_give_the_same_grid(rng, monkeypatch):
+def test_nonlinear_grid_chunks_give_the_same_grid(rng, monkeypatch):
     """Configurations run in vmapped chunks when a chunk of all of them would pass GRID_CHUNK_BYTES (a large
     graph): forced to chunks of 3 of the 16 per kernel (the last one short), the grid is the same up to rounding
-    (the same layers chosen); and the runner's method_clp_authors, one adjacency weight per call (half the peak memory), returns the same
-    candidates as one call with both weights."""
-    import jaxclp.authors as A
+    (the same layers chosen); and the runner's method_clp_authors, one adjacency weight per call (half the peak
+    memory), returns the same candidates as one call with both weights."""
+    import jaxclp.nonlinear as A
     from jaxclp.experiments import methods as M
 
     g, edges, prior, labels, train, val = _problem(rng, n=15, k=3)
     vis = jnp.asarray(np.where(train | val, labels, -1).astype(np.int32))
     args = (g, jnp.asarray(prior), vis, jnp.asarray(train), jnp.asarray(val))
-    whole = authors_grid(*args, alphas=(0.4, 1.0), num_layers=5)
+    whole = nonlinear_grid(*args, alphas=(0.4, 1.0), num_layers=5)
     monkeypatch.setattr(A, "GRID_CHUNK_BYTES", 3 * 8 * 15 * 3 * 8)  # 3 configurations of (15, 3) float64
-    chunked = authors_grid(*args, alphas=(0.4, 1.0), num_layers=5)
+    chunked = nonlinear_grid(*args, alphas=(0.4, 1.0), num_layers=5)
     assert chunked.configs == whole.configs  # a vmapped batch of another size: equal up to rounding (1 ulp seen)
     for f in ("layer", "H"):
         np.testing.assert_array_equal(np.asarray(getattr(chunked, f)), np.asarray(getattr(whole, f)))
@@ -232,10 +233,83 @@ def test_authors_grid_chunks_give_the_same_grid(rng, monkeypatch):
                     num_classes=3, metric="accuracy", key=None, priors={1: jnp.asarray(prior)}, mlp_depth=1)
     got = M.method_clp_authors(ctx, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
     monkeypatch.setattr(A, "GRID_CHUNK_BYTES", 1 << 30)
-    res = authors_grid(*args, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
+    res = nonlinear_grid(*args, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
     assert len(got) == len(res.configs) == 2 * len(STARTS) * 2 * 2
     for i, (key, b) in enumerate(got.items()):
         start, a, post, echo, w = res.configs[i]
         assert key == ("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
                        "echo", echo, "layer", int(res.layer[i]))
         np.testing.assert_array_equal(np.asarray(b), np.asarray(res.beliefs[i]))
+
+
+# ------------------------------------------------------------------ the deprecated "authors" names
+RENAMED_TOP_LEVEL = {"authors_grid": "nonlinear_grid", "authors_propagate": "nonlinear_propagate",
+                     "authors_starts": "nonlinear_starts", "AuthorsResult": "NonlinearResult"}
+RENAMED_IN_MODULE = RENAMED_TOP_LEVEL | {"authors_values": "nonlinear_values", "AUTHORS_ALPHAS": "NONLINEAR_ALPHAS"}
+
+
+@pytest.mark.parametrize("old,new", sorted(RENAMED_TOP_LEVEL.items()))
+def test_deprecated_top_level_names_warn_and_are_the_new_objects(old, new):
+    assert old not in jaxclp.__all__ and new in jaxclp.__all__
+    with pytest.warns(DeprecationWarning, match=rf"jaxclp\.{old} is deprecated .* use jaxclp\.{new}") as seen:
+        got = getattr(jaxclp, old)
+    assert got is getattr(jaxclp, new)
+    assert seen[0].filename == __file__  # attributed to the caller
+    with pytest.warns(DeprecationWarning, match=rf"use jaxclp\.{new}"):
+        exec(f"from jaxclp import {old} as imported", namespace := {})
+    assert namespace["imported"] is getattr(jaxclp, new)
+    with pytest.raises(AttributeError, match="no attribute 'authors_nothing'"):
+        jaxclp.authors_nothing
+
+
+def test_deprecated_module_warns_and_reexports_the_new_names(monkeypatch):
+    import importlib
+    import sys
+    import warnings
+
+    import jaxclp.nonlinear as nonlinear
+
+    # imported afresh (and dropped again after); not hasattr(jaxclp, "authors"), which would import it
+    monkeypatch.delitem(sys.modules, "jaxclp.authors", raising=False)
+    monkeypatch.delitem(vars(jaxclp), "authors", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"module jaxclp\.authors is deprecated .* use jaxclp\.nonlinear"):
+        authors = importlib.import_module("jaxclp.authors")
+    monkeypatch.delitem(sys.modules, "jaxclp.authors")
+    monkeypatch.delitem(vars(jaxclp), "authors")
+    with pytest.warns(DeprecationWarning, match=r"module jaxclp\.authors is deprecated"):
+        assert jaxclp.authors.__name__ == "jaxclp.authors"  # the package attribute imports it
+    for old, new in RENAMED_IN_MODULE.items():
+        with pytest.warns(DeprecationWarning, match=rf"jaxclp\.authors\.{old} is deprecated .* "
+                                                    rf"use jaxclp\.nonlinear\.{new}"):
+            assert getattr(authors, old) is getattr(nonlinear, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names and the unchanged ones (STARTS, ...) do not warn
+        for name in authors.__all__:
+            assert getattr(authors, name) is getattr(nonlinear, name)
+    with pytest.raises(AttributeError):
+        authors.nonlinear_nothing
+
+
+def test_deprecated_clp_authors_argument_maps_to_nonlinear(rng):
+    g, edges, prior, labels, train, val = _problem(rng)
+    options = {"alphas": (0.5, 1.0), "num_layers": 3}
+    with pytest.warns(DeprecationWarning, match=r"CLP\(authors=\.\.\.\) is deprecated .* CLP\(nonlinear=\.\.\.\)") \
+            as seen:
+        old = jaxclp.CLP(prior=prior, alphas=(0.5,), authors=options)
+    assert seen[0].filename == __file__
+    new = jaxclp.CLP(prior=prior, alphas=(0.5,), nonlinear=options)
+    assert old.nonlinear == new.nonlinear == options
+    old.fit(g, None, labels, train, val)
+    new.fit(g, None, labels, train, val)
+    assert old.val_scores_ == new.val_scores_ and any(k[0] == "nonlinear" for k in old.val_scores_)
+    assert (old.method_, old.normalization_, old.nonlinear_) == (new.method_, new.normalization_, new.nonlinear_)
+    np.testing.assert_array_equal(np.asarray(old.beliefs_), np.asarray(new.beliefs_))
+    with pytest.warns(DeprecationWarning):
+        assert jaxclp.CLP(authors=True).nonlinear is True
+    with pytest.warns(DeprecationWarning):
+        assert jaxclp.CLP(authors=False).nonlinear is False
+    assert jaxclp.CLP().nonlinear is False
+    for both in ({"nonlinear": True, "authors": True}, {"nonlinear": False, "authors": True},
+                 {"nonlinear": True, "authors": False}):
+        with pytest.raises(ValueError, match="pass nonlinear or its deprecated name authors, not both"):
+            jaxclp.CLP(**both)
