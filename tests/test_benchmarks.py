@@ -392,3 +392,28 @@ def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
         (w, p) for p in ("xla", "segment", "cusparse") for w in ("norm_bounds", "solve(alpha=0.9, tol=1e-6)")]
     assert os.environ["JAXCLP_GPU_SPMM"] == "xla"
     assert "| norm_bounds | segment |" in (tmp_path / "gpu_spmm.md").read_text()
+
+
+def test_large_validation_crossfit_on_a_small_arxiv_shaped_graph(tmp_path, monkeypatch):
+    """The cross-fit of clp's large-validation step (made active on a small graph): the step only ever moves the
+    choice to a higher validation score, each fold scores the other half, and the adoption flag follows the
+    held-out means."""
+    import jaxclp.selection as S
+    from jaxclp.benchmarks import large_validation as LV
+    from jaxclp.benchmarks.large_graph import build
+
+    monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
+    monkeypatch.setattr(S, "MARGIN_SE", 0.0)
+    build(tmp_path, scale=0.004)
+    out = LV.crossfit(tmp_path, ["mlp", "link"])
+    assert out["whole"]["prior_first_large"]["val"] >= out["whole"]["prior_first"]["val"]
+    for row in out["folds"]:
+        assert row["choose_on"] + row["score_on"] == out["num_val"]
+        for rule in ("prior_first", "prior_first_large"):
+            assert 0.0 <= row[rule]["held_out"] <= 1.0
+        assert row["prior_first_large"]["val"] >= row["prior_first"]["val"]
+    m = out["held_out_mean"]
+    assert out["adopted"] == (m["prior_first_large"] >= m["prior_first"])
+    from jaxclp.benchmarks import _common as C
+
+    assert "adopted" in LV.markdown({"command": "c", "machine": C.machine_info(), **out})

@@ -503,6 +503,41 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     spent = M.dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})
     assert list(M.method_clp_prior(spent, **small).references) == ["link"] and fitted == ["link"]
     assert M.method_clp_prior(spent, **small).skipped == ["gcn"] and fitted == ["link"]
+    # the MLP prior's own fit (ctx.mlp_fit_seconds: 8 s for its 1 unit) sets the unit, not LINK's 1 s for 0.5:
+    # at t = 1 linkx's 2 x 8 = 16 s fit the 19.5 s left, at t = 5 gcn's 8 s fit, at t = 7 h2gcn's 16 s do not
+    # (with LINK's unit of 2 s they would)
+    fitted.clear()
+    clock["t"] = 0.0
+    slow_mlp = M.dataclasses.replace(ctx, time_limit=20.5, mlp_fit_seconds=8.0, cache={})
+    cands = M.method_clp_prior(slow_mlp, priors=names, **small)
+    assert fitted == ["link", "linkx", "gcn"] and cands.skipped == ["h2gcn", "gcn_tuned", "sage_tuned"]
+
+
+def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(monkeypatch):
+    """With the large-validation step on, select_prior_first computes CLP's grid on the other predictors only
+    while the chosen one's grid time fits before the split's deadline; a left-out one is named ("clp on NAME")."""
+    import jaxclp.selection as S
+
+    g, x, y, tm, vm = _tiny()
+    ctx = _context(g, x, y, tm, vm)
+    monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
+    clock = {"t": 0.0}
+    real = M.method_clp
+
+    def timed(*args, **kwargs):  # every prior's grid takes 10 s
+        clock["t"] += 10.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(M, "method_clp", timed)
+    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+    small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
+    for limit, left_out in ((15.0, 1), (25.0, 0)):  # the chosen grid ends at t = 10; the other's would at 20
+        clock["t"] = 0.0
+        c = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=limit, cache={}), priors=("mlp", "link"),
+                               **small)
+        c.rule(c, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric)
+        assert len([s for s in c.skipped if s.startswith("clp on ")]) == left_out
+        assert len(c.pending) == left_out  # the left-out grid was never computed
 
 
 def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_order(monkeypatch):

@@ -38,6 +38,70 @@ def test_prior_first_reads_only_the_chosen_predictors_candidates_and_keeps_it_un
         S.prior_first([0.5], lambda i: [np.nan], keep_prior=False)
 
 
+def test_switch_margin_is_three_standard_errors_of_two_accuracies():
+    # sqrt((0.75 * 0.25 + 0.87 * 0.13) / 24000) = 0.0035391...; x 3
+    assert S.switch_margin(0.75, 0.87, 24000) == pytest.approx(3 * np.sqrt((0.1875 + 0.1131) / 24000), rel=1e-12)
+    assert S.switch_margin(0.75, 0.87, 24000) == pytest.approx(0.010617, abs=1e-6)
+    assert S.switch_margin(1.0, 0.0, 10) == 0.0
+
+
+def test_prior_first_on_a_large_validation_set_takes_another_predictors_clearly_better_propagation():
+    asked = []
+    grid = {0: [0.70, 0.87], 1: [0.74, 0.75], 2: [0.751, 0.755]}
+
+    def cands(i):
+        asked.append(i)
+        return grid[i]
+
+    n = S.LARGE_VALIDATION
+    # prior-first takes predictor 1 (0.71 alone) and its CLP (0.75); predictor 0's best propagation (0.87) beats
+    # it by far more than the margin (0.03 at n = 5000); predictor 2's 0.755 is within it
+    c = S.prior_first([0.65, 0.71, 0.70], cands, num_val=n)
+    assert asked == [1, 0, 2] and c == S.Choice(0, 1, 0.87, 0.65)
+    # below LARGE_VALIDATION, or for ROC-AUC, or without num_val: prior-first alone, only the chosen grid read
+    for kw in ({"num_val": n - 1}, {"num_val": n, "metric": "roc_auc"}, {}):
+        asked.clear()
+        assert S.prior_first([0.65, 0.71, 0.70], cands, **kw) == S.Choice(1, 1, 0.75, 0.71) and asked == [1]
+    # a gap inside the margin keeps the prior-first choice
+    grid[0] = [0.76]
+    assert S.prior_first([0.65, 0.71, 0.70], cands, num_val=n) == S.Choice(1, 1, 0.75, 0.71)
+    # the margin shrinks with n: 0.76 vs 0.75 clears 3 standard errors at 1e6 nodes (0.0018)
+    assert S.prior_first([0.65, 0.71, 0.70], cands, num_val=10**6) == S.Choice(0, 0, 0.76, 0.65)
+    # several clear it: the highest; a single given prior (keep_prior False) has no other predictor
+    grid[2] = [0.80]
+    assert S.prior_first([0.65, 0.71, 0.70], cands, num_val=10**6) == S.Choice(2, 0, 0.80, 0.70)
+    assert S.prior_first([0.71], lambda i: [0.75], keep_prior=False, num_val=10**6) == S.Choice(0, 0, 0.75, 0.71)
+
+
+def test_the_runners_rule_maps_a_switch_to_the_other_predictors_candidate_key(monkeypatch):
+    """methods.select_prior_first: with the large-validation step, the key returned is that of the other predictor's
+    best CLP candidate (its pending grid computed), and without it that grid is never computed."""
+    y, vm = np.zeros(10, int), np.ones(10, bool)
+
+    def scoring(m):  # (10, 2) beliefs with accuracy m / 10 (class 0 on the first m nodes)
+        b = np.zeros((10, 2), np.float32)
+        b[:m, 0], b[m:, 1] = 1.0, 1.0
+        return b
+
+    def cands():
+        return M.Candidates({("base_prior", "mlp", "alpha", 0.0): scoring(6), ("base_prior", "link", "alpha", 0.0):
+                             scoring(7)}, references={"mlp": scoring(6), "link": scoring(7)},
+                            rule=M.select_prior_first,
+                            pending={("base_prior", "mlp"): lambda: {("alpha", 0.5): scoring(9), ("alpha", 0.9):
+                                                                     scoring(8)},
+                                     ("base_prior", "link"): lambda: {("alpha", 0.5): scoring(7), ("alpha", 0.9):
+                                                                      scoring(8)}})
+
+    c = cands()
+    assert M.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "link", "alpha", 0.9), pytest.approx(0.8))
+    assert ("base_prior", "mlp") in c.pending  # the unchosen grid was never computed
+    monkeypatch.setattr(S, "LARGE_VALIDATION", 10)
+    monkeypatch.setattr(S, "MARGIN_SE", 0.0)
+    c = cands()
+    assert M.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "mlp", "alpha", 0.5), pytest.approx(0.9))
+    assert not c.pending
+
+
 def test_validation_scores_are_the_metric_on_validation_nodes():
     y = np.array([0, 1, 1, 0, -1])
     vm = np.array([True, True, True, False, False])
@@ -48,10 +112,15 @@ def test_validation_scores_are_the_metric_on_validation_nodes():
     np.testing.assert_allclose(S.validation_scores("roc_auc", [b], y, vm), [1.0])
 
 
-@pytest.mark.parametrize("h, seed, epochs", [(0.1, 0, 30), (0.9, 2, 3), (0.05, 1, 3)])
-def test_the_estimator_and_the_runner_choose_the_same(h, seed, epochs):
+@pytest.mark.parametrize("h, seed, epochs, large", [(0.1, 0, 30, False), (0.9, 2, 3, False), (0.05, 1, 3, False),
+                                                    (0.3, 3, 3, True)])
+def test_the_estimator_and_the_runner_choose_the_same(h, seed, epochs, large, monkeypatch):
     """By construction: on the same priors and CLP grid, jaxclp.CLP(prior=[...]) and the runner's clp make the same
-    choice (predictor, whether to propagate, alpha) and return the same beliefs."""
+    choice (predictor, whether to propagate, alpha) and return the same beliefs (``large``: with the
+    large-validation step on, every predictor's grid read)."""
+    if large:  # every validation set is "large" and any higher score switches: the path where grids are re-read
+        monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
+        monkeypatch.setattr(S, "MARGIN_SE", 0.0)
     ds = jaxclp.datasets.synthetic(h, 4, num_classes=3, nodes_per_class=40, seed=seed)
     sp = runner.get_splits(ds, "medium", 1, seed)
     feats, _ = runner.node_features(ds)

@@ -147,8 +147,10 @@ class CLP:
             selection``): every prior is fitted (same key), the one with the best validation score alone is kept
             (the first on ties), CLP's grid runs on it, and its best configuration is kept only if it scores
             higher on validation than that prior alone; otherwise the prediction is the prior (``alpha_ = 0.0``,
-            ``propagated_ = False``). A single prior is always propagated. The choice is
-            :func:`jaxclp.selection.prior_first`, the function the runner's ``clp`` calls.
+            ``propagated_ = False``). On a large validation set (:data:`jaxclp.selection.LARGE_VALIDATION`
+            nodes, accuracy) CLP's grid also runs on the other priors, and one of them replaces the choice where
+            its best configuration is better by a clear margin. A single prior is always propagated. The choice
+            is :func:`jaxclp.selection.prior_first`, the function the runner's ``clp`` calls.
         time_limit: seconds the fit of a list of priors may spend on them (None: no limit): they are fitted in
             the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
@@ -357,11 +359,12 @@ class CLP:
         self.prior_val_scores_ = [(f.name, float(s)) for f, s in zip(fits, prior_scores)]
         grids = {}
 
-        def candidate_scores(i):  # CLP's candidates on the chosen prior only (jaxclp.selection.prior_first)
+        def candidate_scores(i):  # CLP's candidates on a prior the rule reads (jaxclp.selection.prior_first)
             grids[i] = self._candidates(graph, jnp.asarray(fits[i].prior), y, tm, vm)
             return [c[0] for c in grids[i]]
 
-        choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None)
+        choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None, num_val=int(vm.sum()),
+                             metric=self.metric)
         self.prior_index_ = choice.prior
         fitted = fits[self.prior_index_]
         self.prior_fit_ = fitted

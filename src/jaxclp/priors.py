@@ -479,8 +479,11 @@ class PriorBudget:
     cost fits the time left.
 
     A predictor is fitted while ``PRIOR_COST[name] * unit`` is at most the time left, ``unit`` being the largest
-    seconds per cost unit measured so far (:meth:`spent`); the first predictor is always fitted, so a choice
-    exists. Used by :class:`jaxclp.CLP` (``time_limit=``) and the runner's ``clp`` (``--time-limit``).
+    seconds per cost unit measured so far (:meth:`spent`; the runner's ``clp`` counts its MLP prior's fit, made
+    before, so that a cheap first fit such as LINK's does not set the unit alone: on the arxiv-shaped graph of
+    ``benchmarks/large_graph.py`` LINK's fit made GCN look several times cheaper than it was); the first
+    predictor is always fitted, so a choice exists. Used by :class:`jaxclp.CLP` (``time_limit=``) and the
+    runner's ``clp`` (``--time-limit``).
 
     Args:
         time_limit: seconds from construction; None: no limit.

@@ -10,7 +10,11 @@ made here, from validation scores only:
   candidates on that predictor, and the predictor itself (CLP at alpha = 0) unless one of them scores strictly
   higher. Chosen over the joint maximum by 2-fold cross-fitting on validation nodes (``jaxclp reproduce
   selection``): with 20-500 validation nodes the best of ~2000 joint candidates is an optimistic pick that
-  held-out validation nodes do not confirm.
+  held-out validation nodes do not confirm. On a large validation set (at least :data:`LARGE_VALIDATION` nodes,
+  accuracy) that reason is gone, and one more step applies: CLP's candidates on every other predictor are scored
+  too, and the best of them replaces the prior-first choice where it scores higher by more than
+  :data:`MARGIN_SE` standard errors (:func:`switch_margin`). A predictor that is weak alone can be the best one to
+  propagate (an MLP that sees no edges, beside LINK that does; ``benchmarks/results/large_graph.md``).
 
 Test labels never enter: callers pass labels with the test nodes removed (-1) and the validation mask.
 """
@@ -25,7 +29,8 @@ import numpy as np
 
 from jaxclp.metrics import evaluate
 
-__all__ = ["Choice", "first_best", "prior_first", "validation_scores"]
+__all__ = ["Choice", "LARGE_VALIDATION", "MARGIN_SE", "first_best", "prior_first", "switch_margin",
+           "validation_scores"]
 
 
 class Choice(NamedTuple):
@@ -84,16 +89,42 @@ def first_best(scores: Sequence[float]) -> tuple[int | None, float]:
     return best, best_score
 
 
+LARGE_VALIDATION = 5000
+"""Validation nodes from which :func:`prior_first` also propagates the predictors it did not choose (accuracy only).
+The cross-fitted comparison that chose the prior-first rule had 20-500 validation nodes (``results/selection``); at
+5000 an accuracy's standard error is at most 0.71 points, so a gap of several points between two predictors'
+best propagations is not selection noise. No graph of the paper's tables reaches it on its medium split (the
+largest, deezer-europe: 2,854), so their records are unchanged."""
+
+MARGIN_SE = 3.0
+"""How many standard errors (:func:`switch_margin`) another predictor's best CLP candidate must beat the
+prior-first choice by on a large validation set to replace it."""
+
+
+def switch_margin(a: float, b: float, num_val: int) -> float:
+    """``MARGIN_SE`` standard errors of the difference of two accuracies ``a`` and ``b`` on ``num_val`` nodes,
+    counted as if independent (``sqrt((a (1 - a) + b (1 - b)) / num_val)``; the same nodes make the paired
+    difference's error smaller, so the margin is conservative)."""
+    var = max(a * (1.0 - a), 0.0) + max(b * (1.0 - b), 0.0)
+    return MARGIN_SE * float(np.sqrt(var / max(int(num_val), 1)))
+
+
 def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int], Sequence[float]],
-                keep_prior: bool = True) -> Choice:
-    """CLP's rule: the best base predictor alone first, then CLP on it only where it scores strictly higher.
+                keep_prior: bool = True, *, num_val: int | None = None, metric: str = "accuracy") -> Choice:
+    """CLP's rule: the best base predictor alone first, then CLP on it only where it scores strictly higher; on a
+    large validation set, another predictor's propagation where it is clearly better.
 
     Args:
         prior_scores: (P,) validation scores of the base predictors alone, in their order.
-        candidate_scores: ``i -> (C_i,)`` validation scores of CLP's candidates on predictor ``i``; called once,
-            for the chosen predictor only (so only its candidates need computing).
+        candidate_scores: ``i -> (C_i,)`` validation scores of CLP's candidates on predictor ``i``; called for
+            the chosen predictor (so only its candidates need computing), and, with ``num_val`` at least
+            :data:`LARGE_VALIDATION` and ``metric`` accuracy, once for each other predictor with a finite score,
+            in their order.
         keep_prior: whether the predictor alone competes (False: a single given prior, CLP always propagates; its
             best candidate is chosen whatever its score against the prior).
+        num_val: the number of validation nodes the scores were computed on (None: the prior-first choice only).
+        metric: the scores' metric; the large-validation step applies to ``"accuracy"`` only (no standard error
+            of a ROC-AUC is assumed).
 
     Returns:
         :class:`Choice`.
@@ -109,7 +140,18 @@ def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int],
         i = 0
     j, s_best = first_best(candidate_scores(i))
     if keep_prior and (j is None or not s_best > s_prior):
-        return Choice(i, None, s_prior, s_prior)
-    if j is None:
+        choice = Choice(i, None, s_prior, s_prior)
+    elif j is None:
         raise ValueError("no candidate has a finite validation score")
-    return Choice(i, j, s_best, s_prior)
+    else:
+        choice = Choice(i, j, s_best, s_prior)
+    if not (keep_prior and metric == "accuracy" and num_val is not None and int(num_val) >= LARGE_VALIDATION):
+        return choice
+    best = choice
+    for p, s_p in enumerate(np.asarray(prior_scores, dtype=np.float64).ravel()):
+        if p == i or not np.isfinite(s_p):
+            continue
+        q, s_q = first_best(candidate_scores(p))
+        if q is not None and s_q > choice.score + switch_margin(choice.score, s_q, num_val) and s_q > best.score:
+            best = Choice(p, q, s_q, float(s_p))
+    return best

@@ -81,6 +81,9 @@ class Context:
             named in the record's ``skipped``. The runner passes what remains of the user's limit after the
             split's share of the MLP priors (whose depths take at most half of it,
             :data:`jaxclp.experiments.runner.MLP_TIME_SHARE`). None: no limit.
+        mlp_fit_seconds: seconds of one MLP prior fit on this split (the runner's mean over the depths it
+            fitted, compilation included; 0 where unknown): under ``time_limit`` the first measurement of a
+            base predictor's cost on this graph (:class:`jaxclp.priors.PriorBudget`).
     """
 
     graph: jaxclp.Graph
@@ -96,6 +99,7 @@ class Context:
     train_cfg: jaxclp.TrainConfig | None = None
     base_priors: tuple | None = None
     time_limit: float | None = None
+    mlp_fit_seconds: float = 0.0
     cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -109,8 +113,15 @@ class Candidates(dict):
     but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
 
     def __init__(self, *args, references: dict | None = None, rule: Callable | None = None,
-                 pending: dict | None = None, skipped: Sequence[str] = (), **kwargs):
+                 pending: dict | None = None, skipped: Sequence[str] = (), deadline: float | None = None,
+                 decide: Callable | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.deadline = deadline
+        """A :func:`time.perf_counter` time (the split's ``time_limit``) past which a rule computes no further
+        pending group it can do without (e.g. :func:`select_prior_first`'s other predictors); None: no limit."""
+        self.decide = decide
+        """``decide(key, compute_skips) -> skips``: what the first split of a graph decided for ``key`` (else
+        ``compute_skips()``, remembered), so that later splits leave out the same (:func:`fit_base_priors`)."""
         self.skipped = list(skipped)
         """Names of the base predictors left out because :attr:`Context.time_limit` ran out (the record's
         ``skipped``)."""
@@ -184,26 +195,50 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
 
     Chosen over the joint maximum of revision 1 by 2-fold cross-fitting on validation nodes only
     (``jaxclp reproduce selection``, ``results/selection/summary.md``): with 20-500 validation nodes the best of
-    ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm.
+    ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm. On a large
+    validation set (:data:`jaxclp.selection.LARGE_VALIDATION` nodes, accuracy) the other predictors' grids are
+    computed too and one of them replaces the choice where it is better by a clear margin
+    (:func:`jaxclp.selection.prior_first`).
     """
     y = _validation_labels(labels_visible, val_mask)
     names = list(cands.references)
-    on_prior = {}
+    on_prior, seconds = {}, []
+    deadline = getattr(cands, "deadline", None)
 
     def candidate_scores(i):
         name = names[i]
         alone = ("base_prior", name, "alpha", 0.0)
-        if isinstance(cands, Candidates):
+        if isinstance(cands, Candidates) and ("base_prior", name) in cands.pending:
+            if seconds and deadline is not None and _skip_other(cands, name, seconds[0], deadline):
+                on_prior[i] = []
+                return []
             status(f"CLP candidates on {name}")
-            cands.expand(("base_prior", name))  # only the chosen predictor's CLP grid is ever read
-        on_prior.update({k: v for k, v in cands.items() if k[:2] == ("base_prior", name) and k != alone})
-        return validation_scores(metric, list(on_prior.values()), y, jnp.asarray(val_mask))
+            t0 = time.perf_counter()
+            cands.expand(("base_prior", name))  # only the grids the rule reads are computed
+            seconds.append(time.perf_counter() - t0)
+        on_prior[i] = [k for k in cands if k[:2] == ("base_prior", name) and k != alone]
+        return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jnp.asarray(val_mask))
 
     choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
-                         candidate_scores)
+                         candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric)
     if not choice.propagated:
         return ("base_prior", names[choice.prior], "alpha", 0.0), choice.score
-    return list(on_prior)[choice.candidate], choice.score
+    return on_prior[choice.prior][choice.candidate], choice.score
+
+
+def _skip_other(cands: Candidates, name: str, first_seconds: float, deadline: float) -> bool:
+    """Whether :func:`select_prior_first`'s large-validation step leaves out CLP on predictor ``name`` for time:
+    its grid is expected to cost what the chosen predictor's took (``first_seconds``), and must end before
+    ``deadline``. The first split of a graph decides (``cands.decide``); a left-out one is named in
+    ``cands.skipped`` ("clp on NAME")."""
+    def compute():
+        return ("skip",) if time.perf_counter() + first_seconds > deadline else ()
+
+    skip = bool(cands.decide(("clp on", name), compute) if cands.decide is not None else compute())
+    if skip:
+        cands.skipped.append(f"clp on {name}")
+        status(f"CLP candidates on {name} skipped for time")
+    return skip
 
 
 _STATUS: contextvars.ContextVar = contextvars.ContextVar("jaxclp_experiments_status", default=None)
@@ -587,7 +622,9 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     for name in names:
         if name == "mlp":
             out[name] = ctx.prior
-            budget.spent(name, 0.0)  # fitted before, for every split at once: free here
+            # fitted before, for every split at once: free here, but its seconds say what a fit costs here
+            # (a unit from LINK alone, mostly compilation, made GCN look 6x cheaper than it was at 169k nodes)
+            budget.spent(name, float(ctx.mlp_fit_seconds))
             continue
         cached = CACHE and _fit_key(name, cfg) in ctx.cache
         if (name in decided) if decided is not None else (not cached and not budget.allows(name)):
@@ -652,7 +689,17 @@ def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options
     deadline = None if ctx.time_limit is None else time.perf_counter() + ctx.time_limit
     skipped = []
     bases = fit_base_priors(ctx, priors, skipped)
-    cands = Candidates(references=bases, rule=select_prior_first, skipped=skipped)
+
+    def decide(key, compute):
+        memo = (tuple(priors), ctx.time_limit, key)
+        done = _decided_skips(ctx.graph, memo)
+        if done is None:
+            done = tuple(compute())
+            _remember_skips(ctx.graph, memo, done)
+        return done
+
+    cands = Candidates(references=bases, rule=select_prior_first, skipped=skipped, deadline=deadline,
+                       decide=decide)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
         cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself

@@ -571,8 +571,11 @@ class SplitSetup:
         i = self.todo[j]
         key, priors = _split_row((self.keys, self.priors), jnp.asarray([i, j], jnp.int32))
         left = None if self.time_limit is None else max(0.0, float(self.time_limit) - float(self.mlp_seconds))
-        return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
-                             self.base_priors, left)
+        ctx = split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
+                            self.base_priors, left)
+        # seconds of one MLP fit on this split (the depths' mean, compilation included): the time budget's
+        # first measurement of what a base predictor costs on this graph
+        return dataclasses.replace(ctx, mlp_fit_seconds=float(self.mlp_seconds) / max(len(self.priors), 1))
 
 
 @jax.jit
