@@ -46,6 +46,8 @@ def markdown(payload: dict) -> str:
     for name, r in zip(("the suite", "JAXCLP_NO_FFI=1 core tests"), runs):
         lines.append(f"| {name} | {r.get('passed', 0)} | {r.get('skipped', 0)} | {r.get('failed', 0)} | "
                      f"{r['seconds']:.0f} |")
+    if payload.get("failed"):
+        lines += ["", "Failed: " + ", ".join(f"`{t}`" for t in payload["failed"])]
     return "\n".join(lines) + "\n"
 
 
@@ -61,14 +63,15 @@ def main(argv=None) -> int:
     done = subprocess.run(["bash", ".ci/run"], cwd=dest, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     output = done.stdout + done.stderr
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
     if done.returncode:
-        print(output[-6000:], file=sys.stderr)
+        print(done.stdout[-6000:], file=sys.stderr)
     if not a.keep:
         shutil.rmtree(dest.parent, ignore_errors=True)
     payload = {"command": "python -m jaxclp.benchmarks.test_suite " + " ".join(argv or sys.argv[1:]),
                "commit": commit, "machine": C.machine_info(), "seconds": seconds, "minutes": divmod(round(seconds), 60)[0],
                "rest_s": divmod(round(seconds), 60)[1], "returncode": done.returncode,
-               "runs": pytest_runs(output)}
+               "runs": pytest_runs(output), "failed": failed}
     C.save_report("test_suite", payload, markdown(payload))
     return done.returncode
 
