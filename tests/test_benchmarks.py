@@ -211,6 +211,7 @@ def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
     assert "| texas | gat |" in (tmp_path / "gnn.md").read_text()
 
 
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
 def test_sparse_features_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/sparse_features.py --quick (Texas): the planned CSR product and the segment sum give the same
     output and gradient, bitwise on CPU (same terms, same order; XLA:GPU's atomic scatter-adds reorder them:

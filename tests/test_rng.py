@@ -265,6 +265,11 @@ def test_gnn_fit_draws_through_the_fast_key(monkeypatch):
 # other hash). The scoped key type must compute exactly what the import-time registration did.
 PINNED_SHA256 = {"mlp_params": "ae601a0bb68433b97a8d71ebea4e7478e84120ef7ed2fc496bda5c735e2f8bc8",
                  "linkx_prior": "19955ca8693a1702b87db66572eccf47b0ed178d00f83e4a9fc5d52a6ff5ebc3"}
+# linkx_prior's last bits depend on the host CPU's code generation, not only on the key type: on an AMD EPYC of
+# family 25, model 17 (Zen 4) the same commit that pinned the hash (and every commit since) gives another hash,
+# while fit_mlp's parameters hash the same. There its column sums and first rows, rounded to 5 decimals, are:
+PINNED_LINKX_SUMMARY = [385.9288, 394.8064, 419.2648, 0.25157, 0.34495, 0.40348, 0.23662, 0.44119, 0.32219, 0.11043,
+                        0.52116, 0.36841, 0.31655, 0.45023, 0.23322]
 
 
 def _pinned_hashes() -> dict:
@@ -290,6 +295,8 @@ def _pinned_hashes() -> dict:
     tm[:400], vm[400:600] = True, True
     r = jaxclp.linkx_prior(jax.random.PRNGKey(1), g, x, y, tm, vm, 3, TrainConfig(epochs=8, patience=8))
     out["linkx_prior"] = sha(r.prior)
+    out["linkx_summary"] = [round(float(v), 5) for v in np.concatenate([np.asarray(r.prior, np.float64).sum(0),
+                                                                        np.asarray(r.prior, np.float64)[:4].ravel()])]
     return out
 
 
@@ -314,4 +321,9 @@ def test_fits_compute_what_they_computed_before_the_change():
     out = subprocess.run([sys.executable, "-c", _PINNED_PROBE, os.path.dirname(__file__)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == PINNED_SHA256
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["mlp_params"] == PINNED_SHA256["mlp_params"]  # bit for bit, on every CPU seen so far
+    # LINKX: bit for bit where the hash was pinned; elsewhere (another CPU's code generation) the same numbers to
+    # 1e-4, which a changed key type or mask would not give (8 epochs of dropout-driven training)
+    if got["linkx_prior"] != PINNED_SHA256["linkx_prior"]:
+        np.testing.assert_allclose(got["linkx_summary"], PINNED_LINKX_SUMMARY, atol=1e-4)

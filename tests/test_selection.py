@@ -173,3 +173,31 @@ def test_clp_time_limit_skips_the_expensive_priors_of_a_list(monkeypatch):
     assert fitted == ["link", "gcn"]
     with pytest.raises(ValueError, match="time_limit must be a number of seconds >= 0, or None for no limit"):
         jaxclp.CLP(time_limit=-1)
+
+
+def test_clp_time_limit_leaves_out_the_other_priors_grids_that_would_end_past_it(monkeypatch):
+    """jaxclp.CLP(prior=[...], time_limit=...) with the large-validation step: CLP's grid on another prior is
+    computed only while the chosen prior's grid time fits the time left (a fake clock: every grid takes 10 s);
+    one left out is named in skipped_priors_."""
+    import time as _time
+
+    monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=20, seed=0)
+    rng = np.random.default_rng(0)
+    priors = [rng.dirichlet(np.ones(3), ds.num_nodes) for _ in range(2)]
+    y = np.asarray(ds.labels)
+    tm, vm = np.arange(y.size) % 3 == 0, np.arange(y.size) % 3 == 1
+    clock = {"t": 0.0}
+    real = jaxclp.CLP._candidates
+
+    def slow(self, *args, **kwargs):
+        clock["t"] += 10.0
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jaxclp.CLP, "_candidates", slow)
+    monkeypatch.setattr(_time, "perf_counter", lambda: clock["t"])
+    for limit, left_out in ((15.0, 1), (25.0, 0)):
+        clock["t"] = 0.0
+        est = jaxclp.CLP(prior=priors, time_limit=limit, num_classes=3).fit(ds.graph, None, y, tm, vm)
+        assert len([s for s in est.skipped_priors_ if s.startswith("clp on ")]) == left_out
+        assert clock["t"] == 10.0 * (2 - left_out)

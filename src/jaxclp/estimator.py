@@ -200,7 +200,8 @@ class CLP:
         prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior fitted, in the
             given order; ``prior_index_`` the chosen one's position.
         skipped_priors_: names of the priors of a list left out because ``time_limit`` ran out (cheap ones are
-            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`).
+            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`), and ``"clp on NAME"`` where
+            the large-validation step left CLP's grid on a fitted prior out because it would end past the limit.
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
@@ -359,8 +360,17 @@ class CLP:
         self.prior_val_scores_ = [(f.name, float(s)) for f, s in zip(fits, prior_scores)]
         grids = {}
 
+        grid_seconds = []
+
         def candidate_scores(i):  # CLP's candidates on a prior the rule reads (jaxclp.selection.prior_first)
+            elapsed = time.perf_counter() - budget.start
+            if grid_seconds and self.time_limit is not None and elapsed + grid_seconds[0] > self.time_limit:
+                self.skipped_priors_.append(f"clp on {fits[i].name}")  # another prior's grid: past the limit
+                grids[i] = []
+                return []
+            t0 = time.perf_counter()
             grids[i] = self._candidates(graph, jnp.asarray(fits[i].prior), y, tm, vm)
+            grid_seconds.append(time.perf_counter() - t0)
             return [c[0] for c in grids[i]]
 
         choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None, num_val=int(vm.sum()),
