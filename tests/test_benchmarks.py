@@ -406,7 +406,7 @@ def test_large_validation_crossfit_on_a_small_arxiv_shaped_graph(tmp_path, monke
     monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
     monkeypatch.setattr(S, "MARGIN_SE", 0.0)
     build(tmp_path, scale=0.004)
-    out = LV.crossfit(tmp_path, ["mlp", "link"])
+    out = LV.crossfit(tmp_path, ["mlp", "link"], epochs=20)
     assert out["whole"]["prior_first_large"]["val"] >= out["whole"]["prior_first"]["val"]
     for row in out["folds"]:
         assert row["choose_on"] + row["score_on"] == out["num_val"]

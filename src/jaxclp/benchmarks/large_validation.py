@@ -57,9 +57,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def crossfit(folder: Path, priors: list[str], seed: int = 0) -> dict:
-    """Fits ``priors`` and CLP's closed-form candidates on each as ``jaxclp predict`` would, then scores both rules
-    by 2-fold cross-fitting on the validation nodes."""
+def crossfit(folder: Path, priors: list[str], seed: int = 0, epochs: int = 500) -> dict:
+    """Fits ``priors`` and CLP's closed-form candidates on each as ``jaxclp predict`` would (``epochs``: its
+    default), then scores both rules by 2-fold cross-fitting on the validation nodes."""
     import jax.numpy as jnp
 
     import jaxclp.selection as S
@@ -77,7 +77,7 @@ def crossfit(folder: Path, priors: list[str], seed: int = 0) -> dict:
     train, val = holdout_split(labels, 0.2, seed)
     sp = Splits(train=train[None], val=val[None], test=np.zeros((1, labels.size), bool), seeds=[seed], name="p")
     feats, _ = runner.node_features(ds)
-    cfg = TrainConfig(epochs=500, metric=ds.metric)
+    cfg = TrainConfig(epochs=int(epochs), metric=ds.metric)
     t0 = time.perf_counter()
     setup = runner.prepare_splits(ds, feats, sp, 1, [0], seed, cfg, True, None, 60.0)  # the MLP depths predict fits
     ctx = setup.context(0)
