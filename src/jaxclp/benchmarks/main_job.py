@@ -81,6 +81,33 @@ def cost_rows(seconds: dict, graphs) -> list[dict]:
     return rows
 
 
+def own_work(records: list, target_s: float = 1800.0) -> dict:
+    """The main job's records split into ``clp``'s own work and everything else, each split's MLP prior counted
+    once: every method built on it records the prior's seconds too (the ``mlp`` record's seconds of that split),
+    so they are subtracted from those methods.
+
+    Returns:
+        ``rest_minutes``: the other methods; ``clp_own_minutes``: ``clp`` less the MLP prior; ``clp_budget_s``:
+        seconds per ``clp`` split that would leave the job at ``target_s`` (the target less the rest, over the
+        splits); ``clp_cut``: how many times less ``clp`` would need.
+    """
+    from jaxclp.experiments.methods import NEEDS_PRIOR
+
+    recs = [r for r in records if r.get("type") == "result"]
+    mlp = {(r["dataset"], r["run"]): r["seconds"] for r in recs if r["method"] == "mlp"}
+    rest = clp = 0.0
+    for r in recs:
+        own = r["seconds"] - (mlp.get((r["dataset"], r["run"]), 0.0) if r["method"] in NEEDS_PRIOR - {"mlp"} else 0.0)
+        if r["method"] == "clp":
+            clp += own
+        else:
+            rest += own
+    splits = sum(r["method"] == "clp" for r in recs)
+    budget = max(target_s - rest, 0.0)
+    return {"rest_minutes": rest / 60, "clp_own_minutes": clp / 60, "clp_budget_s": budget / max(splits, 1),
+            "clp_cut": clp / max(budget, 1e-9)}
+
+
 def read_times(path: Path) -> dict:
     out = {}
     for line in path.read_text().splitlines():

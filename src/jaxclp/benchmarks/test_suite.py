@@ -64,8 +64,10 @@ def main(argv=None) -> int:
     seconds = time.perf_counter() - t0
     output = done.stdout + done.stderr
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
-    if done.returncode:
-        print(done.stdout[-6000:], file=sys.stderr)
+    if done.returncode:  # pytest's report, then stderr without pip's lines about absent local index folders
+        noise = "is ignored: it is neither a file nor a directory"
+        print(done.stdout[-6000:], "\n".join(l for l in done.stderr.splitlines() if noise not in l)[-3000:],
+              sep="\n", file=sys.stderr)
     if not a.keep:
         shutil.rmtree(dest.parent, ignore_errors=True)
     payload = {"command": "python -m jaxclp.benchmarks.test_suite " + " ".join(argv or sys.argv[1:]),

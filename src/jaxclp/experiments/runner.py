@@ -571,11 +571,10 @@ class SplitSetup:
         i = self.todo[j]
         key, priors = _split_row((self.keys, self.priors), jnp.asarray([i, j], jnp.int32))
         left = None if self.time_limit is None else max(0.0, float(self.time_limit) - float(self.mlp_seconds))
-        ctx = split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
-                            self.base_priors, left)
         # seconds of one MLP fit on this split (the depths' mean, compilation included): the time budget's
         # first measurement of what a base predictor costs on this graph
-        return dataclasses.replace(ctx, mlp_fit_seconds=float(self.mlp_seconds) / max(len(self.priors), 1))
+        return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
+                             self.base_priors, left, float(self.mlp_seconds) / max(len(self.priors), 1))
 
 
 @jax.jit
@@ -605,15 +604,18 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
 
 
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
-                  base_priors: tuple | None = None, time_limit: float | None = None) -> Context:
+                  base_priors: tuple | None = None, time_limit: float | None = None,
+                  mlp_fit_seconds: float = 0.0) -> Context:
     """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
-    is the run's training configuration (the base predictors a method fits use it); ``base_priors`` and
-    ``time_limit``: :attr:`Context.base_priors`, :attr:`Context.time_limit` (None: the method's defaults)."""
+    is the run's training configuration (the base predictors a method fits use it); ``base_priors``,
+    ``time_limit`` and ``mlp_fit_seconds``: :attr:`Context.base_priors`, :attr:`Context.time_limit` (None: the
+    method's defaults), :attr:`Context.mlp_fit_seconds`."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg,
-                   base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit)
+                   base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit,
+                   mlp_fit_seconds=float(mlp_fit_seconds))
 
 
 def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,
