@@ -128,3 +128,45 @@ def test_test_suite_reads_each_pytest_summary_line():
            "== 259 passed, 40 skipped in 53.0s ==\n")
     assert test_suite.pytest_runs(out) == [{"passed": 1134, "skipped": 3, "warnings": 2, "seconds": 495.12},
                                           {"passed": 259, "skipped": 40, "seconds": 53.0}]
+
+
+def test_halving_replay_is_what_fit_gnn_grid_does():
+    """The benchmark replays halving on specs trained without it; on a small grid the replay's choice, its
+    validation score and its epochs are those of fit_gnn_grid(..., rungs) chosen as tuned_gnn_prior chooses; the
+    full replay (no rungs) is the plain grid's; and every spec's end point is its plain fit."""
+    import sys
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+
+    import jaxclp
+    from jaxclp import gnn
+    from jaxclp.benchmarks import halving
+    from jaxclp.train import TrainConfig
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_gnn import _grid_problem
+
+    g, x, y, tm, vm = _grid_problem(n=40, seed=2)
+    te = ~(tm | vm)
+    specs = jaxclp.tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
+    cfg = TrainConfig(lr=0.01, epochs=60, patience=15, weight_decay=0.0)
+    key = jax.random.key(0)
+    xf = jnp.asarray(x, jnp.float32)
+    trajs = halving.grid_trajectories(key, g, xf, y, tm, vm, y, te, "accuracy", 3, specs, cfg, (5, 10, 20))
+    recs = [dict(points=p) for p in trajs]
+
+    def chosen(fits):
+        best = 0
+        for j, r in enumerate(fits):
+            if not float(r.info.best_val_metric) <= float(fits[best].info.best_val_metric):
+                best = j
+        return best, float(fits[best].info.best_val_metric), sum(int(r.info.epochs_run) for r in fits)
+
+    for rungs in ((), (5, 10, 20), (10,)):
+        fits = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=rungs)
+        got = halving.replay(recs, rungs)
+        assert (got["spec"], got["val"], got["epochs"]) == chosen(fits), rungs
+    plain = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
+    assert [p[-1]["epoch"] for p in trajs] == [int(r.info.epochs_run) for r in plain]

@@ -990,6 +990,50 @@ def test_fit_gnn_grid_trains_each_spec_as_fit_gnn(conv, sep):
         assert int(got.info.best_epoch) == int(ref.info.best_epoch)
 
 
+def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
+    """Successive halving (rungs): at each rung the better half (rounded up) of the specs still training goes on,
+    ranked by validation score so far (then loss); a spec that goes to the end gives bit for bit the result it gives
+    without rungs, a halved one stops at its rung with its best parameters so far; bad rungs raise."""
+    from jaxclp import gnn
+
+    g, x, y, tm, vm = _grid_problem(n=40, seed=2)
+    specs = jaxclp.tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
+    cfg = TrainConfig(lr=0.01, epochs=60, patience=15, weight_decay=0.0)
+    key = jax.random.key(0)
+    full = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
+    rungs = (5, 10, 20)
+    half = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=rungs)
+    # the same specs cut at each rung, to read the scores halving ranked on
+    st = dict(num_classes=3, spec=gnn._grid_union(specs), cfg=cfg)
+    xf = jnp.asarray(x, jnp.float32)
+
+    def cut_at(r, s):
+        f = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
+        state = gnn._grid_start_jit(key, g, xf, y, tm, vm, f, **st)
+        state = gnn._grid_until_jit(state, r, key, g, xf, y, tm, vm, f, **st)
+        return gnn._grid_outcome_jit(state, key, g, xf, f, **st)
+
+    cut = {r: [cut_at(r, s) for s in specs] for r in rungs}
+    going = list(range(len(specs)))
+    for r in rungs:
+        going = [i for i in going if int(cut[r][i].info.epochs_run) == r]  # not early-stopped before the rung
+        score = lambda i: (-float(cut[r][i].info.best_val_metric), float(cut[r][i].info.best_val_loss), i)
+        kept = sorted(sorted(going, key=score)[:(len(going) + 1) // 2])
+        for i in set(going) - set(kept):
+            assert int(half[i].info.epochs_run) == r
+            np.testing.assert_array_equal(np.asarray(half[i].prior), np.asarray(cut[r][i].prior))
+        going = kept
+    assert going, "some spec goes to the end"
+    for i in range(len(specs)):
+        if i in going or int(full[i].info.epochs_run) <= rungs[0]:
+            np.testing.assert_array_equal(np.asarray(half[i].prior), np.asarray(full[i].prior))
+            assert int(half[i].info.epochs_run) == int(full[i].info.epochs_run)
+    assert sum(int(r.info.epochs_run) for r in half) < sum(int(r.info.epochs_run) for r in full)
+    for bad in ((10, 5), (0, 5), (5, 5)):
+        with pytest.raises(ValueError, match="rungs must be ascending positive"):
+            gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=bad)
+
+
 def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
     """With dropout: each result's parameters, applied by TunedGNN(spec), give its prior (the masked forward is
     the model's); a grid of specs differing in depth / residual / LayerNorm / feed-forward is one program (one

@@ -73,6 +73,32 @@ def test_prior_first_on_a_large_validation_set_takes_another_predictors_clearly_
     assert S.prior_first([0.71], lambda i: [0.75], keep_prior=False, num_val=10**6) == S.Choice(0, 0, 0.75, 0.71)
 
 
+def test_prior_first_leaves_out_the_other_grids_that_would_end_past_the_deadline(monkeypatch):
+    """Under ``deadline`` the large-validation step computes another predictor's candidates only while the chosen
+    predictor's took (10 s on a fake clock) still fits before it; ``decide`` overrides the clock's answer (the
+    runner's memo); the left-out ones are named in Choice.left_out, in order."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(S.time, "perf_counter", lambda: clock["t"])
+    asked = []
+
+    def cands(i):
+        asked.append(i)
+        clock["t"] += 10.0
+        return {0: [0.90], 1: [0.75], 2: [0.80]}[i]
+
+    n = S.LARGE_VALIDATION
+    for deadline, want_asked, left_out in ((15.0, [1], (0, 2)), (25.0, [1, 0], (2,)), (None, [1, 0, 2], ())):
+        clock["t"], asked[:] = 0.0, []
+        c = S.prior_first([0.65, 0.71, 0.70], cands, num_val=n, deadline=deadline)
+        assert asked == want_asked and c.left_out == left_out
+        assert (c.prior, c.score) == ((1, 0.75) if 0 in left_out else (0, 0.90))
+    clock["t"], asked[:] = 0.0, []
+    seen = []
+    c = S.prior_first([0.65, 0.71, 0.70], cands, num_val=n, deadline=15.0,
+                      decide=lambda i, fits: seen.append((i, fits())) or i == 2)
+    assert seen == [(0, False), (2, False)] and asked == [1, 2] and c.left_out == (0,) and c.prior == 2
+
+
 def test_the_runners_rule_maps_a_switch_to_the_other_predictors_candidate_key(monkeypatch):
     """methods.select_prior_first: with the large-validation step, the key returned is that of the other predictor's
     best CLP candidate (its pending grid computed), and without it that grid is never computed."""

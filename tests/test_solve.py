@@ -1,6 +1,7 @@
 """Closed-form CLP solvers vs the dense numpy reference (np.linalg.solve)."""
 
 import functools
+import os
 import re
 
 import jax
@@ -262,6 +263,13 @@ def test_vector_of_alphas_equals_separate_solves(rng, method):
     assert np.asarray(sol.converged).all()
 
 
+# Chunking the alphas is the solver's bookkeeping, the same whichever product kernel runs: the suite checks it once,
+# the core tests' second run on XLA's own sparse path (JAXCLP_NO_FFI=1, .ci/run) leaves it out (~40 s there).
+_SAME_ON_EITHER_KERNEL = pytest.mark.skipif(os.environ.get("JAXCLP_NO_FFI") == "1",
+                                            reason="kernel-independent; run by the suite without JAXCLP_NO_FFI")
+
+
+@_SAME_ON_EITHER_KERNEL
 @pytest.mark.parametrize("method", ["neumann", "jacobi", "cg", "bicgstab", "gmres"])
 def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatch, method):
     """Past SOLVE_CHUNK_BYTES the alphas are solved a few at a time (5 alphas, 2 per chunk: shapes 2, 2, 1):
@@ -326,6 +334,7 @@ def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatc
     np.testing.assert_allclose(np.asarray(ga), np.asarray(wa), rtol=1e-7, atol=1e-12)
 
 
+@_SAME_ON_EITHER_KERNEL
 @pytest.mark.parametrize("variant", ["l1", "scaled", "paper"])
 def test_clp_beliefs_past_the_budget_equal_all_alphas_at_once(monkeypatch, variant):
     """clp_beliefs' alpha grid past SOLVE_CHUNK_BYTES (budget 0: one alpha at a time): the per-step L1 iteration,

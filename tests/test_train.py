@@ -95,3 +95,40 @@ def test_undefined_auc_falls_back_to_loss_and_bad_metric_raises():
                          TrainConfig(metric="auc"))
     with pytest.raises(ValueError, match="2 classes"):
         f(jnp.zeros((11, 3)), LABELS, VAL)
+
+
+def test_training_resumed_at_rungs_is_the_training_run_at_once():
+    """train_start + train_until in steps (10, then 25, then to the end) takes the same epochs with the same keys as
+    train_full_batch: the same best parameters and diagnostics bit for bit; a state past ``until`` is unchanged,
+    and one early-stopped stays stopped (train_stopped)."""
+    from jaxclp.train import make_optimizer, train_outcome, train_start, train_stopped, train_until
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(30, 4)), jnp.float32)
+    labels = jnp.asarray(rng.integers(0, 3, 30))
+    train, val = jnp.arange(30) < 12, (jnp.arange(30) >= 12) & (jnp.arange(30) < 22)
+
+    def apply(p, key, is_train):
+        h = x @ p["w"]
+        keep = jax.random.bernoulli(key, 0.8, h.shape)
+        return jnp.where(is_train, jnp.where(keep, h / 0.8, 0.0), h)
+
+    params = {"w": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)}
+    cfg = TrainConfig(lr=0.05, weight_decay=1e-3, epochs=60, patience=8)
+    key = jax.random.key(5)
+    ref_p, ref_info = train_full_batch(apply, params, key, labels, train, val, cfg)
+    opt, score = make_optimizer(cfg), validation_metric(cfg.metric)
+    state = train_start(apply, opt, params, key, labels, train, val, score)
+    for until in (10, 25, cfg.epochs):
+        state = train_until(apply, opt, until, cfg.patience, state, labels, train, val, score)
+        assert int(state["epoch"]) <= until
+    p, info = train_outcome(state)
+    np.testing.assert_array_equal(np.asarray(p["w"]), np.asarray(ref_p["w"]))
+    for a, b in zip(info, ref_info):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert 0 < int(info.epochs_run) < cfg.epochs and bool(train_stopped(state, cfg.patience))  # stopped early
+    again = train_until(apply, opt, cfg.epochs + 5, cfg.patience, state, labels, train, val, score)
+    assert int(again["epoch"]) == int(state["epoch"])
+    early = train_until(apply, opt, 3, cfg.patience, train_start(apply, opt, params, key, labels, train, val, score),
+                        labels, train, val, score)
+    assert int(early["epoch"]) == 3 and not bool(train_stopped(early, cfg.patience))

@@ -360,21 +360,14 @@ class CLP:
         self.prior_val_scores_ = [(f.name, float(s)) for f, s in zip(fits, prior_scores)]
         grids = {}
 
-        grid_seconds = []
-
         def candidate_scores(i):  # CLP's candidates on a prior the rule reads (jaxclp.selection.prior_first)
-            elapsed = time.perf_counter() - budget.start
-            if grid_seconds and self.time_limit is not None and elapsed + grid_seconds[0] > self.time_limit:
-                self.skipped_priors_.append(f"clp on {fits[i].name}")  # another prior's grid: past the limit
-                grids[i] = []
-                return []
-            t0 = time.perf_counter()
             grids[i] = self._candidates(graph, jnp.asarray(fits[i].prior), y, tm, vm)
-            grid_seconds.append(time.perf_counter() - t0)
             return [c[0] for c in grids[i]]
 
+        deadline = None if self.time_limit is None else budget.start + self.time_limit
         choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None, num_val=int(vm.sum()),
-                             metric=self.metric)
+                             metric=self.metric, deadline=deadline)
+        self.skipped_priors_ += [f"clp on {fits[p].name}" for p in choice.left_out]  # other priors' grids: past it
         self.prior_index_ = choice.prior
         fitted = fits[self.prior_index_]
         self.prior_fit_ = fitted

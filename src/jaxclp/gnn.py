@@ -35,7 +35,8 @@ from jaxclp.graph import Graph, edge_values
 from jaxclp.features import SparseFeatures, as_features, as_input_features, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
-from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
+from jaxclp.train import (TrainConfig, TrainInfo, count_params, make_optimizer, train_full_batch, train_outcome,
+                          train_start, train_stopped, train_until, validation_metric)
 
 MODELS = ("gcn", "h2gcn")
 CONVS = ("gcn", "sage", "gat", "none")
@@ -855,8 +856,8 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
     return nn.Dense(num_classes).apply({"params": p["output"]}, h)
 
 
-def _grid_kernel(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
-    """Unvalidated body of :func:`fit_gnn_grid` for one candidate (``flags``) of the grid whose union is ``spec``."""
+def _grid_model(key, graph, features, flags, *, num_classes, spec):
+    """``(apply_fn, initial params, dropout key)`` of the grid candidate ``flags`` (union ``spec``)."""
     gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
     symmetric = bool(graph.symmetric) and spec.conv == "gcn"
     plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
@@ -866,11 +867,39 @@ def _grid_kernel(key, graph, features, labels, train_mask, val_mask, flags, *, n
     def apply_fn(p, k, train):
         return _grid_logits(p, spec, flags, gt, plan, num_classes, bool(graph.symmetric), fast_key(k), train)
 
+    return apply_fn, params, drop_key
+
+
+def _grid_kernel(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
+    """Unvalidated body of :func:`fit_gnn_grid` for one candidate (``flags``) of the grid whose union is ``spec``."""
+    apply_fn, params, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     return GNNResult(jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info)
 
 
 _fit_grid_jit = jax.jit(_grid_kernel, static_argnames=_TUNED_STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
+def _grid_start_jit(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
+    apply_fn, params, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
+    return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
+                       validation_metric(cfg.metric))
+
+
+@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
+def _grid_until_jit(state, until, key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec,
+                    cfg):
+    apply_fn, _, _ = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
+    return train_until(apply_fn, make_optimizer(cfg), jnp.minimum(until, cfg.epochs), cfg.patience, state, labels,
+                       train_mask, val_mask, validation_metric(cfg.metric))
+
+
+@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
+def _grid_outcome_jit(state, key, graph, features, flags, *, num_classes, spec, cfg):
+    apply_fn, _, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
+    best, info = train_outcome(state)
+    return GNNResult(jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info)
 
 
 def _spec_params(params: dict, spec: GNNSpec) -> dict:
@@ -882,7 +911,8 @@ def _spec_params(params: dict, spec: GNNSpec) -> dict:
 
 
 def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, *, num_classes: int,
-                 specs: Sequence[GNNSpec], cfg: TrainConfig = TrainConfig()) -> list["GNNResult"]:
+                 specs: Sequence[GNNSpec], cfg: TrainConfig = TrainConfig(),
+                 rungs: Sequence[int] = ()) -> list["GNNResult"]:
     """Trains every :class:`TunedGNN` of ``specs`` (as :func:`fit_gnn`, same ``key``), compiling one program for
     all specs that differ only in depth, residual connections, LayerNorm and feed-forward layers (a tuned grid,
     :func:`tuned_grid`: one program instead of 8).
@@ -897,13 +927,20 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
         graph, features, labels, train_mask, val_mask, num_classes, cfg: as :func:`fit_gnn`.
         specs: the candidates (any :class:`GNNSpec`s; those sharing conv, hidden, sep, dropout, heads and
             input dropout share a program).
+        rungs: successive halving (:data:`HALVING_RUNGS`; empty: every spec trained to the end). At each rung
+            (an epoch count, ascending), of the specs still training (not early-stopped) the better half (rounded
+            up) goes on, ranked by their best validation ``cfg.metric`` so far (then lower validation loss, then
+            order); the others stop there and keep their best parameters so far. A spec that goes on resumes where
+            it was, so its result is the one it would reach without rungs; only the halved specs' are shorter.
 
     Returns:
         one :class:`GNNResult` per spec, in order; ``params`` holds the spec's own parameters
-        (``TunedGNN(spec).apply(params, ...)`` gives its logits).
+        (``TunedGNN(spec).apply(params, ...)`` gives its logits); ``info.epochs_run`` says where a halved spec
+        stopped.
 
     Raises:
-        ValueError: an empty ``specs``, or the checks of :func:`fit_gnn`.
+        ValueError: an empty ``specs``, rungs that are not positive ascending integers, or the checks of
+            :func:`fit_gnn`.
     """
     specs = [_check_spec(s) for s in specs]
     if not specs:
@@ -918,14 +955,40 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     for s in specs:
         groups.setdefault(_grid_static(s), []).append(s)
     unions = {k: _grid_union(v) for k, v in groups.items()}
+    rungs = tuple(rungs)
+    if any(not isinstance(r, (int, np.integer)) or r < 1 for r in rungs) or list(rungs) != sorted(set(rungs)):
+        raise ValueError(f"rungs must be ascending positive epoch counts, e.g. {HALVING_RUNGS}; got {rungs!r}")
     y, tm, vm = jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask)
+    flags = [jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32) for s in specs]
+    if not rungs:
+        out = []
+        for s, f in zip(specs, flags):
+            r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, f, num_classes=num_classes,
+                              spec=unions[_grid_static(s)], cfg=cfg)
+            out.append(r._replace(params=_spec_params(r.params, s)))
+        return out
+    static = [dict(num_classes=num_classes, spec=unions[_grid_static(s)], cfg=cfg) for s in specs]
+    data = [(graph, inputs[_tuned_input(s)]) for s in specs]
+    states = [_grid_start_jit(key, g, x, y, tm, vm, f, **st) for (g, x), f, st in zip(data, flags, static)]
+    going = list(range(len(specs)))
+    for until in [r for r in rungs if r < cfg.epochs] + [cfg.epochs]:
+        for i in going:
+            states[i] = _grid_until_jit(states[i], until, key, *data[i], y, tm, vm, flags[i], **static[i])
+        if until == cfg.epochs:
+            break
+        going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]
+        rank = sorted(going, key=lambda i: (-float(states[i]["best_m"]), float(states[i]["best_loss"]), i))
+        going = sorted(rank[:(len(rank) + 1) // 2])
     out = []
-    for s in specs:
-        flags = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
-        r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, flags, num_classes=num_classes,
-                          spec=unions[_grid_static(s)], cfg=cfg)
+    for s, f, st, (g, x), state in zip(specs, flags, static, data, states):
+        r = _grid_outcome_jit(state, key, g, x, f, **st)
         out.append(r._replace(params=_spec_params(r.params, s)))
     return out
+
+
+HALVING_RUNGS = (50, 100, 200)
+"""Successive halving's rungs (epochs) for a tuned grid (:func:`fit_gnn_grid`'s ``rungs``): 8 specs train 50
+epochs, the better 4 go on to 100, the better 2 to 200, the best one to the end (500, or its early stop)."""
 
 
 # Platonov et al. (2023) / Luo et al. (2024)'s recipe for the tuned GNNs, chosen per split on validation:

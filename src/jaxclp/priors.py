@@ -384,11 +384,13 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
 
 TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
+TUNED_RUNGS: tuple = ()
+"""Successive halving's rungs for the tuned GNN priors' grids (:func:`tuned_gnn_prior`; ``()``: none)."""
 
 
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                     cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", sep: bool = False, grid=None,
-                    lr: float | None = None, weight_decay: float = 0.0) -> PriorResult:
+                    lr: float | None = None, weight_decay: float = 0.0, rungs=None) -> PriorResult:
     """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.gnn.fit_gnn_grid`: same ``key``, one
     compiled program for the grid) and the
     one with the best validation ``cfg.metric`` is kept (the first on ties; nested selection on validation only).
@@ -400,6 +402,8 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
             (plain blocks at depths 1-3, residual + LayerNorm + feed-forward blocks at depths 1-5).
         cfg: epochs, patience, optimizer and metric of every fit; its learning rate and weight decay are replaced
             by the tuned recipe's (``lr`` None: :data:`jaxclp.gnn.TUNED_LR` = 1e-3; ``weight_decay`` 0).
+        rungs: successive halving over the grid (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs``); None:
+            :data:`TUNED_RUNGS`; ``()``: every spec trained to the end (or its early stop).
         Others: as :func:`mlp_prior` (features dense or sparse).
 
     Returns:
@@ -426,7 +430,8 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     name = f"{kind}_tuned" + ("-sep" if sep else "")
     best = None
     fits = gnn.fit_gnn_grid(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
-                            num_classes=int(num_classes), specs=specs, cfg=fit_cfg)
+                            num_classes=int(num_classes), specs=specs, cfg=fit_cfg,
+                            rungs=TUNED_RUNGS if rungs is None else rungs)
     for spec, res in zip(specs, fits):
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):

@@ -21,6 +21,7 @@ Test labels never enter: callers pass labels with the test nodes removed (-1) an
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -42,12 +43,15 @@ class Choice(NamedTuple):
             candidate scored strictly higher on validation).
         score: the validation score of the choice.
         prior_score: the chosen predictor's own validation score.
+        left_out: the other predictors whose CLP candidates the large-validation step did not compute for time
+            (``prior_first``'s ``deadline``).
     """
 
     prior: int
     candidate: int | None
     score: float
     prior_score: float
+    left_out: tuple = ()
 
     @property
     def propagated(self) -> bool:
@@ -111,7 +115,9 @@ def switch_margin(a: float, b: float, num_val: int) -> float:
 
 
 def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int], Sequence[float]],
-                keep_prior: bool = True, *, num_val: int | None = None, metric: str = "accuracy") -> Choice:
+                keep_prior: bool = True, *, num_val: int | None = None, metric: str = "accuracy",
+                deadline: float | None = None,
+                decide: Callable[[int, Callable[[], bool]], bool] | None = None) -> Choice:
     """CLP's rule: the best base predictor alone first, then CLP on it only where it scores strictly higher; on a
     large validation set, another predictor's propagation where it is clearly better.
 
@@ -126,6 +132,12 @@ def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int],
         num_val: the number of validation nodes the scores were computed on (None: the prior-first choice only).
         metric: the scores' metric; the large-validation step applies to ``"accuracy"`` only (no standard error
             of a ROC-AUC is assumed).
+        deadline: a :func:`time.perf_counter` time (None: none). The large-validation step computes another
+            predictor's candidates only where the chosen predictor's took (timed here) would end before it; the
+            others are listed in :attr:`Choice.left_out`.
+        decide: ``(i, fits) -> bool``, whether predictor ``i``'s candidates are computed, given ``fits()``, the
+            deadline's answer (None: ``fits()``); a caller that must decide the same on every split (the runner:
+            the first split decides) answers from its memo.
 
     Returns:
         :class:`Choice`.
@@ -139,7 +151,9 @@ def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int],
         raise ValueError("no base predictor has a finite validation score")
     if i is None:  # the predictor does not compete: its own score (e.g. an undefined ROC-AUC) does not matter
         i = 0
+    t0 = time.perf_counter()
     j, s_best = first_best(candidate_scores(i))
+    first_seconds = time.perf_counter() - t0
     if keep_prior and (j is None or not s_best > s_prior):
         choice = Choice(i, None, s_prior, s_prior)
     elif j is None:
@@ -148,11 +162,15 @@ def prior_first(prior_scores: Sequence[float], candidate_scores: Callable[[int],
         choice = Choice(i, j, s_best, s_prior)
     if not (keep_prior and metric == "accuracy" and num_val is not None and int(num_val) >= LARGE_VALIDATION):
         return choice
-    best = choice
+    best, left_out = choice, []
+    fits = lambda: deadline is None or time.perf_counter() + first_seconds <= deadline  # noqa: E731
     for p, s_p in enumerate(np.asarray(prior_scores, dtype=np.float64).ravel()):
         if p == i or not np.isfinite(s_p):
+            continue
+        if not (decide(p, fits) if decide is not None else fits()):
+            left_out.append(p)
             continue
         q, s_q = first_best(candidate_scores(p))
         if q is not None and s_q > choice.score + switch_margin(choice.score, s_q, num_val) and s_q > best.score:
             best = Choice(p, q, s_q, float(s_p))
-    return best
+    return best._replace(left_out=tuple(left_out))

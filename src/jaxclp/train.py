@@ -126,32 +126,56 @@ def validation_metric(metric: str) -> Callable:
 
 
 def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val_mask, score=masked_accuracy):
+    state = train_start(apply_fn, opt, params, key, labels, train_mask, val_mask, score)
+    state = train_until(apply_fn, opt, epochs, patience, state, labels, train_mask, val_mask, score)
+    return train_outcome(state)
+
+
+def train_start(apply_fn, opt, params, key, labels, train_mask, val_mask, score=masked_accuracy) -> dict:
+    """The state of :func:`train_full_batch`'s loop before its first epoch (a pytree of arrays: parameters, optimizer
+    state, best parameters so far and their validation scores, epoch and patience counters, dropout key).
+
+    :func:`train_until` runs epochs on it; ``train_until(..., epochs, ...)`` on ``train_start(...)`` is
+    :func:`train_full_batch`'s loop, and running it in steps (``until`` = 50, then 100, ...) takes the same
+    epochs with the same keys: a fit resumed at a rung is the fit run at once (successive halving,
+    :func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs``). Arguments as :func:`train_full_batch`'s, ``opt`` and ``score``
+    made (:func:`make_optimizer`, :func:`validation_metric`).
+    """
+    labels = jnp.where(train_mask | val_mask, labels, 0)
+    m0, loss0, acc0 = _evaluate(apply_fn, params, key, labels, val_mask, score)
+    return dict(params=params, opt=opt.init(params), best=params, best_m=m0, best_loss=loss0, best_acc=acc0,
+                best_epoch=jnp.int32(-1), bad=jnp.int32(0), epoch=jnp.int32(0), key=key,
+                train_loss=jnp.asarray(jnp.inf, loss0.dtype), eval_key=key)
+
+
+def _evaluate(apply_fn, p, key, labels, val_mask, score):
+    logits = apply_fn(p, key, False)
+    return (score(logits, labels, val_mask), masked_cross_entropy(logits, labels, val_mask),
+            masked_accuracy(logits, labels, val_mask))
+
+
+def train_until(apply_fn, opt, until, patience, state: dict, labels, train_mask, val_mask,
+                score=masked_accuracy) -> dict:
+    """Runs the epochs of :func:`train_start`'s ``state`` up to epoch ``until`` (a Python int or a traced int32;
+    exclusive, as ``TrainConfig.epochs``), or until ``patience`` epochs pass without a better validation score
+    (0: never); returns the new state (:func:`train_outcome` reads it). A state already past ``until`` or already
+    stopped is returned unchanged."""
     labels = jnp.where(train_mask | val_mask, labels, 0)
 
     def loss_fn(p, k):
         logits = apply_fn(p, k, True)
         return masked_cross_entropy(logits, labels, train_mask)
 
-    def evaluate(p):
-        logits = apply_fn(p, key, False)
-        return (score(logits, labels, val_mask), masked_cross_entropy(logits, labels, val_mask),
-                masked_accuracy(logits, labels, val_mask))
-
-    m0, loss0, acc0 = evaluate(params)
-    state = dict(params=params, opt=opt.init(params), best=params, best_m=m0, best_loss=loss0, best_acc=acc0,
-                 best_epoch=jnp.int32(-1), bad=jnp.int32(0), epoch=jnp.int32(0), key=key,
-                 train_loss=jnp.asarray(jnp.inf, loss0.dtype))
-
     def cond(s):
         stop = (patience > 0) & (s["bad"] >= patience)
-        return (s["epoch"] < epochs) & ~stop
+        return (s["epoch"] < until) & ~stop
 
     def body(s):
         key, sub = jax.random.split(s["key"])
         loss, grads = jax.value_and_grad(loss_fn)(s["params"], sub)
         updates, opt_state = opt.update(grads, s["opt"], s["params"])
         params = optax.apply_updates(s["params"], updates)
-        m, vloss, acc = evaluate(params)
+        m, vloss, acc = _evaluate(apply_fn, params, s["eval_key"], labels, val_mask, score)
         better = (m > s["best_m"]) | ((m == s["best_m"]) & (vloss < s["best_loss"]))
         pick = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)
         return dict(params=params, opt=opt_state, best=pick(params, s["best"]),
@@ -159,9 +183,20 @@ def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val
                     best_acc=jnp.where(better, acc, s["best_acc"]),
                     best_loss=jnp.where(better, vloss, s["best_loss"]),
                     best_epoch=jnp.where(better, s["epoch"], s["best_epoch"]),
-                    bad=jnp.where(better, 0, s["bad"] + 1), epoch=s["epoch"] + 1, key=key, train_loss=loss)
+                    bad=jnp.where(better, 0, s["bad"] + 1), epoch=s["epoch"] + 1, key=key, train_loss=loss,
+                    eval_key=s["eval_key"])
 
-    s = jax.lax.while_loop(cond, body, state)
+    return jax.lax.while_loop(cond, body, state)
+
+
+def train_stopped(state: dict, patience: int):
+    """Whether early stopping ended the fit of ``state`` (``patience`` epochs without improvement; bool scalar)."""
+    return (patience > 0) & (state["bad"] >= patience)
+
+
+def train_outcome(state: dict):
+    """``(best_params, TrainInfo)`` of a :func:`train_until` state, as :func:`train_full_batch` returns them."""
+    s = state
     info = TrainInfo(best_epoch=s["best_epoch"], epochs_run=s["epoch"], best_val_accuracy=s["best_acc"],
                      best_val_loss=s["best_loss"], final_train_loss=s["train_loss"],
                      best_val_metric=s["best_m"])

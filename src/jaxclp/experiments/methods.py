@@ -202,43 +202,33 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
     """
     y = _validation_labels(labels_visible, val_mask)
     names = list(cands.references)
-    on_prior, seconds = {}, []
-    deadline = getattr(cands, "deadline", None)
+    on_prior = {}
+    pending = isinstance(cands, Candidates)
 
     def candidate_scores(i):
         name = names[i]
         alone = ("base_prior", name, "alpha", 0.0)
-        if isinstance(cands, Candidates) and ("base_prior", name) in cands.pending:
-            if seconds and deadline is not None and _skip_other(cands, name, seconds[0], deadline):
-                on_prior[i] = []
-                return []
+        if pending and ("base_prior", name) in cands.pending:
             status(f"CLP candidates on {name}")
-            t0 = time.perf_counter()
             cands.expand(("base_prior", name))  # only the grids the rule reads are computed
-            seconds.append(time.perf_counter() - t0)
         on_prior[i] = [k for k in cands if k[:2] == ("base_prior", name) and k != alone]
         return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jnp.asarray(val_mask))
 
+    def decide(i, fits):  # another predictor's grid under the deadline: the first split of a graph decides
+        if not (pending and ("base_prior", names[i]) in cands.pending):
+            return True  # computed already: nothing to spend
+        compute = lambda: () if fits() else ("skip",)  # noqa: E731
+        return not (cands.decide(("clp on", names[i]), compute) if cands.decide is not None else compute())
+
     choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
-                         candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric)
+                         candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric,
+                         deadline=getattr(cands, "deadline", None), decide=decide)
+    for i in choice.left_out:
+        cands.skipped.append(f"clp on {names[i]}")
+        status(f"CLP candidates on {names[i]} skipped for time")
     if not choice.propagated:
         return ("base_prior", names[choice.prior], "alpha", 0.0), choice.score
     return on_prior[choice.prior][choice.candidate], choice.score
-
-
-def _skip_other(cands: Candidates, name: str, first_seconds: float, deadline: float) -> bool:
-    """Whether :func:`select_prior_first`'s large-validation step leaves out CLP on predictor ``name`` for time:
-    its grid is expected to cost what the chosen predictor's took (``first_seconds``), and must end before
-    ``deadline``. The first split of a graph decides (``cands.decide``); a left-out one is named in
-    ``cands.skipped`` ("clp on NAME")."""
-    def compute():
-        return ("skip",) if time.perf_counter() + first_seconds > deadline else ()
-
-    skip = bool(cands.decide(("clp on", name), compute) if cands.decide is not None else compute())
-    if skip:
-        cands.skipped.append(f"clp on {name}")
-        status(f"CLP candidates on {name} skipped for time")
-    return skip
 
 
 _STATUS: contextvars.ContextVar = contextvars.ContextVar("jaxclp_experiments_status", default=None)
@@ -568,6 +558,11 @@ validation among :func:`gnn_grid`'s 8 (:func:`jaxclp.priors.tuned_gnn_prior`). A
 ``priors=``."""
 
 
+CLP_TUNED_RUNGS: tuple = ()
+"""Successive halving's rungs over the tuned GNN priors' grids in ``clp`` (:func:`jaxclp.gnn.fit_gnn_grid`;
+``()``: every spec trained to the end)."""
+
+
 def prior_train_config(ctx: Context):
     """TrainConfig of the priors fitted here: the run's (``ctx.train_cfg``: the paper's MLP settings unless the
     user changed them), early stopping on ``ctx.metric``."""
@@ -632,7 +627,8 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
-        opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
+        opts = ({"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR, "rungs": CLP_TUNED_RUNGS}
+                if name in TUNED_PRIORS else {})
         def fit(name=name, opts=opts):
             status(f"base predictor {name}")
             return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,

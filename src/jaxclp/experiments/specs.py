@@ -66,7 +66,9 @@ def _grids() -> dict[str, dict]:
         "gat": tuned,
         "gat_sep": tuned,
         "gcn_sep": tuned,
-        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "tuned_priors": tuned, "selection": m.select_prior_first.__name__,
+        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "selection": m.select_prior_first.__name__,
+                # the rungs only where there are any: the hash of clp without halving stays its records'
+                "tuned_priors": dict(tuned, rungs=m.CLP_TUNED_RUNGS) if m.CLP_TUNED_RUNGS else tuned,
                 **clp},
         "linkx": {},
         "clp_e2e": {"alphas": end_to_end.DEFAULT_ALPHAS, "train": end_to_end.DEFAULT_CONFIG._asdict(),
