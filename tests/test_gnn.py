@@ -1034,6 +1034,37 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
             gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=bad)
 
 
+def test_halving_replay_is_what_fit_gnn_grid_does():
+    """benchmarks/halving.py replays halving (beside the test above: the same compiled programs) on specs trained without it; on a small grid the replay's choice, its
+    validation score and its epochs are those of fit_gnn_grid(..., rungs) chosen as tuned_gnn_prior chooses; the
+    full replay (no rungs) is the plain grid's; and every spec's end point is its plain fit."""
+    from jaxclp import gnn
+    from jaxclp.benchmarks import halving
+
+    g, x, y, tm, vm = _grid_problem(n=40, seed=2)
+    te = ~(tm | vm)
+    specs = jaxclp.tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
+    cfg = TrainConfig(lr=0.01, epochs=60, patience=15, weight_decay=0.0)
+    key = jax.random.key(0)
+    xf = jnp.asarray(x, jnp.float32)
+    trajs = halving.grid_trajectories(key, g, xf, y, tm, vm, y, te, "accuracy", 3, specs, cfg, (5, 10, 20))
+    recs = [dict(points=p) for p in trajs]
+
+    def chosen(fits):
+        best = 0
+        for j, r in enumerate(fits):
+            if not float(r.info.best_val_metric) <= float(fits[best].info.best_val_metric):
+                best = j
+        return best, float(fits[best].info.best_val_metric), sum(int(r.info.epochs_run) for r in fits)
+
+    for rungs in ((), (5, 10, 20), (10,)):
+        fits = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=rungs)
+        got = halving.replay(recs, rungs)
+        assert (got["spec"], got["val"], got["epochs"]) == chosen(fits), rungs
+    plain = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
+    assert [p[-1]["epoch"] for p in trajs] == [int(r.info.epochs_run) for r in plain]
+
+
 def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
     """With dropout: each result's parameters, applied by TunedGNN(spec), give its prior (the masked forward is
     the model's); a grid of specs differing in depth / residual / LayerNorm / feed-forward is one program (one

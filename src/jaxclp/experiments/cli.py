@@ -577,7 +577,7 @@ def _interruptible(enabled: bool = True, keeps: bool = True):
 
     A signal's C handler writes its number to a pipe (``signal.set_wakeup_fd``) even while the main thread is
     inside a long XLA computation (where a Python handler, hence ``KeyboardInterrupt``, would wait for it to
-    return: 95 s measured, issue 50); a watcher thread reads the pipe, writes the summary and ends the process
+    return: 95 s measured); a watcher thread reads the pipe, writes the summary and ends the process
     with ``os._exit`` (records are whole lines, each written with one fsynced ``write``, so nothing is torn; the
     folder lock dies with the process). Only in the main thread (signals are delivered there) and on POSIX (on
     Windows the wakeup fd must be a socket): elsewhere a no-op, and Ctrl-C is :func:`main`'s KeyboardInterrupt.

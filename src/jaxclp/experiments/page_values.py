@@ -241,6 +241,18 @@ def _sparse_product_speedups(src: Sources) -> list[float]:
     return [r["speedup"] for r in src.json("benchmarks/results/sparse_features.json")["product"]]
 
 
+def _halving(src: Sources, rule: str = "primary") -> dict:
+    """Successive halving over the tuned grids (``benchmarks/results/halving.json``, ``rule``): the seconds saved
+    (%), the largest fall of the chosen spec's validation score (points, mean over a graph's splits and both
+    grids), the number of graphs past the criterion's limit, and of graphs measured."""
+    from jaxclp.benchmarks.halving import MAX_VAL_DROP
+
+    v = src.json("benchmarks/results/halving.json")["summary"]["verdict"][rule]
+    drops = v["val_change"]
+    return {"limit": MAX_VAL_DROP, "saving": 100 * v["saving"], "worst_drop": -min(drops.values()),
+            "failing": sum(d < -MAX_VAL_DROP for d in drops.values()), "graphs": len(drops)}
+
+
 _MISALIGNED = ("usa-airports", "brazil-airports", "europe-airports", "wiki", "deezer-europe")
 
 FACTS: dict[str, Callable[[Sources], object]] = {
@@ -254,6 +266,9 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "cheap-priors-within": lambda s: sum(w for _, w in s.once(_cheap_priors).values()),
     "cheap-priors-graphs": lambda s: len(s.once(_cheap_priors)),
     "cheap-priors-wiki-loss": lambda s: -s.once(_cheap_priors)["wiki"][0],
+    **{f"halving-{k}": (lambda s, k=k: s.once(_halving)[k]) for k in ("saving", "worst_drop", "failing", "graphs")},
+    "halving-fallback-saving": lambda s: s.once(_halving, "fallback")["saving"],
+    "halving-limit": lambda s: s.once(_halving)["limit"],
     "compile-mlp-vmap-s": lambda s: s.once(_mlp_variants, "vmap"),
     "compile-mlp-per-split-s": lambda s: s.once(_mlp_variants, "per split"),
     "compile-mlp-per-split-diff": lambda s: s.once(_mlp_variants, "per split", "max_abs_prior_diff_vs_vmap"),

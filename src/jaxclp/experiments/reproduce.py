@@ -91,7 +91,7 @@ def table_gnn(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
 
 
 ABLATION_METHODS = ("mlp", "clp_paper", "clp_authors", "clp_mlp", "clp", "clp_e2e")
-"""What each extension of CLP contributes (issue 18): the paper's equations (``clp_paper``) -> the authors' own
+"""What each extension of CLP contributes: the paper's equations (``clp_paper``) -> the authors' own
 propagation (``clp_authors``) -> every variant incl. rho-scaled operators (``clp_mlp``) -> the base predictor chosen
 on validation too (``clp``: MLP, LINK, LINKX, GCN, H2GCN, tuned GCN, SAGE) -> the MLP trained through the solve
 (``clp_e2e``)."""

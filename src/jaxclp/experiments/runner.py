@@ -673,7 +673,7 @@ def chosen_params(cfg, method, depth) -> dict:
 # ------------------------------------------------------------------------- the whole job: position, ETA, interrupt
 ETA_MIN_RECORDS = 3
 """A job's ETA is shown once this many records of it have been computed (before, one record's time says little:
-early rates misled by a factor of six, issue 50)."""
+early rates misled by a factor of six)."""
 
 
 def _duration(seconds: float) -> str:
@@ -758,7 +758,7 @@ def active_output() -> tuple[Path | None, dict]:
 
 BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} splits |{bar:12}| {elapsed}{postfix}"
 """The progress bar without tqdm's rate and remaining-time guess (from the first split's rate: it showed 31 min
-left on a graph that finished in under 5, issue 50); the job's ETA from its records' own times is in the postfix."""
+left on a graph that finished in under 5); the job's ETA from its records' own times is in the postfix."""
 TICK_SECONDS = 1.0
 """How often a running bar redraws (its clock moves between updates; tqdm redraws only on an update)."""
 
