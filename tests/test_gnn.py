@@ -1029,6 +1029,13 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
             np.testing.assert_array_equal(np.asarray(half[i].prior), np.asarray(full[i].prior))
             assert int(half[i].info.epochs_run) == int(full[i].info.epochs_run)
     assert sum(int(r.info.epochs_run) for r in half) < sum(int(r.info.epochs_run) for r in full)
+    # below rungs_min_val validation nodes no spec is halved: the plain grid, bit for bit
+    n_val = int(np.asarray(vm).sum())
+    for min_val, want in ((n_val + 1, full), (n_val, half)):
+        got = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=rungs,
+                               rungs_min_val=min_val)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a.prior), np.asarray(b.prior))
     for bad in ((10, 5), (0, 5), (5, 5)):
         with pytest.raises(ValueError, match="rungs must be ascending positive"):
             gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=bad)

@@ -390,7 +390,8 @@ TUNED_RUNGS: tuple = ()
 
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                     cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", sep: bool = False, grid=None,
-                    lr: float | None = None, weight_decay: float = 0.0, rungs=None) -> PriorResult:
+                    lr: float | None = None, weight_decay: float = 0.0, rungs=None,
+                    rungs_min_val: int = 0) -> PriorResult:
     """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.gnn.fit_gnn_grid`: same ``key``, one
     compiled program for the grid) and the
     one with the best validation ``cfg.metric`` is kept (the first on ties; nested selection on validation only).
@@ -404,6 +405,8 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
             by the tuned recipe's (``lr`` None: :data:`jaxclp.gnn.TUNED_LR` = 1e-3; ``weight_decay`` 0).
         rungs: successive halving over the grid (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs``); None:
             :data:`TUNED_RUNGS`; ``()``: every spec trained to the end (or its early stop).
+        rungs_min_val: halve only with at least this many validation nodes (``fit_gnn_grid``'s; e.g.
+            :data:`jaxclp.gnn.HALVING_MIN_VAL`).
         Others: as :func:`mlp_prior` (features dense or sparse).
 
     Returns:
@@ -431,7 +434,7 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     best = None
     fits = gnn.fit_gnn_grid(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
                             num_classes=int(num_classes), specs=specs, cfg=fit_cfg,
-                            rungs=TUNED_RUNGS if rungs is None else rungs)
+                            rungs=TUNED_RUNGS if rungs is None else rungs, rungs_min_val=rungs_min_val)
     for spec, res in zip(specs, fits):
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):

@@ -48,7 +48,7 @@ import numpy as np
 from jaxclp.benchmarks import _common as C
 
 RULES = {"primary": (50, 100, 200), "fallback": (100, 200)}
-GATE = 500  # validation nodes from which the gated rule halves
+GATE = 500  # validation nodes from which the gated rule halves (jaxclp.gnn.HALVING_MIN_VAL)
 HELD_OUT = {"acm": "dense", "dblp": "dense", "coauthor-cs": "medium", "coauthor-physics": "medium"}
 MAX_VAL_DROP = 0.5  # points, per graph (mean over splits and architectures)
 MIN_SAVING = 0.25  # share of the tuned grids' seconds

@@ -269,6 +269,10 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     **{f"halving-{k}": (lambda s, k=k: s.once(_halving)[k]) for k in ("saving", "worst_drop", "failing", "graphs")},
     "halving-fallback-saving": lambda s: s.once(_halving, "fallback")["saving"],
     "halving-limit": lambda s: s.once(_halving)["limit"],
+    "halving-held-out-saving": lambda s: 100 * s.json("benchmarks/results/halving_held_out.json")["summary"]["saving"],
+    "halving-held-out-graphs": lambda s: len(s.json("benchmarks/results/halving_held_out.json")["summary"]["val_change"]),
+    "halving-held-out-worst": lambda s: 0.0 - min(s.json("benchmarks/results/halving_held_out.json")["summary"][
+        "val_change"].values()),
     "compile-mlp-vmap-s": lambda s: s.once(_mlp_variants, "vmap"),
     "compile-mlp-per-split-s": lambda s: s.once(_mlp_variants, "per split"),
     "compile-mlp-per-split-diff": lambda s: s.once(_mlp_variants, "per split", "max_abs_prior_diff_vs_vmap"),
