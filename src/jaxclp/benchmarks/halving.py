@@ -146,29 +146,32 @@ def replay(specs: list[dict], rungs: tuple) -> dict:
                 seconds=sum(p["seconds"] for p in final), epochs=sum(p["epoch"] for p in final))
 
 
-def summarize(trajs: list[dict]) -> dict:
+def _grids(trajs: list[dict]) -> dict[tuple, list]:
+    """``(graph, split, conv) -> that grid's trajectories``, in spec order."""
     grids: dict[tuple, list] = {}
     for t in trajs:
         grids.setdefault((t["graph"], t["split"], t["conv"]), []).append(t)
+    return {k: sorted(v, key=lambda t: t["spec"]) for k, v in grids.items()}
+
+
+def _judge(rows: list[dict], arm: str) -> dict:
+    """The criterion on ``rows``' arm ``arm`` against ``"full"``: seconds saved (splits after the first), the mean
+    validation and test change per graph (points), and whether it passes."""
+    timed = [r for r in rows if r["split"] > 0]
+    saving = 1 - sum(r[arm]["seconds"] for r in timed) / max(sum(r["full"]["seconds"] for r in timed), 1e-9)
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    change = {k: {g: float(np.mean([100 * (r[arm][k] - r["full"][k]) for r in rows if r["graph"] == g]))
+                  for g in graphs} for k in ("val", "test")}
+    ok = saving >= MIN_SAVING and all(d >= -MAX_VAL_DROP for d in change["val"].values())
+    return dict(saving=saving, val_change=change["val"], test_change=change["test"], adopted=ok)
+
+
+def summarize(trajs: list[dict]) -> dict:
     rows = []
-    for (g, i, conv), specs in grids.items():
-        specs = sorted(specs, key=lambda t: t["spec"])
-        row = dict(graph=g, split=i, conv=conv, full=replay(specs, ()))
-        for rule, rungs in RULES.items():
-            row[rule] = replay(specs, rungs)
-        rows.append(row)
-    verdict = {}
-    for rule in RULES:
-        timed = [r for r in rows if r["split"] > 0]
-        saving = 1 - sum(r[rule]["seconds"] for r in timed) / max(sum(r["full"]["seconds"] for r in timed), 1e-9)
-        per_graph = {}
-        for r in rows:
-            per_graph.setdefault(r["graph"], []).append(100 * (r[rule]["val"] - r["full"]["val"]))
-        drops = {g: float(np.mean(v)) for g, v in per_graph.items()}
-        test = {g: float(np.mean([100 * (r[rule]["test"] - r["full"]["test"]) for r in rows if r["graph"] == g]))
-                for g in per_graph}
-        ok = saving >= MIN_SAVING and all(d >= -MAX_VAL_DROP for d in drops.values())
-        verdict[rule] = dict(rungs=RULES[rule], saving=saving, val_change=drops, test_change=test, adopted=ok)
+    for (g, i, conv), specs in _grids(trajs).items():
+        rows.append(dict(graph=g, split=i, conv=conv, full=replay(specs, ()),
+                         **{rule: replay(specs, rungs) for rule, rungs in RULES.items()}))
+    verdict = {rule: dict(rungs=RULES[rule], **_judge(rows, rule)) for rule in RULES}
     chosen = next((rule for rule in RULES if verdict[rule]["adopted"]), None)
     return dict(rows=rows, verdict=verdict, adopted=chosen)
 
@@ -176,25 +179,18 @@ def summarize(trajs: list[dict]) -> dict:
 def summarize_gated(trajs: list[dict], gate: int = GATE) -> dict:
     """The gated rule on held-out graphs: the primary rungs where a split has at least ``gate`` validation nodes,
     every spec to the end below it; seconds saved (splits after the first) and validation change per graph."""
-    grids: dict[tuple, list] = {}
-    for t in trajs:
-        grids.setdefault((t["graph"], t["split"], t["conv"]), []).append(t)
     rows = []
-    for (g, i, conv), specs in grids.items():
-        specs = sorted(specs, key=lambda t: t["spec"])
+    for (g, i, conv), specs in _grids(trajs).items():
         gated = specs[0]["num_val"] >= gate
         rows.append(dict(graph=g, split=i, conv=conv, num_val=specs[0]["num_val"], gated=gated,
                          full=replay(specs, ()), rule=replay(specs, RULES["primary"] if gated else ())))
     timed = [r for r in rows if r["split"] > 0]
-    saving = 1 - sum(r["rule"]["seconds"] for r in timed) / max(sum(r["full"]["seconds"] for r in timed), 1e-9)
     graphs = sorted({r["graph"] for r in rows})
-    val = {g: float(np.mean([100 * (r["rule"]["val"] - r["full"]["val"]) for r in rows if r["graph"] == g]))
-           for g in graphs}
-    test = {g: float(np.mean([100 * (r["rule"]["test"] - r["full"]["test"]) for r in rows if r["graph"] == g]))
-            for g in graphs}
     secs = {g: [sum(r[k]["seconds"] for r in timed if r["graph"] == g) for k in ("full", "rule")] for g in graphs}
-    ok = saving >= MIN_SAVING and all(d >= -MAX_VAL_DROP for d in val.values())
-    return dict(rows=rows, gate=gate, saving=saving, val_change=val, test_change=test, seconds=secs, adopted=ok)
+    judged = _judge(rows, "rule")
+    order = lambda d: {g: d[g] for g in graphs}  # noqa: E731
+    return dict(rows=rows, gate=gate, saving=judged["saving"], val_change=order(judged["val_change"]),
+                test_change=order(judged["test_change"]), seconds=secs, adopted=judged["adopted"])
 
 
 def markdown_gated(payload: dict) -> str:
