@@ -640,3 +640,25 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(mo
     cands = M.Candidates(skipped=["gcn_tuned"])
     assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "gcn_tuned"]
     assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"] and runner.left_out(ctx, {}, "lp") == []
+
+
+def test_tuned_prior_halving_setting_is_read_from_one_place(monkeypatch):
+    """tuned_gnn_prior (the estimator's and the runner's clp's path) takes jaxclp.priors.TUNED_RUNGS and
+    TUNED_RUNGS_MIN_VAL unless rungs are given, and clp's method hash changes with them."""
+    from jaxclp import gnn
+    from jaxclp.experiments.specs import method_hash
+
+    g, x, y, tm, vm = _tiny()
+    seen = []
+    real = gnn.fit_gnn_grid
+    monkeypatch.setattr(gnn, "fit_gnn_grid",
+                        lambda *a, **k: seen.append((k["rungs"], k["rungs_min_val"])) or real(*a, **k))
+    grid = [jaxclp.GNNSpec(conv="gcn", hidden=4, num_layers=1)]
+    cfg = jaxclp.TrainConfig(epochs=3, patience=0)
+    before = method_hash("clp")
+    monkeypatch.setattr(P, "TUNED_RUNGS", (1, 2))
+    monkeypatch.setattr(P, "TUNED_RUNGS_MIN_VAL", 7)
+    P.tuned_gnn_prior(jax.random.key(0), g, x, np.where(tm | vm, y, -1), tm, vm, 3, cfg, grid=grid)
+    P.tuned_gnn_prior(jax.random.key(0), g, x, np.where(tm | vm, y, -1), tm, vm, 3, cfg, grid=grid, rungs=(1,))
+    assert seen == [((1, 2), 7), ((1,), 0)]
+    assert method_hash("clp") != before

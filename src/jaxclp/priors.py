@@ -385,7 +385,10 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
 TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
 TUNED_RUNGS: tuple = ()
-"""Successive halving's rungs for the tuned GNN priors' grids (:func:`tuned_gnn_prior`; ``()``: none)."""
+"""Successive halving's rungs for the tuned GNN priors' grids (:func:`tuned_gnn_prior`; ``()``: none): the one
+setting :class:`jaxclp.CLP` and the runner's ``clp`` both read (its method hash too)."""
+TUNED_RUNGS_MIN_VAL = 0
+"""Validation nodes from which :data:`TUNED_RUNGS` applies (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs_min_val``)."""
 
 
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
@@ -404,9 +407,10 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
         cfg: epochs, patience, optimizer and metric of every fit; its learning rate and weight decay are replaced
             by the tuned recipe's (``lr`` None: :data:`jaxclp.gnn.TUNED_LR` = 1e-3; ``weight_decay`` 0).
         rungs: successive halving over the grid (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs``); None:
-            :data:`TUNED_RUNGS`; ``()``: every spec trained to the end (or its early stop).
-        rungs_min_val: halve only with at least this many validation nodes (``fit_gnn_grid``'s; e.g.
-            :data:`jaxclp.gnn.HALVING_MIN_VAL`).
+            :data:`TUNED_RUNGS` from :data:`TUNED_RUNGS_MIN_VAL` validation nodes; ``()``: every spec trained to
+            the end (or its early stop).
+        rungs_min_val: with ``rungs`` given, halve only with at least this many validation nodes
+            (``fit_gnn_grid``'s; e.g. :data:`jaxclp.gnn.HALVING_MIN_VAL`).
         Others: as :func:`mlp_prior` (features dense or sparse).
 
     Returns:
@@ -434,7 +438,8 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     best = None
     fits = gnn.fit_gnn_grid(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
                             num_classes=int(num_classes), specs=specs, cfg=fit_cfg,
-                            rungs=TUNED_RUNGS if rungs is None else rungs, rungs_min_val=rungs_min_val)
+                            rungs=TUNED_RUNGS if rungs is None else rungs,
+                            rungs_min_val=TUNED_RUNGS_MIN_VAL if rungs is None else rungs_min_val)
     for spec, res in zip(specs, fits):
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):

@@ -99,7 +99,8 @@ The cross-fitted comparison that chose the prior-first rule had 20-500 validatio
 5000 an accuracy's standard error is at most 0.71 points, so a gap of several points between two predictors'
 best propagations is not selection noise. No graph of the paper's tables reaches it on its medium split (the
 largest, deezer-europe: 2,828), so those records are unchanged; the dense (48/32/20) splits of deezer-europe and
-the Coauthor graphs do (5,867 to 11,038), and their committed ``clp`` records were made before this step."""
+the Coauthor graphs do (5,867 to 11,038): deezer-europe's dense ``clp`` records were re-run with it (no choice
+changed), the Coauthor graphs' committed ones were made before it."""
 
 MARGIN_SE = 3.0
 """How many standard errors (:func:`switch_margin`) another predictor's best CLP candidate must beat the

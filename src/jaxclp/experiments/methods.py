@@ -558,11 +558,6 @@ validation among :func:`gnn_grid`'s 8 (:func:`jaxclp.priors.tuned_gnn_prior`). A
 ``priors=``."""
 
 
-CLP_TUNED_RUNGS: tuple = ()
-"""Successive halving's rungs over the tuned GNN priors' grids in ``clp`` (:func:`jaxclp.gnn.fit_gnn_grid`;
-``()``: every spec trained to the end)."""
-
-
 def prior_train_config(ctx: Context):
     """TrainConfig of the priors fitted here: the run's (``ctx.train_cfg``: the paper's MLP settings unless the
     user changed them), early stopping on ``ctx.metric``."""
@@ -627,8 +622,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
-        opts = ({"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR, "rungs": CLP_TUNED_RUNGS}
-                if name in TUNED_PRIORS else {})
+        opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
         def fit(name=name, opts=opts):
             status(f"base predictor {name}")
             return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,

@@ -38,6 +38,7 @@ def _nonlinear_defaults(**overrides) -> dict:
 
 def _grids() -> dict[str, dict]:
     from jaxclp import end_to_end
+    from jaxclp import priors as P
     from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
     from jaxclp.experiments import methods as m
     from jaxclp.experiments.methods import MLP_DEPTHS
@@ -67,8 +68,10 @@ def _grids() -> dict[str, dict]:
         "gat_sep": tuned,
         "gcn_sep": tuned,
         "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "selection": m.select_prior_first.__name__,
-                # the rungs only where there are any: the hash of clp without halving stays its records'
-                "tuned_priors": dict(tuned, rungs=m.CLP_TUNED_RUNGS) if m.CLP_TUNED_RUNGS else tuned,
+                # successive halving (jaxclp.priors.TUNED_RUNGS) only where there is any: without it the hash
+                # stays the one of clp's records
+                "tuned_priors": (dict(tuned, rungs=P.TUNED_RUNGS, rungs_min_val=P.TUNED_RUNGS_MIN_VAL)
+                                 if P.TUNED_RUNGS else tuned),
                 **clp},
         "linkx": {},
         "clp_e2e": {"alphas": end_to_end.DEFAULT_ALPHAS, "train": end_to_end.DEFAULT_CONFIG._asdict(),
