@@ -662,3 +662,10 @@ def test_tuned_prior_halving_setting_is_read_from_one_place(monkeypatch):
     P.tuned_gnn_prior(jax.random.key(0), g, x, np.where(tm | vm, y, -1), tm, vm, 3, cfg, grid=grid, rungs=(1,))
     assert seen == [((1, 2), 7), ((1,), 0)]
     assert method_hash("clp") != before
+
+
+def test_clp_tuned_priors_halve_with_the_adopted_rule():
+    """The adopted setting is the rule benchmarks/halving.py judged: gnn.HALVING_RUNGS from gnn.HALVING_MIN_VAL."""
+    from jaxclp import gnn
+
+    assert (P.TUNED_RUNGS, P.TUNED_RUNGS_MIN_VAL) == (gnn.HALVING_RUNGS, gnn.HALVING_MIN_VAL) == ((50, 100, 200), 500)

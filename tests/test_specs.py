@@ -30,9 +30,9 @@ def test_every_method_has_a_json_spec_and_a_stable_hash():
     assert specs.method_spec("clp")["grid"]["mlp_depths"] == list(runner.MLP_DEPTHS)
     # clp = clp_mlp's grid + the base priors (the tuned GNN priors with table_gnn's recipe): same candidates per prior
     assert specs.method_spec("clp")["grid"] == specs.method_spec("clp_mlp")["grid"] | {
-        "priors": list(methods.CLP_PRIOR_CANDIDATES), "tuned_priors": specs.method_spec("sage")["grid"],
-        "selection": "select_prior_first"}
-    assert specs.method_spec("clp")["revision"] == 2 and specs.method_spec("clp_mlp")["revision"] == 0
+        "priors": list(methods.CLP_PRIOR_CANDIDATES), "selection": "select_prior_first",
+        "tuned_priors": specs.method_spec("sage")["grid"] | {"rungs": [50, 100, 200], "rungs_min_val": 500}}
+    assert specs.method_spec("clp")["revision"] == 3 and specs.method_spec("clp_mlp")["revision"] == 0
     assert "mlp_depths" not in specs.method_spec("link")["grid"]
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         specs.method_spec("nope")

@@ -384,11 +384,14 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
 
 TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
-TUNED_RUNGS: tuple = ()
+TUNED_RUNGS: tuple = (50, 100, 200)
 """Successive halving's rungs for the tuned GNN priors' grids (:func:`tuned_gnn_prior`; ``()``: none): the one
-setting :class:`jaxclp.CLP` and the runner's ``clp`` both read (its method hash too)."""
-TUNED_RUNGS_MIN_VAL = 0
-"""Validation nodes from which :data:`TUNED_RUNGS` applies (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs_min_val``)."""
+setting :class:`jaxclp.CLP` and the runner's ``clp`` both read (its method hash too). :data:`jaxclp.gnn.HALVING_RUNGS`,
+adopted after it passed its criterion on held-out graphs (``benchmarks/results/halving_held_out.md``)."""
+TUNED_RUNGS_MIN_VAL = 500
+"""Validation nodes from which :data:`TUNED_RUNGS` applies (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs_min_val``;
+:data:`jaxclp.gnn.HALVING_MIN_VAL`): smaller validation sets rank the specs too coarsely to cut them early
+(``benchmarks/results/halving.md``: the airport graphs)."""
 
 
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,

@@ -19,10 +19,12 @@ import hashlib
 import inspect
 import json
 
-REVISIONS: dict[str, int] = {"link": 1, "clp": 2}
+REVISIONS: dict[str, int] = {"link": 1, "clp": 3}
 # link 1: early stopping on the task's metric (was accuracy). clp 1: tuned GCN / SAGE priors (the grid's "priors"
 # shows them) and GNN priors on sparse features too (revision 0 left them out there). clp 2: prior-first selection
 # (methods.select_prior_first) with each prior alone as a candidate (alpha = 0), instead of the joint maximum.
+# clp 3: the tuned GNN priors' grid trains as one program (jaxclp.gnn.fit_gnn_grid), which draws their dropout
+# masks otherwise than revision 2's per-spec fits; with it, successive halving on >= 500 validation nodes.
 """Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
 constants do not show."""
 
@@ -68,8 +70,8 @@ def _grids() -> dict[str, dict]:
         "gat_sep": tuned,
         "gcn_sep": tuned,
         "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "selection": m.select_prior_first.__name__,
-                # successive halving (jaxclp.priors.TUNED_RUNGS) only where there is any: without it the hash
-                # stays the one of clp's records
+                # successive halving (jaxclp.priors.TUNED_RUNGS) only where there is any: without it, the
+                # hash of revision 2's records
                 "tuned_priors": (dict(tuned, rungs=P.TUNED_RUNGS, rungs_min_val=P.TUNED_RUNGS_MIN_VAL)
                                  if P.TUNED_RUNGS else tuned),
                 **clp},
