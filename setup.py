@@ -1,7 +1,7 @@
 """Optional C++ extension ``jaxclp._kernels``: the fused CSR kernels called through the XLA FFI.
 
 Everything else is configured in pyproject.toml. The extension is optional: when no C++ compiler or no XLA FFI
-headers (shipped with jaxlib, a build requirement) are available, the build prints a warning and the install
+headers (vendored in csrc/third_party from jaxlib) are available, the build prints a warning and the install
 succeeds without it; jaxclp then uses XLA's sparse path (see ``jaxclp.sparse``). ``JAXCLP_NO_FFI=1`` skips the
 build. Flags are portable (plain -O3, no -march=native), so a built wheel runs on any x86-64 / aarch64 CPU.
 """
@@ -15,7 +15,11 @@ from setuptools.command.build_ext import build_ext
 
 
 def _ffi_include_dir():
-    """jaxlib's XLA FFI headers (what ``jax.ffi.include_dir()`` returns), without importing jax."""
+    """The XLA FFI headers: the copy in ``csrc/third_party`` (jaxlib 0.10.2's, see its README), else jaxlib's own
+    (what ``jax.ffi.include_dir()`` returns), found without importing jax."""
+    inc = Path(__file__).resolve().parent / "csrc" / "third_party"
+    if (inc / "xla" / "ffi" / "api" / "ffi.h").exists():
+        return str(inc)
     try:
         import jaxlib
     except ImportError:
@@ -38,7 +42,7 @@ class OptionalBuildExt(build_ext):
             return
         inc = _ffi_include_dir()
         if inc is None:
-            self._skip("jaxlib with XLA FFI headers is not importable at build time")
+            self._skip("the XLA FFI headers are missing (csrc/third_party, or jaxlib at build time)")
             return
         for ext in self.extensions:
             ext.include_dirs.append(inc)
@@ -60,7 +64,7 @@ setup(
             "jaxclp._kernels",
             sources=["csrc/jaxclp_kernels.cc"],
             language="c++",
-            extra_compile_args=["-O3", "-std=c++17", "-fvisibility=hidden", "-Wno-return-type"],
+            extra_compile_args=["-O3", "-g0", "-std=c++17", "-fvisibility=hidden", "-Wno-return-type"],
             optional=True,
         )
     ],

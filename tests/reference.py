@@ -12,12 +12,13 @@ Written from the method's semantics, not from the library code:
 * iteration ``B <- (1-a) D + a A^F_k B`` from ``B0``; closed form ``B_k = (1-a)(I - a A^F_k)^{-1} D_k``.
 
 Everything is dense float64 numpy (graphs in the tests are small). Also holds the random test-graph
-generators shared by the test modules.
+generators shared by the test modules, and :func:`host_devices_env` for the tests that start processes.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -359,3 +360,16 @@ def graph_spec(kind, *, seed=0, n=40, m=200):
     """(edge_index, from_edge_index kwargs) of the ``kind`` test graph of :func:`same_size_graphs`."""
     ei, kw = _graph_specs(seed, n, m)[kind]
     return ei, dict(kw)
+
+
+def host_devices_env(devices: int | None = None, **extra: str) -> dict:
+    """The environment of a test's child process: this one's, on the CPU, with ``devices`` forced host devices.
+
+    ``XLA_FLAGS`` keeps the suite's own flags (conftest.py's LLVM -O0, which compiles 2-3x faster) and drops any
+    host device count, which the child sets itself (its scripts append ``--xla_force_host_platform_device_count``
+    to ``XLA_FLAGS`` before importing jax) or ``devices`` sets here.
+    """
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    if devices is not None:
+        flags.append(f"--xla_force_host_platform_device_count={int(devices)}")
+    return dict(os.environ, XLA_FLAGS=" ".join(flags), JAX_PLATFORMS="cpu", **extra)

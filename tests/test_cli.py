@@ -15,6 +15,7 @@ from jaxclp.experiments import cli, runner
 from jaxclp.experiments.analyses.common import last_results
 from jaxclp.datasets import load_file
 from jaxclp.datasets.fetch import user_cache_dir
+from reference import host_devices_env
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
@@ -283,8 +284,7 @@ def test_cli_run_two_processes(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env.update(JAXCLP_XLA_CACHE="off", XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    env = host_devices_env(2, JAXCLP_XLA_CACHE="off")
     dist = ["--out", str(tmp_path / "two"), "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
     procs = [subprocess.Popen([sys.executable, "-m", "jaxclp", *args, *dist, "--process-id", str(i)], cwd=REPO,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]

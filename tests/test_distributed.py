@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
+from reference import host_devices_env
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 240  # a guard against a hung collective; the test takes ~20-40 s idle, 90+ s at load 12-15
 
 WORKER = textwrap.dedent("""
     import os, sys, traceback
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     pid, coordinator = int(sys.argv[1]), sys.argv[2]
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -138,8 +139,7 @@ def _gloo_available() -> bool:
 def test_two_processes_equal_one_process(tmp_path):
     if not _gloo_available():
         pytest.skip("this jaxlib has no gloo CPU collectives (jax_cpu_collectives_implementation='gloo')")
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    env["JAX_PLATFORMS"] = "cpu"
+    env = host_devices_env()  # the workers force their host devices
     coordinator = f"127.0.0.1:{_free_port()}"
     logs = [open(tmp_path / f"worker{i}.log", "w+") for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(i), coordinator], cwd=REPO, env=env,

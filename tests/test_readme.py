@@ -194,8 +194,9 @@ def test_readme_table_cells_by_hand(tmp_path):
 
 def test_paired_block_merges_targets_on_the_same_splits_only():
     """The clp-paired block: clp of the first folder against baselines of both; a second folder's records count only
-    where its configuration equals the first's for that dataset, never for a method the first already has, and
-    stale records (another definition of the method) are left out."""
+    where its configuration equals the first's for that dataset, never for a method the first already has; a row
+    whose clp records are stale (another definition of clp) is kept and marked ‡, the other methods' stale records
+    are left out."""
     from jaxclp.experiments import results_tables as tables
     from jaxclp.experiments.specs import method_hash
 
@@ -206,21 +207,22 @@ def test_paired_block_merges_targets_on_the_same_splits_only():
 
     first = [rec(d, m, i, t) for d in ("a", "b") for i in range(3)
              for m, t in (("mlp", 0.50 + 0.01 * i), ("clp", 0.60 + 0.02 * i))]
-    first += [rec("c", "clp", 0, 0.9, stale=True), rec("c", "mlp", 0, 0.4)]
+    first += [rec("c", "clp", 0, 0.9, stale=True), rec("c", "mlp", 0, 0.4), rec("c", "link", 0, 0.95, stale=True)]
     second = [rec("a", "sage", i, 0.70) for i in range(3)]  # same config as a's: the best baseline of a
     second += [rec("b", "sage", i, 0.99, cfg="c2") for i in range(3)]  # other splits / settings: ignored
     second += [rec("a", "mlp", i, 0.99) for i in range(3)]  # the first folder has a's mlp: ignored
     out = tables.paired_markdown([first, second], tables.Paired(("x", "y"), "medium"))
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in out.splitlines()[2:]}
-    assert set(rows) == {"a", "b"}  # c's clp is stale
+    assert set(rows) == {"a", "b", "c ‡"}  # c's clp is stale: kept, marked
+    assert rows["c ‡"][2:4] == ["90.0", "+50.0 (1/0/0)"] and rows["c ‡"][6] == "mlp 40.0"  # stale link: out
     assert rows["a"][2] == "62.0" and rows["a"][3] == "+11.0 ± 1.0 (3/0/0)"  # vs its own mlp, not the second's
     assert rows["a"][6] == "sage 70.0" and rows["a"][7] == "-8.0 ± 2.0 (0/3/0)" and rows["a"][8] == "no |"
     assert rows["b"][6] == "mlp 51.0" and rows["b"][8] == "yes |"
-    assert tables.paired_markdown([[rec("a", "clp", 0, 0.5, stale=True)]], tables.Paired(("x",), "medium")) == "–"
+    assert tables.paired_markdown([[rec("a", "link", 0, 0.5, stale=True)]], tables.Paired(("x",), "medium")) == "–"
     # a tuple of splits: one row per (dataset, split), each paired within its own split only
     other = [dict(r, split="dense", test=r["test"] - 0.1) for r in first if r["dataset"] == "a"]
     out = tables.paired_markdown([first + other], tables.Paired(("x",), ("medium", "dense")))
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in out.splitlines()[2:]}
-    assert set(rows) == {("| a", "dense"), ("| a", "medium"), ("| b", "medium")}
+    assert set(rows) == {("| a", "dense"), ("| a", "medium"), ("| b", "medium"), ("| c ‡", "medium")}
     assert rows["| a", "dense"][2] == "52.0" and rows["| a", "dense"][3] == "+11.0 ± 1.0 (3/0/0)"
     assert tables.paired_markdown([first + other], tables.Paired(("x",), "dense")).count("| a | dense |") == 1

@@ -19,6 +19,7 @@ import pytest
 
 import jaxclp
 from jaxclp import shard
+from reference import host_devices_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -348,7 +349,7 @@ def test_sharded_product_memory_does_not_scale_with_edges_times_classes(path):
 # ----------------------------------------------------------------------------------------- devices
 SCRIPT = textwrap.dedent("""
     import os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     import jax
     jax.config.update("jax_enable_x64", True)
     import numpy as np, jax.numpy as jnp, jaxclp
@@ -669,7 +670,7 @@ SCRIPT = textwrap.dedent("""
 
 BASELINES_SCRIPT = textwrap.dedent("""
     import os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     import jax
     jax.config.update("jax_enable_x64", True)
     import numpy as np, jax.numpy as jnp, jaxclp
@@ -801,7 +802,7 @@ BASELINES_SCRIPT = textwrap.dedent("""
 
 
 def _run_baselines(mode):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}  # host devices
+    env = host_devices_env()  # the script forces its host devices
     done = subprocess.run([sys.executable, "-c", BASELINES_SCRIPT, mode], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -820,7 +821,7 @@ def test_sharded_baselines_and_clp_every_variant():
 
 
 def test_sharded_products_on_four_devices():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}  # host devices
+    env = host_devices_env()  # the script forces its host devices
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

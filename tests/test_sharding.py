@@ -10,12 +10,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from reference import host_devices_env
 
 REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     import numpy as np, jax, jax.numpy as jnp, jaxclp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     assert len(jax.devices()) == 2
@@ -49,7 +50,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_class_and_alpha_axes_shard_over_two_devices():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"}  # host devices
+    env = host_devices_env()  # the script forces its host devices
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

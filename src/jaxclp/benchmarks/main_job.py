@@ -170,6 +170,7 @@ def main(argv=None) -> int:
         out, times_file = Path(a.summarize[0]), Path(a.summarize[1])
     else:
         out = Path(a.out or tempfile.mkdtemp(prefix="main_job_"))
+        out.mkdir(parents=True, exist_ok=True)
         times_file = out / "times.txt"
         for name in names:
             t0 = time.perf_counter()

@@ -109,26 +109,35 @@ PAIRED = {
 
 def paired_markdown(record_sets, paired: Paired) -> str:
     """:func:`jaxclp.experiments.summary.paired_table` of ``paired.method`` over the merged ``record_sets`` (one
-    list per folder of ``paired.results``): current records only (a stale one, made under another definition of
-    its method, is left out, so a row appears once re-run), later folders only where their ``config_hash``
-    equals the first folder's for that dataset, and a (dataset, split, method) only from the first folder
-    that has it. "–" without any current record of ``paired.method``."""
+    list per folder of ``paired.results``): later folders only where their ``config_hash`` equals the first
+    folder's for that dataset, and a (dataset, split, method) only from the first folder that has it. A row whose
+    ``paired.method`` records were made under an earlier definition of it (stale, as the tables' cells) is kept
+    with ``‡`` after its dataset; the other methods' stale records are left out. "–" without any record of
+    ``paired.method``."""
     splits = (paired.split,) if isinstance(paired.split, str) else tuple(paired.split)
     sets = [[r for r in records if r.get("type") == "result" and r.get("split") in splits]
             for records in record_sets]
     hashes = current_hashes({r["method"] for results in sets for r in results})  # None: never current
     first = {r["dataset"]: r.get("config_hash") for r in (sets[0] if sets else [])}
     owner: dict = {}  # (dataset, method) -> the folder that supplies it
-    merged = []
+    merged, stale = [], set()
     for i, results in enumerate(sets):
         for r in results:
             key, current = (r["dataset"], r["method"]), hashes[r["method"]]
-            if current is None or r.get("method_hash") != current or owner.setdefault(key, i) != i:
+            old = r.get("method_hash") != current
+            if current is None or (old and r["method"] != paired.method) or owner.setdefault(key, i) != i:
                 continue
             if i == 0 or r.get("config_hash") == first.get(r["dataset"]):
                 merged.append(r)
+                if old:
+                    stale.add((r["dataset"], r["split"]))
     agg, last = aggregate(merged)
-    return paired_table(agg, last, paired.method, heading=False) or "–"
+    lines = (paired_table(agg, last, paired.method, heading=False) or "–").splitlines()
+    for j, line in enumerate(lines):
+        cells = line.split(" | ")
+        if len(cells) > 2 and (cells[0].removeprefix("| "), cells[1]) in stale:
+            lines[j] = line.replace(cells[0], cells[0] + " ‡", 1)
+    return "\n".join(lines)
 
 
 def _base_counts(last, dataset: str, split: str, method: str) -> str:
