@@ -109,7 +109,7 @@ def test_correct_and_smooth_vector_alpha_equals_scalar(rng):
         np.testing.assert_allclose(both[i], one, atol=1e-12)
 
 
-# ------------------------------------------------------------------ LP / C&S options (issue 16)
+# ------------------------------------------------------------------ LP / C&S options
 def _lp_iter(a, x0, alpha, layers, clamp=None, reset=None):
     """PyG's LabelPropagation loop: x <- post((1-alpha) x0 + alpha A x) from x0."""
     x = x0.copy()

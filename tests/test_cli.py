@@ -53,7 +53,7 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
 
 
 def test_cli_user_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
-    """Issue 14.5: a user error is one line ``jaxclp: error: ...`` on stderr and exit status 2 (argparse's
+    """A user error is one line ``jaxclp: error: ...`` on stderr and exit status 2 (argparse's
     convention), not a traceback; nothing is written for a refused run."""
     monkeypatch.setenv("JAXCLP_DATA", str(tmp_path / "data"))
     monkeypatch.delenv("JAXCLP_TRACEBACK", raising=False)
@@ -150,7 +150,7 @@ def _platonov_npz(path, n=60, k=3, seed=0):
 
 
 def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
-    """Issue 10.4: ``jaxclp run --graph FILE --split published`` runs on a graph the registry does not know,
+    """``jaxclp run --graph FILE --split published`` runs on a graph the registry does not know,
     with the file's own masks; the records are keyed by the file's name."""
     masks = _platonov_npz(tmp_path / "mygraph.npz")
     out = tmp_path / "out"
@@ -228,7 +228,7 @@ def test_cli_fills_the_persistent_xla_cache(tmp_path):
 
 
 def test_cli_distributed_flags_parse_and_are_checked(tmp_path, capsys, monkeypatch):
-    """Issue 17.4: ``run --coordinator HOST:PORT --num-processes N --process-id I`` reaches
+    """``run --coordinator HOST:PORT --num-processes N --process-id I`` reaches
     ``jax.distributed.initialize`` (before any device is touched); partial or inconsistent flags are a
     one-line user error and nothing is initialized or written."""
     calls = []
@@ -361,7 +361,7 @@ def test_cli_run_with_custom_label_rates(tmp_path, capsys):
         assert e.value.code == 2 and "argument --split" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------------- issue 50: what a newcomer meets
+# ------------------------------------------------------------------------------- what a newcomer meets
 def _edge_list(tmp_path, labels, p_in=0.3, p_out=0.02, seed=0):
     """An edge list over nodes 0..n-1 (homophilous edges) and its labels file; returns the two paths."""
     rng = np.random.default_rng(seed)

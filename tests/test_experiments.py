@@ -122,7 +122,7 @@ def test_minesweeper_seed0_collision_is_real():
         runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0], ds.name, "medium")
 
 
-# ----------------------------------------------------------------- configuration-keyed resume (issue 14.1)
+# ----------------------------------------------------------------- configuration-keyed resume
 def _keys(path):
     return sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in runner.read_records(path)
                   if r.get("type") == "result")

@@ -1,4 +1,4 @@
-"""Fault injection (issue 14): kill -9 at random points of a ``jaxclp run``, concurrent runs on one folder,
+"""Fault injection: kill -9 at random points of a ``jaxclp run``, concurrent runs on one folder,
 a configuration change between runs, corrupted raw and processed files. Each asserts that no record is lost,
 duplicated, torn or stale.
 
@@ -181,7 +181,7 @@ def test_corrupted_raw_file_is_refused(tmp_path, monkeypatch, capsys):
 
 
 def test_corrupted_or_foreign_processed_cache_is_rebuilt(tmp_path):
-    """A truncated cache entry, and (issue 14.6) a valid entry of another dataset placed under Texas's key,
+    """A truncated cache entry, and a valid entry of another dataset placed under Texas's key,
     are not served: the loader warns and rebuilds from the raw files."""
     root = tmp_path / "data"
     _copy_texas(root)

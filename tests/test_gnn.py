@@ -466,7 +466,7 @@ def test_bad_split_inputs_and_two_hop_raise():
         fit_h2gcn(keys[0], g, x, y, tr[0], va[0], num_classes=2, two_hop=Graph.from_edge_index(np.zeros((2, 0), int), 5))
 
 
-# --------------------------------------------------------------- GraphSAGE / GAT / tuned GNN (issue 20)
+# --------------------------------------------------------------- GraphSAGE / GAT / tuned GNN
 from jax.flatten_util import ravel_pytree  # noqa: E402
 
 from jaxclp.gnn import (GATConv, GNNSpec, SAGEConv, TunedGNN, attention_graph, fit_gnn,  # noqa: E402

@@ -450,7 +450,7 @@ def test_direct_construction_rejects_out_of_range_node_ids():
 
 
 # ------------------------------------------------------------------------------------ lean construction and
-# the transposed CSR (issue 17)
+# the transposed CSR
 def _lexsort_reference(ei, n, w, *, symmetrize, deduplicate, self_loops):
     """The constructor's semantics written the slow, obvious way (int64, np.lexsort, dedup by max, the
     symmetric flag from multiset equality of (s, r, w) and (r, s, w)): the edge ORDER, including the order of

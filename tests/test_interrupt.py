@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM during ``jaxclp run`` (issue 50.1): one line, exit 130 within seconds, the finished records
+"""Ctrl-C and SIGTERM during ``jaxclp run``: one line, exit 130 within seconds, the finished records
 kept with their summary.md, no traceback; the same command then says what it reuses and computes the rest."""
 
 import os

@@ -197,7 +197,7 @@ def test_spectral_radius_no_recompile(rng, compile_counter):
     assert cc.count == 0
 
 
-# ------------------------------------------------------------------------------------ transposed CSR (issue 17)
+# ------------------------------------------------------------------------------------ transposed CSR
 def _bare(g):
     """The same graph without the stored transposed CSR (a Graph built directly from arrays)."""
     return Graph(senders=g.senders, receivers=g.receivers, weights=g.weights, num_nodes=g.num_nodes,

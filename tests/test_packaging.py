@@ -99,7 +99,7 @@ def _source_tree(dst: Path) -> Path:
 
 
 def test_wheel_installs_in_a_fresh_venv_and_predicts(tmp_path):
-    """Issue 50.7: the wheel built from the sources (the C++ kernel where a compiler is found, else the build
+    """The wheel built from the sources (the C++ kernel where a compiler is found, else the build
     says it fell back) installs in a new virtual environment outside the repository, and ``jaxclp predict``
     there labels every node of a small edge-list graph, importing only that environment's jaxclp.
 

@@ -175,7 +175,7 @@ print(json.dumps({"same_hlo": before == after, "rolled": "while" in after, "same
 
 
 def test_import_jaxclp_leaves_jax_threefry_lowering_alone():
-    """Issue 48.6: in a fresh process, importing jaxclp changes nothing global: jax.random's CPU program (JAX's
+    """In a fresh process, importing jaxclp changes nothing global: jax.random's CPU program (JAX's
     rolled Threefry, a while loop) and JAX's registered CPU lowering rule of threefry2x32 are the same before and
     after the import. (jaxclp <= a7c0a97 re-registered that rule on import: this test failed there.)"""
     env = dict(os.environ, JAX_PLATFORMS="cpu")

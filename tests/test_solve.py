@@ -456,7 +456,7 @@ def test_property_closed_form_is_fixed_point(problem):
     assert np.asarray(sol.converged).all()
 
 
-# ------------------------------------------------------------------------------------ throw (issue 14.4)
+# ------------------------------------------------------------------------------------ throw
 @pytest.mark.parametrize("method", ["dense", "bicgstab"])
 def test_divergent_alpha_raises_naming_class_rho_and_inverse(rng, method):
     """alpha * rho >= 1 ("none" normalization): the linear system is still solvable (dense LU, BiCGStab
@@ -536,7 +536,7 @@ PRECISION_ALPHAS = (0.9, 0.99, 0.999)
 @functools.lru_cache(maxsize=None)
 def knn_problem(n, k=4, confidence=8.0):
     """A slowly mixing graph with confident priors and a near-identity H: the CLP operators have spectral
-    radius near 1, so ``I - alpha A^F_k`` is ill-conditioned near alpha = 1 (the float32 regime of issue 50).
+    radius near 1, so ``I - alpha A^F_k`` is ill-conditioned near alpha = 1 (float32).
 
     Symmetrized 5-nearest-neighbour graph of n random points in the unit square, labels = quadrant, prior
     softmax(confidence * one_hot + N(0, 1)), H = 0.97 I + 0.03 / k. Returns ``(graph, prior, H, a)`` with
@@ -613,7 +613,7 @@ def test_every_method_converges_to_what_its_precision_allows(method, dtype):
 @pytest.mark.parametrize("normalization,method,alpha", [("sym", "cg", 0.99), ("row", "bicgstab", 0.9),
                                                         ("row", "bicgstab", 0.99)])
 def test_float32_default_solve_converges_where_relative_residual_cannot(normalization, method, alpha):
-    """The failure of issue 50: ``jaxclp.solve(graph, B0, H, prior, alpha=0.99)`` in float32 raised "did not
+    """A failure users met: ``jaxclp.solve(graph, B0, H, prior, alpha=0.99)`` in float32 raised "did not
     converge: method 'cg' reached relative residual 7.49e-06 > tol = 1e-06" (BiCGStab: converged=False).
 
     On a 3000-node graph the float32 solves end with relative residuals above 1e-6 (checked: the old criterion
