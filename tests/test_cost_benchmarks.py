@@ -118,6 +118,12 @@ def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
     cost = main_job.cost_rows(main_job.method_seconds(records), ["g", "h"])
     assert cost == [{"graph": "g", "records_s": 100.0, "clp_s": 60.0, "clp_share": 0.6, "clp_median_s": 20.0,
                      "splits": 3}]
+    # an earlier run's times beside: its seconds and the ratio per graph, its total over the same graphs
+    payload = {"times": main_job.read_times(times), "rows": list(rows.values()), "cost": cost,
+               "previous": {"g": {"rc": 0, "seconds": 8.0}}, "previous_note": "commit abc"}
+    md = main_job.tables(payload)
+    assert "| g | 12 | 8 | 1.50 | 64.00 | 62.00 ± 2.00 | yes |" in md and "| h | 3 (rc 1) | – | – | 41.00 |" in md
+    assert "The previous run took 8 s (0.1 min) for the same 1 graphs (commit abc)." in md
 
 
 def test_test_suite_reads_each_pytest_summary_line():

@@ -6,9 +6,12 @@ std of its old mean and of the best method).
     python -m jaxclp.benchmarks.main_job                        # every table2 graph (hours on 2 cores)
     python -m jaxclp.benchmarks.main_job --datasets texas,wiki  # some of them
     python -m jaxclp.benchmarks.main_job --summarize OUT TIMES  # only the report, from a finished run
+    ... --previous results/rerun/table2_main/times.txt          # beside an earlier run's wall seconds
 
 ``TIMES`` has one line per graph, ``<graph> rc=<code> secs=<wall seconds>``; the run writes it as it goes
-(``OUT/times.txt``). Results: ``benchmarks/results/main_job.{json,md}``.
+(``OUT/times.txt``). ``--previous`` puts an earlier run's times file beside it (wall seconds per graph and the
+ratio): on this shared machine the speed drifts between days, so a graph whose computation did not change says
+how much of a difference is the machine. Results: ``benchmarks/results/main_job.{json,md}``.
 """
 
 from __future__ import annotations
@@ -131,17 +134,27 @@ def tables(payload: dict) -> str:
     """The per-graph tables of a main-job payload (wall time and ``clp`` against the old records; where the records'
     seconds go) and the totals: what the results page and the benchmarks page show."""
     times, rows = payload["times"], {r["graph"]: r for r in payload["rows"]}
-    lines = ["| graph | wall s | clp new | clp old ± std | within old std | best (new) | clp within 1 std of best |",
-             "|---|---|---|---|---|---|---|"]
+    prev = payload.get("previous") or {}
+    head = "| graph | wall s | " + ("previous run s | ratio | " if prev else "")
+    lines = [head + "clp new | clp old ± std | within old std | best (new) | clp within 1 std of best |",
+             "|---|---|---|---|---|---|---|" + ("---|---|" if prev else "")]
     for g, t in times.items():
         r = rows.get(g)
         cells = ([f"{r['clp_new']:.2f}", f"{r['clp_old']:.2f} ± {r['old_std']:.2f}", "yes" if r["within_old"] else
                   "**no**", f"{r['best']} {r['best_mean']:.2f}", "yes" if r["within_best"] else "**no**"]
                  if r else ["–"] * 5)
+        if prev:
+            p = prev.get(g)
+            cells = ([f"{p['seconds']:.0f}", f"{t['seconds'] / p['seconds']:.2f}"] if p else ["–", "–"]) + cells
         lines.append(f"| {g} | {t['seconds']:.0f}{'' if t['rc'] == 0 else ' (rc ' + str(t['rc']) + ')'} | "
                      + " | ".join(cells) + " |")
     total = sum(t["seconds"] for t in times.values())
     lines += ["", f"{len(times)} graphs, {total:.0f} s ({total / 60:.1f} min) in all."]
+    if prev:
+        both = [g for g in times if g in prev]
+        before = sum(prev[g]["seconds"] for g in both)
+        lines[-1] += (f" The previous run took {before:.0f} s ({before / 60:.1f} min) for the same "
+                      f"{len(both)} graphs ({payload.get('previous_note') or 'an earlier run'}).")
     cost = payload.get("cost") or []
     if cost:
         lines += ["", "Where the seconds go, from the new records' own seconds (each record: its fits and compilation; "
@@ -164,6 +177,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="records folder (default: a temporary one)")
     p.add_argument("--summarize", nargs=2, metavar=("OUT", "TIMES"), default=None)
     p.add_argument("--made-by", default=None, help="with --summarize: how OUT and TIMES were made (a command)")
+    p.add_argument("--previous", default=None, metavar="TIMES", help="an earlier run's times file, shown beside")
+    p.add_argument("--previous-note", default=None, help="what the earlier run was (commit, day)")
     a = p.parse_args(argv)
     names = a.datasets.split(",")
     if a.summarize:
@@ -186,7 +201,8 @@ def main(argv=None) -> int:
     payload = {"cost": cost_rows(method_seconds(records), list(times)),
                "command": "python -m jaxclp.benchmarks.main_job " + " ".join(argv or sys.argv[1:]),
                "machine": C.machine_info(), "times": times, "rows": rows,
-               "not_run": [n for n in HETEROPHILY if n not in times], "made_by": a.made_by}
+               "not_run": [n for n in HETEROPHILY if n not in times], "made_by": a.made_by,
+               "previous": read_times(Path(a.previous)) if a.previous else None, "previous_note": a.previous_note}
     C.save_report("main_job", payload, markdown(payload))
     return 0
 
