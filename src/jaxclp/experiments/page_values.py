@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Callable
 
@@ -216,7 +217,11 @@ def _main_job(src: Sources) -> dict:
     d = src.json("benchmarks/results/main_job.json")
     cost = d.get("cost") or []
     seconds = sum(t["seconds"] for t in d["times"].values())
+    prev = d.get("previous") or {}
+    both = [g for g in d["times"] if g in prev]
     return {"graphs": len(d["times"]), "minutes": seconds / 60, "hours": seconds / 3600, "not_run": len(d["not_run"]),
+            "previous_minutes": sum(prev[g]["seconds"] for g in both) / 60,
+            "drift": statistics.median(d["times"][g]["seconds"] / prev[g]["seconds"] for g in both) if both else 1.0,
             "compared": len(d["rows"]), "within_old": sum(r["within_old"] for r in d["rows"]),
             "within_best": sum(r["within_best"] for r in d["rows"]),
             "clp_20s": sum(c["clp_median_s"] <= 20.0 for c in cost), "clp_cost_graphs": len(cost),
@@ -224,7 +229,7 @@ def _main_job(src: Sources) -> dict:
             "over_target": seconds / 1800, **own_work(src.records("results/rerun/table2_main"))}
 
 
-_MAIN_JOB_FACTS = ("graphs", "minutes", "hours", "not_run", "compared", "within_old", "within_best", "clp_20s",
+_MAIN_JOB_FACTS = ("graphs", "minutes", "hours", "not_run", "previous_minutes", "drift", "compared", "within_old", "within_best", "clp_20s",
                    "clp_cost_graphs", "clp_share", "over_target", "rest_minutes", "clp_own_minutes", "clp_budget_s",
                    "clp_cut")
 
