@@ -41,6 +41,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features
+from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS
 from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
@@ -384,11 +385,11 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
 
 TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
-TUNED_RUNGS: tuple = (50, 100, 200)
+TUNED_RUNGS: tuple = HALVING_RUNGS
 """Successive halving's rungs for the tuned GNN priors' grids (:func:`tuned_gnn_prior`; ``()``: none): the one
 setting :class:`jaxclp.CLP` and the runner's ``clp`` both read (its method hash too). :data:`jaxclp.gnn.HALVING_RUNGS`,
 adopted after it passed its criterion on held-out graphs (``benchmarks/results/halving_held_out.md``)."""
-TUNED_RUNGS_MIN_VAL = 500
+TUNED_RUNGS_MIN_VAL: int = HALVING_MIN_VAL
 """Validation nodes from which :data:`TUNED_RUNGS` applies (:func:`jaxclp.gnn.fit_gnn_grid`'s ``rungs_min_val``;
 :data:`jaxclp.gnn.HALVING_MIN_VAL`): smaller validation sets rank the specs too coarsely to cut them early
 (``benchmarks/results/halving.md``: the airport graphs)."""
