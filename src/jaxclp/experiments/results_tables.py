@@ -132,12 +132,7 @@ def paired_markdown(record_sets, paired: Paired) -> str:
                 if old:
                     stale.add((r["dataset"], r["split"]))
     agg, last = aggregate(merged)
-    lines = (paired_table(agg, last, paired.method, heading=False) or "–").splitlines()
-    for j, line in enumerate(lines):
-        cells = line.split(" | ")
-        if len(cells) > 2 and (cells[0].removeprefix("| "), cells[1]) in stale:
-            lines[j] = line.replace(cells[0], cells[0] + " ‡", 1)
-    return "\n".join(lines)
+    return paired_table(agg, last, paired.method, heading=False, marked=stale) or "–"
 
 
 def _base_counts(last, dataset: str, split: str, method: str) -> str:

@@ -291,10 +291,11 @@ def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np
     return np.asarray(out)
 
 
-def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
+def paired_table(agg, last, method: str = "clp", heading: bool = True, marked=frozenset()) -> str:
     """Per graph and split: ``method`` against its MLP, against the prior validation chose for it, and against
     the best baseline (:data:`BASELINES`, by mean), each paired over the runs both have (mean ± sample std,
-    wins/losses/ties). Empty without records of ``method``; ``heading``: start with a title and the legend."""
+    wins/losses/ties). Empty without records of ``method``; ``heading``: start with a title and the legend;
+    ``marked``: the (dataset, split) rows whose dataset gets ``‡`` (records of an earlier definition)."""
     rows = sorted({(d, s) for (d, s, m) in agg if m == method})
     if not rows:
         return ""
@@ -327,7 +328,7 @@ def paired_table(agg, last, method: str = "clp", heading: bool = True) -> str:
                       _yes_no(within, v)]
         else:
             cells += ["–", "–", "–"]
-        lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")
+        lines.append(f"| {d}{' ‡' if (d, s) in marked else ''} | {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
