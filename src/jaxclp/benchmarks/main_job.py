@@ -119,6 +119,17 @@ def read_times(path: Path) -> dict:
     return out
 
 
+def previous_totals(payload: dict) -> dict | None:
+    """Against the earlier run of a payload (``--previous``), over the graphs both timed: ``graphs``, the earlier
+    run's ``seconds`` and the ``median_ratio`` of this run's seconds to it per graph; None without one."""
+    prev, times = payload.get("previous") or {}, payload["times"]
+    both = [g for g in times if g in prev]
+    if not both:
+        return None
+    return {"graphs": both, "seconds": sum(prev[g]["seconds"] for g in both),
+            "median_ratio": statistics.median(times[g]["seconds"] / prev[g]["seconds"] for g in both)}
+
+
 def markdown(payload: dict) -> str:
     made_by = f"Records and times made by: `{payload['made_by']}`\n\n" if payload.get("made_by") else ""
     lines = ["# The main job, `jaxclp reproduce table2`, timed graph by graph", "", f"Command: `{payload['command']}`",
@@ -150,11 +161,10 @@ def tables(payload: dict) -> str:
                      + " | ".join(cells) + " |")
     total = sum(t["seconds"] for t in times.values())
     lines += ["", f"{len(times)} graphs, {total:.0f} s ({total / 60:.1f} min) in all."]
-    if prev:
-        both = [g for g in times if g in prev]
-        before = sum(prev[g]["seconds"] for g in both)
-        lines[-1] += (f" The previous run took {before:.0f} s ({before / 60:.1f} min) for the same "
-                      f"{len(both)} graphs ({payload.get('previous_note') or 'an earlier run'}).")
+    before = previous_totals(payload)
+    if before:
+        lines[-1] += (f" The previous run took {before['seconds']:.0f} s ({before['seconds'] / 60:.1f} min) for the "
+                      f"same {len(before['graphs'])} graphs ({payload.get('previous_note') or 'an earlier run'}).")
     cost = payload.get("cost") or []
     if cost:
         lines += ["", "Where the seconds go, from the new records' own seconds (each record: its fits and compilation; "

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from pathlib import Path
 from typing import Callable
 
@@ -212,16 +211,14 @@ def _main_job(src: Sources) -> dict:
     """Totals of ``main_job.json``: graphs timed, minutes, ``clp`` against the old records and the best method, its
     median seconds per split against the 20 s target, its share of the records' seconds; and what the 30-minute
     target asks of ``clp`` (:func:`jaxclp.benchmarks.main_job.own_work` of the committed records)."""
-    from jaxclp.benchmarks.main_job import own_work
+    from jaxclp.benchmarks.main_job import own_work, previous_totals
 
     d = src.json("benchmarks/results/main_job.json")
     cost = d.get("cost") or []
     seconds = sum(t["seconds"] for t in d["times"].values())
-    prev = d.get("previous") or {}
-    both = [g for g in d["times"] if g in prev]
+    before = previous_totals(d) or {"seconds": 0.0, "median_ratio": 1.0}
     return {"graphs": len(d["times"]), "minutes": seconds / 60, "hours": seconds / 3600, "not_run": len(d["not_run"]),
-            "previous_minutes": sum(prev[g]["seconds"] for g in both) / 60,
-            "drift": statistics.median(d["times"][g]["seconds"] / prev[g]["seconds"] for g in both) if both else 1.0,
+            "previous_minutes": before["seconds"] / 60, "drift": before["median_ratio"],
             "compared": len(d["rows"]), "within_old": sum(r["within_old"] for r in d["rows"]),
             "within_best": sum(r["within_best"] for r in d["rows"]),
             "clp_20s": sum(c["clp_median_s"] <= 20.0 for c in cost), "clp_cost_graphs": len(cost),
