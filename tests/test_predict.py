@@ -46,6 +46,65 @@ def test_predict_label_propagation_on_two_cliques(tmp_path):
     info = json.loads(side.read_text())
     assert info["method"] == "lp" and info["num_unlabelled"] == 6 and info["classes"] == ["ant", "bee"]
     assert info["params"] == pred.params and "alpha" in info["params"]
+    # the refit: the chosen alpha propagates again from the 6 labelled nodes, validation included (numpy: LP's
+    # closed form (1 - a)(I - a D^-1/2 A D^-1/2)^-1 Y, rows normalized); without it, from the 4 training nodes
+    # (what the validation score measured)
+    assert pred.refit and info["refit"] and pred.explain().endswith("; final labels propagated from all 6 labelled nodes")
+    kept = predict(ds, "lp", val_fraction=0.34, seed=0, refit=False)
+    assert not kept.refit and kept.params == pred.params and kept.val_score == pred.val_score
+    a = float(pred.params["alpha"])
+    adj = np.zeros((12, 12))
+    ids = {v: i for i, v in enumerate(ds.node_ids.tolist())}
+    for ln in e.read_text().split()[1:]:
+        u, v = (ids[int(t)] for t in ln.split(","))
+        adj[u, v] = adj[v, u] = 1
+    s = adj / np.sqrt(np.outer(adj.sum(1), adj.sum(1)))
+    for p, fed in ((pred, pred.train | pred.val), (kept, kept.train)):
+        ref = (1 - a) * np.linalg.solve(np.eye(12) - a * s, np.eye(2)[np.asarray(ds.labels)] * fed[:, None])
+        np.testing.assert_allclose(p.scores, ref / ref.sum(1, keepdims=True), atol=1e-5)  # solver tol 1e-6
+    assert np.abs(pred.scores - kept.scores).max() > 1e-4
+
+
+def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
+    """``refit_candidate`` parses every kind of candidate key (CLP's closed form, L1 and spectrally scaled variants,
+    the authors' step at its chosen layer, ``clp``'s base-prior keys, C&S, LP) into the one computation that made
+    it: given the training nodes it returns the candidate (to the solvers' tolerance, 1e-6), given more labels it
+    differs."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxclp
+    from jaxclp.experiments import methods as M
+
+    n, k = 40, 3
+    y = rng.integers(0, k, n)
+    g = jaxclp.Graph.from_edge_index(rng.integers(0, n, (2, 160)), n)  # symmetrized, loops dropped
+    role = rng.permutation(n)
+    train, val = np.isin(np.arange(n), role[:16]), np.isin(np.arange(n), role[16:26])
+    prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y]))
+    ctx = M.Context(graph=g, features=None, labels=jnp.asarray(M.visible_labels(y, train, val)),
+                    train=jnp.asarray(train), val=jnp.asarray(val), num_classes=k, metric="accuracy", key=None,
+                    priors={1: prior}, mlp_depth=1)
+    grid = M.method_clp(ctx, variants=(("sym", False, "mlp"), ("row", True, "b0")), authors=False)
+    grid |= M.method_clp_authors(ctx, echo=(False,), alphas=(0.4, 1.0), num_layers=5)  # method_clp's keys, fewer
+    kinds = {}
+    for key in grid:
+        kinds.setdefault(key[1] if key[3] != "authors" else "authors", []).append(key)
+    assert set(kinds) == {"sym", "row", "sym/rho", "row/rho", "authors"}
+    picked = [(m, key, grid) for ks in kinds.values() for key in (ks[0], ks[-1]) for m in ("clp_mlp",)]
+    clp = M.Candidates({("base_prior", "mlp") + key: v for key, v in grid.items()}, references={"mlp": prior})
+    picked += [("clp", ("base_prior", "mlp") + kinds["authors"][7], clp), ("clp", ("base_prior", "mlp") + kinds["sym"][3], clp)]
+    cs, lp = M.method_cs(ctx), M.method_lp(ctx)
+    picked += [("cs", key, cs) for key in list(cs)[::7]] + [("lp", key, lp) for key in list(lp)[::4]]
+    both = jnp.asarray(train | val)
+    for method, key, cands in picked:
+        got = M.refit_candidate(ctx, method, key, cands, ctx.train)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(cands[key]), rtol=0, atol=2e-6,  # solver tol 1e-6
+                                   err_msg=f"{method} {key}")
+        more = M.refit_candidate(ctx, method, key, cands, both)
+        assert np.abs(np.asarray(more) - np.asarray(cands[key])).max() > 1e-3, (method, key)
+    assert M.refit_candidate(ctx, "clp", ("base_prior", "mlp", "alpha", 0.0), clp, both) is None
+    assert M.refit_candidate(ctx, "mlp", ("depth", 1), {("depth", 1): prior}, both) is None
 
 
 def test_cli_predict(tmp_path, capsys):
@@ -160,7 +219,7 @@ def test_predict_says_which_predictor_made_the_labels(tmp_path, monkeypatch, cap
     # the prior right on the first clique only: validation (one node of each clique) 0.5; propagation: 1.0
     prior = np.where((truth == 0)[:, None], right, wrong)
     monkeypatch.setitem(methods.METHODS, "clp", _fake_clp(prior, right))
-    pred = predict(ds, "clp", val_fraction=0.34, seed=0)
+    pred = predict(ds, "clp", val_fraction=0.34, seed=0, refit=False)
     assert (pred.base_prior, pred.prior_val_score, pred.val_score) == ("link", 0.5, 1.0)
     assert pred.explain() == ("labels from CLP's propagation on top of LINK: validation accuracy 0.50 -> 1.00 on 2 "
                               "nodes (alpha 0.5)")

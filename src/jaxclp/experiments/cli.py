@@ -272,6 +272,9 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     pr.add_argument("--no-progress", action="store_true",
                     help="no line per base predictor while clp fits them (default: shown)")
+    pr.add_argument("--no-refit", action="store_true",
+                    help="keep the chosen configuration's scores propagated from the training nodes (default: clp, "
+                         "cs and lp propagate again from every labelled node, validation included, after the choice)")
     q = sub.add_parser("reproduce", help="regenerate a table or figure of results/", formatter_class=_HelpFormatter,
                        description=_paragraph(
                            "Regenerate one of the paper's tables or figures (records under DIR/<target>/). Ctrl-C "
@@ -762,7 +765,7 @@ def _predict(a, argv) -> int:
     say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
     with reporting(say):  # clp's base predictors, one line each (they take most of its time)
         pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
-                       priors=priors, time_limit=time_limit)
+                       priors=priors, time_limit=time_limit, refit=not a.no_refit)
     csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
     n_unl = int((dataset.labels < 0).sum())
     print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "

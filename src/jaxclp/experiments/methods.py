@@ -699,6 +699,64 @@ def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options
     return cands if lazy else cands.expand()
 
 
+REFIT_METHODS = ("clp", "clp_mlp", "clp_paper", "cs", "lp")
+"""Methods whose chosen candidate :func:`refit_candidate` recomputes from more labelled nodes: their last step
+propagates labels (CLP's grid, C&S, LP); the others' scores come from a trained model and stay as fitted."""
+
+
+def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, train) -> jax.Array | None:
+    """The (n, K) scores of ``method``'s candidate ``key`` recomputed with the labels of ``train`` (the
+    propagation step only, as scikit-learn's ``refit``; the prior is the one the candidate was computed on,
+    trained as it was). ``jaxclp predict`` calls it with every labelled node (training + validation), as PyG's
+    C&S example feeds training and validation labels to its correct and smooth steps.
+
+    ``train = ctx.train`` gives back ``candidates[key]`` (to float round-off; tested for every kind of key).
+
+    Args:
+        ctx: the context the candidates were computed on (its ``labels`` hold every label of ``train``).
+        method: a name of :data:`REFIT_METHODS` (others: None).
+        key: the chosen key of ``candidates``.
+        candidates: ``METHODS[method](ctx)`` (``clp``: its ``references`` hold the base predictors).
+        train: (n, bool) the labelled nodes to propagate from.
+
+    Returns:
+        (n, K) scores, or None where there is nothing to refit: a method outside :data:`REFIT_METHODS`, ``clp``
+        at alpha = 0 (the base predictor alone), or an alpha the variant's bound refuses on ``train``.
+    """
+    if method not in REFIT_METHODS:
+        return None
+    train = jnp.asarray(train)
+    y = _labels0(ctx)
+    p = dict(zip(key[0::2], key[1::2]))
+    if method == "lp":  # no prior
+        return jaxclp.label_propagation(ctx.graph, y, train, ctx.num_classes, alpha=p["alpha"])
+    prior = ctx.prior
+    if method == "clp":
+        prior = candidates.references[p.pop("base_prior")]
+        if p == {"alpha": 0.0}:
+            return None
+    if method == "cs":
+        return jaxclp.correct_and_smooth(ctx.graph, prior, y, train, alpha_correct=p["alpha_correct"],
+                                         alpha_smooth=jnp.asarray([p["alpha_smooth"]]), scale=p["scale"])[0]
+    norm, alpha = p["normalization"], p["alpha"]
+    if p["l1"] == "authors":
+        from jaxclp.nonlinear import nonlinear_propagate, nonlinear_starts
+
+        H, _ = jaxclp.estimate_compatibility(ctx.graph, prior, y, train)
+        b0 = jaxclp.initial_beliefs(prior, y, train)
+        start = nonlinear_starts(prior, y, train)[NONLINEAR_STARTS.index(p["prior"])]
+        layer = int(p["layer"])
+        if layer == 0:
+            return start
+        layers = nonlinear_propagate(ctx.graph, b0, H, start, alpha=alpha, num_layers=layer, post=p["post"],
+                                     echo=p["echo"], weight=norm.removeprefix("authors-"))
+        return layers[-1]
+    spectral = norm.endswith("/rho")
+    res = jaxclp.clp_beliefs(ctx.graph, prior, y, train, alphas=(alpha,), normalization=norm.removesuffix("/rho"),
+                             l1_normalize=p["l1"], prior_source=p["prior"], spectrum=False, spectral_scale=spectral)
+    return res.beliefs[0] if bool(res.valid[0]) else None
+
+
 def method_linkx(ctx: Context) -> dict:
     """LINKX (Lim et al. 2021; :func:`jaxclp.priors.linkx_prior`, hidden 64, MLP_f of 2 layers) alone."""
     return {("linkx",): fit_base_priors(ctx, ("linkx",))["linkx"]}

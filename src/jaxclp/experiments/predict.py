@@ -5,7 +5,11 @@ own wants the opposite: every label they have used, and a prediction for every o
 the labelled nodes once into training and validation nodes (``val_fraction`` of them, uniformly at random, seeded),
 builds the same :class:`jaxclp.experiments.methods.Context` as a run's split, lets the method choose its
 configuration on the validation nodes exactly as in the tables (e.g. ``clp``: base predictor, variant, alpha), and
-returns the chosen configuration's (n, K) scores for every node. :func:`write_predictions` writes them as a CSV
+returns the chosen configuration's (n, K) scores for every node. Where the chosen configuration's last step propagates
+labels (``clp``, C&S, LP: :data:`jaxclp.experiments.methods.REFIT_METHODS`), that step is then recomputed from every
+labelled node, training and validation (scikit-learn's ``refit``; PyG's C&S example feeds both to its correct and
+smooth steps); the base predictor stays as it was trained. The validation score is the one of the choice, before
+that refit. :func:`write_predictions` writes them as a CSV
 (one row per node: its id, its given label or nothing, its role, the predicted label, one score column per class)
 and a JSON sidecar (method, chosen configuration, validation score, counts, command).
 """
@@ -26,7 +30,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, refit_candidate
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -51,6 +55,9 @@ class Prediction:
         prior_val_score: for ``clp``, that predictor's own validation score (CLP at alpha = 0), else None.
         skipped: base predictors and kinds of CLP candidate the method left out for time (``time_limit``), in
             its order.
+        refit: True where ``scores`` were recomputed from every labelled node (training + validation) after the
+            choice (:func:`jaxclp.experiments.methods.refit_candidate`); False: the chosen candidate as computed
+            from the training nodes (a trained model's scores, ``clp`` at alpha = 0, or ``refit=False``).
     """
 
     dataset: Dataset
@@ -66,6 +73,7 @@ class Prediction:
     base_prior: str | None = None
     prior_val_score: float | None = None
     skipped: tuple = ()
+    refit: bool = False
 
     def explain(self) -> str:
         """One sentence for a person: which predictor produced the labels and what CLP's propagation added on
@@ -74,7 +82,9 @@ class Prediction:
         -> 0.71 (alpha 0.9)"``; what was left out for time is named."""
         metric = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}.get(self.dataset.metric, self.dataset.metric)
         nval = int(np.asarray(self.val).sum())
-        skipped = (f"; left out because their expected time did not fit --time-limit: {', '.join(self.skipped)}"
+        labelled = int(np.asarray(self.train).sum()) + nval
+        skipped = (f"; final labels propagated from all {labelled} labelled nodes" if self.refit else "") + (
+                   f"; left out because their expected time did not fit --time-limit: {', '.join(self.skipped)}"
                    if self.skipped else "")
         if self.base_prior is None:
             return (f"labels from {self.method} (validation {metric} {self.val_score:.2f} on {nval} nodes, "
@@ -100,7 +110,7 @@ def _normalize(scores) -> np.ndarray:
 
 
 def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2, seed: int = 0,
-            epochs: int = 500, priors=None, time_limit: float | None = None) -> Prediction:
+            epochs: int = 500, priors=None, time_limit: float | None = None, refit: bool = True) -> Prediction:
     """Fits ``method`` on all labelled nodes of ``dataset`` and predicts every node.
 
     Args:
@@ -117,6 +127,9 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
             string or a sequence); None: its own list.
         time_limit: seconds ``clp`` may spend (>= 0): its base predictors, then CLP's costlier candidates on the
             chosen one (:attr:`jaxclp.experiments.methods.Context.time_limit`); None: no limit.
+        refit: after the choice, recompute the chosen configuration's propagation from every labelled node
+            (:func:`jaxclp.experiments.methods.refit_candidate`); False: keep the scores propagated from the
+            training nodes (what the validation score measured).
 
     Returns:
         :class:`Prediction`.
@@ -142,7 +155,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR, priors, time_limit)
     ctx = setup.context(0)
     cands, chosen, val_score = runner.choose(ctx, method)
-    scores = _normalize(cands[chosen])
+    refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit else None
+    scores = _normalize(cands[chosen] if refitted is None else refitted)
     classes = ds.label_values
     params = runner.chosen_params(chosen, method, ctx.mlp_depth)
     base, base_score = params.get("base_prior"), None
@@ -152,7 +166,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
-                      skipped=tuple(runner.left_out(ctx, cands, method)))
+                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted is not None)
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
@@ -183,7 +197,7 @@ def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
             "num_train": int(pred.train.sum()), "num_val": int(pred.val.sum()),
             "num_unlabelled": int((labels < 0).sum()), "classes": [c.item() if hasattr(c, "item") else c
                                                                    for c in pred.classes],
-            "explanation": pred.explain(), "argv": list(argv) if argv else None}
+            "refit": pred.refit, "explanation": pred.explain(), "argv": list(argv) if argv else None}
     if pred.base_prior is not None:
         info |= {"base_prior": pred.base_prior, "base_prior_val_score": pred.prior_val_score}
     if pred.skipped:
