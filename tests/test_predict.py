@@ -65,6 +65,28 @@ def test_predict_label_propagation_on_two_cliques(tmp_path):
     assert np.abs(pred.scores - kept.scores).max() > 1e-4
 
 
+def test_predict_says_when_the_refit_was_refused(tmp_path, monkeypatch):
+    """Where the chosen alpha is past the convergence bound of the operator built from every labelled node
+    (``refit_candidate`` returns None), the training-only scores are kept and the sentence and sidecar say so."""
+    import jaxclp.experiments.predict as P
+
+    rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
+            for n in list(range(10, 16)) + list(range(20, 26))]
+    e, y = _two_cliques(tmp_path, rows)
+    with pytest.warns(UserWarning):
+        ds = load_file(e, labels=y)
+    kept = predict(ds, "lp", val_fraction=0.34, seed=0, refit=False)
+    monkeypatch.setattr(P, "refit_candidate", lambda *a: None)
+    pred = predict(ds, "lp", val_fraction=0.34, seed=0)
+    assert (pred.refit, pred.refit_refused, kept.refit_refused) == (False, True, False)
+    np.testing.assert_array_equal(pred.scores, kept.scores)
+    assert pred.explain().endswith(f"; final labels propagated from the training nodes only: alpha "
+                                   f"{pred.params['alpha']} is past the convergence bound of the operator built "
+                                   "from all 6 labelled nodes")
+    _, side = write_predictions(pred, tmp_path / "p.csv")
+    assert json.loads(side.read_text())["refit_refused"] is True
+
+
 def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
     """``refit_candidate`` parses every kind of candidate key (CLP's closed form, L1 and spectrally scaled variants,
     the authors' step at its chosen layer, ``clp``'s base-prior keys, C&S, LP) into the one computation that made

@@ -30,7 +30,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, refit_candidate
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, REFIT_METHODS, refit_candidate
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -58,6 +58,9 @@ class Prediction:
         refit: True where ``scores`` were recomputed from every labelled node (training + validation) after the
             choice (:func:`jaxclp.experiments.methods.refit_candidate`); False: the chosen candidate as computed
             from the training nodes (a trained model's scores, ``clp`` at alpha = 0, or ``refit=False``).
+        refit_refused: True where the refit was asked for but the chosen alpha is past the convergence bound of
+            the operator built from every labelled node (the "none" normalization: more labelled rows can raise its
+            spectral radius), so the training-only propagation was kept.
     """
 
     dataset: Dataset
@@ -74,6 +77,7 @@ class Prediction:
     prior_val_score: float | None = None
     skipped: tuple = ()
     refit: bool = False
+    refit_refused: bool = False
 
     def explain(self) -> str:
         """One sentence for a person: which predictor produced the labels and what CLP's propagation added on
@@ -83,7 +87,11 @@ class Prediction:
         metric = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}.get(self.dataset.metric, self.dataset.metric)
         nval = int(np.asarray(self.val).sum())
         labelled = int(np.asarray(self.train).sum()) + nval
-        skipped = (f"; final labels propagated from all {labelled} labelled nodes" if self.refit else "") + (
+        refit = (f"; final labels propagated from all {labelled} labelled nodes" if self.refit else
+                 f"; final labels propagated from the training nodes only: alpha {self.params.get('alpha')} is past "
+                 f"the convergence bound of the operator built from all {labelled} labelled nodes"
+                 if self.refit_refused else "")
+        skipped = refit + (
                    f"; left out because their expected time did not fit --time-limit: {', '.join(self.skipped)}"
                    if self.skipped else "")
         if self.base_prior is None:
@@ -156,9 +164,11 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     ctx = setup.context(0)
     cands, chosen, val_score = runner.choose(ctx, method)
     refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit else None
+    params = runner.chosen_params(chosen, method, ctx.mlp_depth)
+    unrefitted = (refit and refitted is None and method in REFIT_METHODS
+                  and float(params.get("alpha", 1.0)) != 0.0)  # the bound refused the chosen alpha
     scores = _normalize(cands[chosen] if refitted is None else refitted)
     classes = ds.label_values
-    params = runner.chosen_params(chosen, method, ctx.mlp_depth)
     base, base_score = params.get("base_prior"), None
     refs = getattr(cands, "references", None) or {}
     if base is not None and base in refs:  # clp: the chosen predictor alone, scored as the choice was
@@ -166,7 +176,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
-                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted is not None)
+                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted is not None,
+                      refit_refused=unrefitted)
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
@@ -197,7 +208,7 @@ def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
             "num_train": int(pred.train.sum()), "num_val": int(pred.val.sum()),
             "num_unlabelled": int((labels < 0).sum()), "classes": [c.item() if hasattr(c, "item") else c
                                                                    for c in pred.classes],
-            "refit": pred.refit, "explanation": pred.explain(), "argv": list(argv) if argv else None}
+            "refit": pred.refit, "refit_refused": pred.refit_refused, "explanation": pred.explain(), "argv": list(argv) if argv else None}
     if pred.base_prior is not None:
         info |= {"base_prior": pred.base_prior, "base_prior_val_score": pred.prior_val_score}
     if pred.skipped:
