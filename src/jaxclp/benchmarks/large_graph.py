@@ -93,17 +93,20 @@ def accuracy_of_predictions(pred_csv: Path, folder: Path) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--time-limit", type=float, default=60.0)
+    p.add_argument("--time-limit", type=_limit, default=60.0, help="predict's --time-limit (seconds or none)")
+    p.add_argument("--priors", default=None, help="predict's --priors (default: its own list)")
+    p.add_argument("--name", default="large_graph",
+                   help="results file stem under benchmarks/results (default large_graph)")
     p.add_argument("--scale", type=float, default=1.0, help="fraction of arxiv's node count (1: its size)")
     p.add_argument("--torch-python", default=None, help="an interpreter with torch + torch_geometric (bench extra)")
     p.add_argument("--skip-jaxclp", action="store_true")
     p.add_argument("--markdown-only", action="store_true", help="rewrite the .md from the committed .json")
     a = p.parse_args(argv)
     if a.markdown_only:
-        out = C.RESULTS_DIR / "large_graph.json"
+        out = C.RESULTS_DIR / f"{a.name}.json"
         out.with_suffix(".md").write_text(markdown(C.load_json(out)))
         return 0
-    out = C.RESULTS_DIR / "large_graph.json"
+    out = C.RESULTS_DIR / f"{a.name}.json"
     payload = C.load_json(out) or {}
     payload.update({"command": "python -m jaxclp.benchmarks.large_graph " + " ".join(argv or sys.argv[1:]),
                     "machine": C.machine_info(), "load_average_start": os.getloadavg()})
@@ -118,12 +121,13 @@ def main(argv=None) -> int:
             cmd = [str(Path(sys.executable).with_name("jaxclp")), "predict", "--graph", str(folder / "edges.npy"),
                    "--labels", str(folder / "labels.npy"), "--features", str(folder / "features.npy"),
                    "--method", "clp", "--out", str(folder / "pred.csv"), "--no-progress"]
-            if a.time_limit is not None:
-                cmd += ["--time-limit", str(a.time_limit)]
+            cmd += ["--time-limit", "none" if a.time_limit is None else str(a.time_limit)]
+            if a.priors:
+                cmd += ["--priors", a.priors]
             res = timed(cmd, env)
             if res["returncode"] == 0:
                 res["accuracy"] = accuracy_of_predictions(folder / "pred.csv", folder)
-            payload["jaxclp"] = res | {"time_limit": a.time_limit}
+            payload["jaxclp"] = res | {"time_limit": a.time_limit, "priors": a.priors}
             C.log(f"large_graph: jaxclp {res['wall']:.1f} s, {res['peak_gib']} GiB, acc {res.get('accuracy')}")
         if a.torch_python:
             script = Path(__file__).with_name("pyg_cs.py")
@@ -141,7 +145,9 @@ def main(argv=None) -> int:
 def markdown(payload: dict) -> str:
     g = payload["graph"]
     rows = []
-    for key, label in (("jaxclp", f"jaxclp predict --method clp --time-limit {payload.get('jaxclp', {}).get('time_limit')}"),
+    jc = payload.get("jaxclp", {})
+    flags = f"--time-limit {jc.get('time_limit')}" + (f" --priors {jc['priors']}" if jc.get("priors") else "")
+    for key, label in (("jaxclp", f"jaxclp predict --method clp {flags}"),
                        ("pyg_mlp_cs", "PyG MLP + CorrectAndSmooth")):
         r = payload.get(key)
         if r:
@@ -150,13 +156,24 @@ def markdown(payload: dict) -> str:
                          f"{r['accuracy']:.4f}" if r.get("accuracy") is not None else f"failed ({r['returncode']})"])
     return "\n".join([
         "# An ogbn-arxiv-shaped graph: `jaxclp predict` beside PyG's MLP + C&S", "",
+        *([payload["note"], ""] if payload.get("note") else []),
         f"Command: `{payload['command']}`", "", C.machine_header_md(payload["machine"]), "",
         f"Graph: {g['nodes']} nodes, {g['undirected_edges']} undirected edges, {g['features']} dense features, "
         f"{g['classes']} classes (planted, edge homophily 0.3); {g['hidden']} nodes' labels hidden and scored. "
         f"Load average at start {payload['load_average_start'][0]:.1f}, at end {payload['load_average_end'][0]:.1f} "
         "(2 cores: anything above 2 is other work on the machine).", "",
         C.md_table(["what", "wall s (whole process)", "CPU s (user + sys)", "peak RSS GiB", "accuracy (hidden nodes)"],
-                   rows), ""])
+                   rows), ""] + _sentence(jc))
+
+
+def _sentence(res: dict) -> list[str]:
+    """``jaxclp predict``'s sentence (which predictor made the labels, what was left out), from its output."""
+    lines = [ln for ln in (res.get("stdout_tail") or "").splitlines() if ln.startswith("labels from")]
+    return [f"`jaxclp predict` said: {lines[-1]}", ""] if lines else []
+
+
+def _limit(text: str):
+    return None if text.strip().lower() in ("none", "off") else float(text)
 
 
 def _cpu_of(time_v_output: str) -> float:

@@ -34,7 +34,7 @@ from jaxclp.nonlinear import NONLINEAR_ALPHAS
 from jaxclp.nonlinear import POSTS as NONLINEAR_POSTS
 from jaxclp.nonlinear import STARTS as NONLINEAR_STARTS
 from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
-from jaxclp.nonlinear import nonlinear_grid
+from jaxclp.nonlinear import nonlinear_grid, nonlinear_propagate, nonlinear_starts
 from jaxclp.selection import first_best, prior_first, validation_scores
 
 MLP_DEPTHS = (1, 2, 3)
@@ -710,14 +710,14 @@ def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, tra
     trained as it was). ``jaxclp predict`` calls it with every labelled node (training + validation), as PyG's
     C&S example feeds training and validation labels to its correct and smooth steps.
 
-    ``train = ctx.train`` gives back ``candidates[key]`` (to float round-off; tested for every kind of key).
+    ``train = ctx.train`` gives back ``candidates[key]`` (to the solvers' tolerance; tested for every kind of key).
 
     Args:
         ctx: the context the candidates were computed on (its ``labels`` hold every label of ``train``).
         method: a name of :data:`REFIT_METHODS` (others: None).
         key: the chosen key of ``candidates``.
         candidates: ``METHODS[method](ctx)`` (``clp``: its ``references`` hold the base predictors).
-        train: (n, bool) the labelled nodes to propagate from.
+        train: (n,) bool, the labelled nodes to propagate from.
 
     Returns:
         (n, K) scores, or None where there is nothing to refit: a method outside :data:`REFIT_METHODS`, ``clp``
@@ -740,8 +740,6 @@ def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, tra
                                          alpha_smooth=jnp.asarray([p["alpha_smooth"]]), scale=p["scale"])[0]
     norm, alpha = p["normalization"], p["alpha"]
     if p["l1"] == "authors":
-        from jaxclp.nonlinear import nonlinear_propagate, nonlinear_starts
-
         H, _ = jaxclp.estimate_compatibility(ctx.graph, prior, y, train)
         b0 = jaxclp.initial_beliefs(prior, y, train)
         start = nonlinear_starts(prior, y, train)[NONLINEAR_STARTS.index(p["prior"])]
