@@ -135,3 +135,21 @@ def test_test_suite_reads_each_pytest_summary_line():
     assert test_suite.pytest_runs(out) == [{"passed": 1134, "skipped": 3, "warnings": 2, "seconds": 495.12},
                                           {"passed": 259, "skipped": 40, "seconds": 53.0}]
 
+
+
+def test_large_graph_stages_on_a_tiny_graph(tmp_path):
+    """The stage table's pieces on a 0.5 % graph, 3 epochs: one row per prior, accuracies in [0, 1], a closed-form
+    choice from clp's grid, and the report names PyG's accuracy where given."""
+    import jaxclp
+    from jaxclp.benchmarks import _common as C
+    from jaxclp.benchmarks import large_graph_stages as S
+    from jaxclp.experiments.methods import ALPHAS
+
+    facts = large_graph.build(tmp_path, scale=0.005)
+    rows = S.stages(tmp_path, cfg=jaxclp.TrainConfig(epochs=3), priors=("mlp",))
+    assert [r["prior"] for r in rows] == ["mlp"]
+    r = rows[0]
+    assert all(0 <= r[f] <= 1 for f in ("prior_val", "prior_hidden", "closed_val", "closed_hidden"))
+    assert r["closed_choice"][0] in ("sym", "row", "none") and r["closed_choice"][2] in ALPHAS
+    md = S.markdown({"command": "c", "machine": C.machine_info(), "graph": facts, "rows": rows, "pyg_mlp_cs_accuracy": 0.5})
+    assert "| mlp |" in md and "hidden accuracy 0.5000" in md
