@@ -67,8 +67,9 @@ def test_predict_label_propagation_on_two_cliques(tmp_path):
 
 def test_predict_says_when_the_refit_was_refused(tmp_path, monkeypatch):
     """Where the chosen alpha is past the convergence bound of the operator built from every labelled node
-    (``refit_candidate`` returns None), the training-only scores are kept and the sentence and sidecar say so."""
+    (``refit_candidate`` says ``refused``), the training-only scores are kept and the sentence and sidecar say so."""
     import jaxclp.experiments.predict as P
+    from jaxclp.experiments import methods as M
 
     rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
             for n in list(range(10, 16)) + list(range(20, 26))]
@@ -76,7 +77,7 @@ def test_predict_says_when_the_refit_was_refused(tmp_path, monkeypatch):
     with pytest.warns(UserWarning):
         ds = load_file(e, labels=y)
     kept = predict(ds, "lp", val_fraction=0.34, seed=0, refit=False)
-    monkeypatch.setattr(P, "refit_candidate", lambda *a: None)
+    monkeypatch.setattr(P, "refit_candidate", lambda *a: M.Refit(None, refused=True))
     pred = predict(ds, "lp", val_fraction=0.34, seed=0)
     assert (pred.refit, pred.refit_refused, kept.refit_refused) == (False, True, False)
     np.testing.assert_array_equal(pred.scores, kept.scores)
@@ -121,12 +122,14 @@ def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
     both = jnp.asarray(train | val)
     for method, key, cands in picked:
         got = M.refit_candidate(ctx, method, key, cands, ctx.train)
+        assert not got.refused
+        got = got.scores
         np.testing.assert_allclose(np.asarray(got), np.asarray(cands[key]), rtol=0, atol=2e-6,  # solver tol 1e-6
                                    err_msg=f"{method} {key}")
-        more = M.refit_candidate(ctx, method, key, cands, both)
+        more = M.refit_candidate(ctx, method, key, cands, both).scores
         assert np.abs(np.asarray(more) - np.asarray(cands[key])).max() > 1e-3, (method, key)
-    assert M.refit_candidate(ctx, "clp", ("base_prior", "mlp", "alpha", 0.0), clp, both) is None
-    assert M.refit_candidate(ctx, "mlp", ("depth", 1), {("depth", 1): prior}, both) is None
+    assert M.refit_candidate(ctx, "clp", ("base_prior", "mlp", "alpha", 0.0), clp, both) == (None, False)
+    assert M.refit_candidate(ctx, "mlp", ("depth", 1), {("depth", 1): prior}, both) == (None, False)
 
 
 def test_cli_predict(tmp_path, capsys):

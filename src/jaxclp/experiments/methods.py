@@ -15,7 +15,7 @@ import itertools
 import time
 import warnings
 import weakref
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -704,13 +704,27 @@ REFIT_METHODS = ("clp", "clp_mlp", "clp_paper", "cs", "lp")
 propagates labels (CLP's grid, C&S, LP); the others' scores come from a trained model and stay as fitted."""
 
 
-def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, train) -> jax.Array | None:
+class Refit(NamedTuple):
+    """What :func:`refit_candidate` returns.
+
+    Attributes:
+        scores: (n, K) scores propagated from the new labelled nodes; None where nothing was refitted.
+        refused: True where the chosen alpha is past the convergence bound of the operator built from them (the
+            variant's own validity check: the "none" normalization's spectral radius grows with labelled rows).
+    """
+
+    scores: jax.Array | None
+    refused: bool = False
+
+
+def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, train) -> Refit:
     """The (n, K) scores of ``method``'s candidate ``key`` recomputed with the labels of ``train`` (the
     propagation step only, as scikit-learn's ``refit``; the prior is the one the candidate was computed on,
     trained as it was). ``jaxclp predict`` calls it with every labelled node (training + validation), as PyG's
     C&S example feeds training and validation labels to its correct and smooth steps.
 
-    ``train = ctx.train`` gives back ``candidates[key]`` (to the solvers' tolerance; tested for every kind of key).
+    ``train = ctx.train`` gives back ``candidates[key]`` as ``scores`` (to the solvers' tolerance; tested for every
+    kind of key).
 
     Args:
         ctx: the context the candidates were computed on (its ``labels`` hold every label of ``train``).
@@ -720,24 +734,25 @@ def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, tra
         train: (n,) bool, the labelled nodes to propagate from.
 
     Returns:
-        (n, K) scores, or None where there is nothing to refit: a method outside :data:`REFIT_METHODS`, ``clp``
-        at alpha = 0 (the base predictor alone), or an alpha the variant's bound refuses on ``train``.
+        :class:`Refit`: ``scores`` None where there is nothing to refit (a method outside :data:`REFIT_METHODS`,
+        ``clp`` at alpha = 0: the base predictor alone) or where the variant's bound refuses the alpha on
+        ``train`` (``refused``).
     """
     if method not in REFIT_METHODS:
-        return None
+        return Refit(None)
     train = jnp.asarray(train)
     y = _labels0(ctx)
     p = dict(zip(key[0::2], key[1::2]))
     if method == "lp":  # no prior
-        return jaxclp.label_propagation(ctx.graph, y, train, ctx.num_classes, alpha=p["alpha"])
+        return Refit(jaxclp.label_propagation(ctx.graph, y, train, ctx.num_classes, alpha=p["alpha"]))
     prior = ctx.prior
     if method == "clp":
         prior = candidates.references[p.pop("base_prior")]
         if p == {"alpha": 0.0}:
-            return None
+            return Refit(None)
     if method == "cs":
-        return jaxclp.correct_and_smooth(ctx.graph, prior, y, train, alpha_correct=p["alpha_correct"],
-                                         alpha_smooth=jnp.asarray([p["alpha_smooth"]]), scale=p["scale"])[0]
+        return Refit(jaxclp.correct_and_smooth(ctx.graph, prior, y, train, alpha_correct=p["alpha_correct"],
+                                               alpha_smooth=jnp.asarray([p["alpha_smooth"]]), scale=p["scale"])[0])
     norm, alpha = p["normalization"], p["alpha"]
     if p["l1"] == "authors":
         H, _ = jaxclp.estimate_compatibility(ctx.graph, prior, y, train)
@@ -745,14 +760,14 @@ def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, tra
         start = nonlinear_starts(prior, y, train)[NONLINEAR_STARTS.index(p["prior"])]
         layer = int(p["layer"])
         if layer == 0:
-            return start
+            return Refit(start)
         layers = nonlinear_propagate(ctx.graph, b0, H, start, alpha=alpha, num_layers=layer, post=p["post"],
                                      echo=p["echo"], weight=norm.removeprefix("authors-"))
-        return layers[-1]
+        return Refit(layers[-1])
     spectral = norm.endswith("/rho")
     res = jaxclp.clp_beliefs(ctx.graph, prior, y, train, alphas=(alpha,), normalization=norm.removesuffix("/rho"),
                              l1_normalize=p["l1"], prior_source=p["prior"], spectrum=False, spectral_scale=spectral)
-    return res.beliefs[0] if bool(res.valid[0]) else None
+    return Refit(res.beliefs[0]) if bool(res.valid[0]) else Refit(None, refused=True)
 
 
 def method_linkx(ctx: Context) -> dict:

@@ -30,7 +30,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, REFIT_METHODS, refit_candidate
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Refit, refit_candidate
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -163,11 +163,9 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR, priors, time_limit)
     ctx = setup.context(0)
     cands, chosen, val_score = runner.choose(ctx, method)
-    refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit else None
+    refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit else Refit(None)
     params = runner.chosen_params(chosen, method, ctx.mlp_depth)
-    unrefitted = (refit and refitted is None and method in REFIT_METHODS
-                  and float(params.get("alpha", 1.0)) != 0.0)  # the bound refused the chosen alpha
-    scores = _normalize(cands[chosen] if refitted is None else refitted)
+    scores = _normalize(cands[chosen] if refitted.scores is None else refitted.scores)
     classes = ds.label_values
     base, base_score = params.get("base_prior"), None
     refs = getattr(cands, "references", None) or {}
@@ -176,8 +174,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
-                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted is not None,
-                      refit_refused=unrefitted)
+                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted.scores is not None,
+                      refit_refused=refitted.refused)
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
@@ -208,7 +206,8 @@ def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
             "num_train": int(pred.train.sum()), "num_val": int(pred.val.sum()),
             "num_unlabelled": int((labels < 0).sum()), "classes": [c.item() if hasattr(c, "item") else c
                                                                    for c in pred.classes],
-            "refit": pred.refit, "refit_refused": pred.refit_refused, "explanation": pred.explain(), "argv": list(argv) if argv else None}
+            "refit": pred.refit, "refit_refused": pred.refit_refused, "explanation": pred.explain(),
+            "argv": list(argv) if argv else None}
     if pred.base_prior is not None:
         info |= {"base_prior": pred.base_prior, "base_prior_val_score": pred.prior_val_score}
     if pred.skipped:
