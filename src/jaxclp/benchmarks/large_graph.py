@@ -93,7 +93,9 @@ def accuracy_of_predictions(pred_csv: Path, folder: Path) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--time-limit", type=_limit, default=60.0, help="predict's --time-limit (seconds or none)")
+    from jaxclp.experiments.cli import _time_limit_arg
+
+    p.add_argument("--time-limit", type=_time_limit_arg, default=60.0, help="predict's --time-limit (seconds or none)")
     p.add_argument("--priors", default=None, help="predict's --priors (default: its own list)")
     p.add_argument("--name", default="large_graph",
                    help="results file stem under benchmarks/results (default large_graph)")
@@ -170,10 +172,6 @@ def _sentence(res: dict) -> list[str]:
     """``jaxclp predict``'s sentence (which predictor made the labels, what was left out), from its output."""
     lines = [ln for ln in (res.get("stdout_tail") or "").splitlines() if ln.startswith("labels from")]
     return [f"`jaxclp predict` said: {lines[-1]}", ""] if lines else []
-
-
-def _limit(text: str):
-    return None if text.strip().lower() in ("none", "off") else float(text)
 
 
 def _cpu_of(time_v_output: str) -> float:
