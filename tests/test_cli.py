@@ -585,8 +585,8 @@ def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, caps
     assert recs[0]["config_hash"] != runner.config_hash(old)
     assert [r["skipped"] for r in recs] == [["gcn_tuned", "sage_tuned"]] * 2
     text = cli.ranking_text(limited, "e", "medium", ["lp"])
-    assert ("lp left out gcn_tuned (2 of 2 splits), sage_tuned (2 of 2 splits): their expected "
-            "time did not fit the time limit of 30 s per split") in text
+    assert ("lp left out gcn_tuned (2 of 2 splits), sage_tuned (2 of 2 splits) for the time limit of 30 s per "
+            "split") in text
 
 
 def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):

@@ -57,6 +57,29 @@ def test_fit_mlp_splits_equals_single_fits():
         np.testing.assert_allclose(rs.prior[i], r.prior, atol=1e-5)
 
 
+def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():
+    """Under a deadline the splits train in chunks of MLP_CHUNK_EPOCHS: a far deadline gives the fit without one
+    (same epochs and keys); a spent one stops after the first chunk, and each split's prior is the fit whose
+    epochs end there (the best epoch among the first MLP_CHUNK_EPOCHS), as a fit with that many epochs gives it."""
+    from jaxclp.mlp import MLP_CHUNK_EPOCHS
+
+    g, x, y, tm, vm = _data()
+    cfg = jaxclp.TrainConfig(epochs=3 * MLP_CHUNK_EPOCHS + 5, patience=0)
+    keys = jax.random.split(jax.random.key(1), 2)
+    args = (keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.stack([tm, vm])), jnp.asarray(np.stack([vm, tm])))
+    whole = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg)
+    far = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=float("inf"))
+    np.testing.assert_array_equal(far.info.epochs_run, [cfg.epochs] * 2)
+    np.testing.assert_array_equal(far.info.best_epoch, whole.info.best_epoch)
+    np.testing.assert_allclose(far.prior, whole.prior, atol=1e-6)
+    spent = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=0.0)
+    short = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg._replace(epochs=MLP_CHUNK_EPOCHS))
+    np.testing.assert_array_equal(spent.info.epochs_run, [MLP_CHUNK_EPOCHS] * 2)
+    np.testing.assert_array_equal(spent.info.best_epoch, short.info.best_epoch)
+    np.testing.assert_allclose(spent.prior, short.prior, atol=1e-6)
+    assert not np.allclose(spent.prior, whole.prior, atol=1e-3)  # the later epochs changed the fit
+
+
 def test_estimator_selects_on_validation_only():
     g, x, y, tm, vm = _data(h=0.0)
     kw = dict(normalization=["sym", "none"], l1_normalize=[False, True], alphas=(0.3, 0.9), **FAST)

@@ -252,8 +252,7 @@ def test_predict_says_which_predictor_made_the_labels(tmp_path, monkeypatch, cap
     pred = predict(ds, "clp", val_fraction=0.34, seed=0)
     assert pred.params["alpha"] == 0.0 and pred.prior_val_score == pred.val_score == 1.0
     assert pred.explain() == ("labels from LINK alone (validation accuracy 1.00 on 2 nodes): CLP's propagation did "
-                              "not beat it on validation, so alpha = 0; left out because their expected time did not fit "
-                              "--time-limit: gcn_tuned")
+                              "not beat it on validation, so alpha = 0; left out for the time limit: gcn_tuned")
     out = tmp_path / "p.csv"
     with pytest.warns(UserWarning):
         assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--val-fraction", "0.34", "--out",

@@ -541,7 +541,8 @@ def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(mon
 
 
 def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_order(monkeypatch):
-    """Under a deadline, method_clp computes the closed-form variants, then each costlier kind of candidate
+    """Under a deadline, method_clp computes the first closed-form variant, the others while one more (their mean
+    seconds) fits, then each costlier kind of candidate
     (GRID_COST order: spectral, per-step L1, the authors' step) while GRID_COST x (closed-form seconds) fits the
     time left; the kinds left out are named; the candidates kept are the full grid's, in its order, with the same
     beliefs; a graph's first split decides for the later ones. A fake clock makes the seconds exact."""
@@ -588,11 +589,23 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     assert list(again) == kept and left == ["clp L1 variants", "clp authors' step"]
     clock["scale"] = 1.0
 
-    # through clp: one deadline for the split; a spent one still computes the closed form on the chosen prior
-    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=0.0, cache={}), priors=("mlp",), lazy=False)
-    assert cands.skipped == ["clp spectral variants", "clp L1 variants", "clp authors' step"]
+    # deadline 3.5 s: the closed-form variants (1 s each) while one more fits: 3 of 6, in their order; then the
+    # whole closed form is estimated at 6 s, so no costlier kind fits either
+    start, left = clock["t"], []
+    few = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=start + 3.5, left_out=left)
+    assert abs(clock["t"] - start - 3.0) < 1e-9
     closed = [k for k in full if k[3] is False and "/rho" not in k[1]]
-    assert [k[2:] for k in cands if k[2] == "normalization"] == closed and len(closed) == 6 * 9
+    assert list(few) == closed[:3 * 9] and [k[1] + "/" + k[5] for k in closed[::9]][:4] == [
+        "sym/mlp", "sym/b0", "row/mlp", "row/b0"]
+    late = ["clp closed form row/b0", "clp closed form none/mlp", "clp closed form none/b0"]
+    assert left == late + ["clp spectral variants", "clp L1 variants", "clp authors' step"]
+
+    # through clp: one deadline for the split; a spent one still computes the first closed-form variant on the
+    # chosen prior
+    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=0.0, cache={}), priors=("mlp",), lazy=False)
+    assert cands.skipped == ["clp closed form sym/b0", "clp closed form row/mlp"] + late + [
+        "clp spectral variants", "clp L1 variants", "clp authors' step"]
+    assert [k[2:] for k in cands if k[2] == "normalization"] == closed[:9] and len(closed) == 6 * 9
 
 
 def test_split_context_time_limit_is_what_the_mlp_priors_left():
@@ -616,10 +629,14 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(mo
     clock = {"t": 0.0}
     fitted = []
 
-    def fake_fit(keys, x, y, tr, va, *, num_classes, hidden, cfg):
+    deadlines = []
+
+    def fake_fit(keys, x, y, tr, va, *, num_classes, hidden, cfg, deadline):
         clock["t"] += 10.0
         fitted.append(len(hidden))
-        return type("R", (), {"prior": jnp.zeros((2, 4, num_classes))})()
+        deadlines.append(deadline)
+        info = jaxclp.train.TrainInfo(*[np.asarray([cfg.epochs, cfg.epochs])] * 6)  # every split ran to the end
+        return type("R", (), {"prior": jnp.zeros((2, 4, num_classes)), "info": info})()
 
     monkeypatch.setattr(runner, "fit_mlp_splits", fake_fit)
     monkeypatch.setattr(runner.time, "perf_counter", lambda: clock["t"])
@@ -627,19 +644,33 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(mo
             np.ones((2, 4), bool), np.ones((2, 4), bool), 3, jaxclp.TrainConfig())
     assert runner.MLP_TIME_SHARE == 0.5
     # limit 16 s per split: share 8; after depth 1: 5 + 5 = 10 > 8, stop
-    priors, secs = runner.mlp_priors(*args, time_limit=16.0)
-    assert list(priors) == [1] and fitted == [1] and secs == 5.0
+    priors, secs, cut = runner.mlp_priors(*args, time_limit=16.0)
+    assert list(priors) == [1] and fitted == [1] and secs == 5.0 and cut == {}
+    assert deadlines == [0.5 * 16.0 * 2]  # the share of the limit, for the 2 splits fitted together
     # limit 24: share 12; depth 2 fits (5 + 5 = 10), depth 3 does not (10 + 5 = 15)
     fitted.clear()
     assert list(runner.mlp_priors(*args, time_limit=24.0)[0]) == [1, 2] and fitted == [1, 2]
     fitted.clear()
+    deadlines.clear()
     assert list(runner.mlp_priors(*args)[0]) == list(M.MLP_DEPTHS) and fitted == [1, 2, 3]
+    assert deadlines == [None] * 3
     # the depths a context lacks are named for the methods on the prior only, before the candidates' skipped
     ctx = M.Context(graph=None, features=None, labels=None, train=None, val=None, num_classes=3,
                     metric="accuracy", key=None, priors={1: None}, mlp_depth=1)
     cands = M.Candidates(skipped=["gcn_tuned"])
     assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "gcn_tuned"]
     assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"] and runner.left_out(ctx, {}, "lp") == []
+    # a depth whose training the deadline stopped: neither early-stopped (patience 50 epochs past the best) nor at
+    # the last epoch; named with its epochs for the methods on the prior
+    cfg = jaxclp.TrainConfig(epochs=500, patience=50)
+    info = lambda run, best: jaxclp.train.TrainInfo(np.asarray(best), np.asarray(run), *[np.zeros(2)] * 4)  # noqa: E731
+    assert runner.cut_epochs(info([75, 120], [70, 69]), cfg) == 75  # split 1 early-stopped at 120
+    assert runner.cut_epochs(info([120, 500], [69, 400]), cfg) is None  # early-stopped / ran to the end
+    assert runner.cut_epochs(info([75, 75], [70, 10]), cfg._replace(patience=0)) == 75
+    ctx = M.dataclasses.replace(ctx, mlp_cut={1: 75})
+    assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "mlp depth 1 epochs after 75",
+                                                  "gcn_tuned"]
+    assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"]
 
 
 def test_tuned_prior_halving_setting_is_read_from_one_place(monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from typing import NamedTuple, Sequence
 
 import flax.linen as nn
@@ -13,7 +14,8 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features, matmul
-from jaxclp.train import TrainConfig, TrainInfo, count_params, train_full_batch
+from jaxclp.train import (TrainConfig, TrainInfo, count_params, make_optimizer, train_full_batch, train_outcome,
+                          train_start, train_stopped, train_until, validation_metric)
 
 
 class SparseDense(nn.Module):
@@ -136,8 +138,8 @@ def _prepare_features(features):
     return features
 
 
-def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
-    """Unvalidated, jit/vmap-able body of :func:`fit_mlp` (``features`` dense or :class:`SparseFeatures`)."""
+def _mlp_model(key, features, *, num_classes, hidden, dropout):
+    """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
     model = MLP(hidden=hidden, num_classes=num_classes, dropout=dropout)
     init_key, drop_key = jax.random.split(key)
     # initialisation reads only the input's width: a dense (1, d) zero row serves dense and sparse input
@@ -147,6 +149,13 @@ def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, 
         # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
         return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})
 
+    return model, apply_fn, params, drop_key
+
+
+def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
+    """Unvalidated, jit/vmap-able body of :func:`fit_mlp` (``features`` dense or :class:`SparseFeatures`)."""
+    model, apply_fn, params, drop_key = _mlp_model(key, features, num_classes=num_classes, hidden=hidden,
+                                                   dropout=dropout)
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     prior = jax.nn.softmax(model.apply(best, features, train=False), axis=-1)
     return MLPResult(prior, best, info)
@@ -156,8 +165,13 @@ _fit_mlp_jit = jax.jit(fit_mlp_kernel, static_argnames=("num_classes", "hidden",
 
 
 def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classes, hidden=(64,),
-                   dropout=0.5, cfg=TrainConfig()) -> MLPResult:
+                   dropout=0.5, cfg=TrainConfig(), deadline: float | None = None) -> MLPResult:
     """:func:`fit_mlp` vmapped over S splits: keys (S,), masks (S, n) -> prior (S, n, K).
+
+    ``deadline`` (a :func:`time.perf_counter` time; None: none): training stops at the first chunk of
+    :data:`MLP_CHUNK_EPOCHS` epochs that ends past it, and each split keeps its best parameters so far
+    (``info.epochs_run`` says where it stopped); a fit that ends before the deadline is the fit without one
+    (the same epochs and keys, :func:`jaxclp.train.train_until`).
 
     ``labels`` is (n,) shared, or (S, n) per split (e.g. with each split's test labels set to -1).
     ``features`` as in :func:`fit_mlp` (dense, scipy.sparse or :class:`SparseFeatures`; sparse is shared by
@@ -177,8 +191,11 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
             _checks.mask(f"val_masks[{s}]", vms[s], n, nonempty=False)
             _checks.masked_labels(ys[s] if ys.ndim == 2 else ys, n, int(num_classes), tms[s], vms[s],
                                   name="labels" if ys.ndim == 1 else f"labels[{s}]")
-    return _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, num_classes=int(num_classes),
-                               hidden=tuple(hidden), dropout=float(dropout), cfg=cfg)
+    static = dict(num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout), cfg=cfg)
+    if deadline is not None:
+        return _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, deadline=deadline,
+                                           **static)
+    return _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, **static)
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
@@ -186,6 +203,60 @@ def _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, *, num_c
     f = functools.partial(fit_mlp_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
     label_axis = 0 if labels.ndim == 2 else None
     return jax.vmap(f, in_axes=(0, None, label_axis, 0, 0))(keys, features, labels, train_masks, val_masks)
+
+
+MLP_CHUNK_EPOCHS = 25
+"""Epochs :func:`fit_mlp_splits` runs between two looks at the clock under a ``deadline``."""
+
+
+def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
+                                cfg, deadline: float) -> MLPResult:
+    """:func:`fit_mlp_splits`' loop in chunks of :data:`MLP_CHUNK_EPOCHS` epochs (:func:`jaxclp.train.train_until`:
+    the same epochs with the same keys as one loop), stopped at the first chunk that ends past ``deadline``."""
+    static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
+    state = _mlp_start_jit(keys, features, labels, train_masks, val_masks, **static)
+    until = 0
+    while until < cfg.epochs:
+        until = min(until + MLP_CHUNK_EPOCHS, cfg.epochs)
+        state = _mlp_until_jit(state, jnp.int32(until), keys, features, labels, train_masks, val_masks, **static)
+        if bool(jnp.all(train_stopped(state, cfg.patience))) or time.perf_counter() > deadline:
+            break
+    return _mlp_outcome_jit(state, keys, features, **static)
+
+
+def _label_axis(labels):
+    return 0 if labels.ndim == 2 else None
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
+def _mlp_start_jit(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg):
+    def start(key, y, tm, vm):
+        _, apply_fn, params, drop_key = _mlp_model(key, features, num_classes=num_classes, hidden=hidden,
+                                                   dropout=dropout)
+        return train_start(apply_fn, make_optimizer(cfg), params, drop_key, y, tm, vm, validation_metric(cfg.metric))
+
+    return jax.vmap(start, in_axes=(0, _label_axis(labels), 0, 0))(keys, labels, train_masks, val_masks)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
+def _mlp_until_jit(state, until, keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
+                   cfg):
+    def step(s, key, y, tm, vm):
+        _, apply_fn, _, _ = _mlp_model(key, features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+        return train_until(apply_fn, make_optimizer(cfg), until, cfg.patience, s, y, tm, vm,
+                           validation_metric(cfg.metric))
+
+    return jax.vmap(step, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
+def _mlp_outcome_jit(state, keys, features, *, num_classes, hidden, dropout, cfg):
+    def outcome(s, key):
+        model, _, _, _ = _mlp_model(key, features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+        best, info = train_outcome(s)
+        return MLPResult(jax.nn.softmax(model.apply(best, features, train=False), axis=-1), best, info)
+
+    return jax.vmap(outcome)(state, keys)
 
 
 def mlp_param_count(num_features: int, num_classes: int, hidden: Sequence[int] = (64,)) -> int:

@@ -452,7 +452,7 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
     for m in sorted({m for m, _ in skipped}):
         names = ", ".join(f"{n} ({c} of {len([1 for k in last if k[0] == m])} splits)"
                           for (mm, n), c in sorted(skipped.items()) if mm == m)
-        lines.append(f"{m} left out {names}: their expected time did not fit the time limit"
+        lines.append(f"{m} left out {names} for the time limit"
                      + (f" of {limit:g} s per split" if limit else ""))
     return "\n".join(lines)
 

@@ -84,6 +84,8 @@ class Context:
         mlp_fit_seconds: seconds of one MLP prior fit on this split (the runner's mean over the depths it
             fitted, compilation included; 0 where unknown): under ``time_limit`` the first measurement of a
             base predictor's cost on this graph (:class:`jaxclp.priors.PriorBudget`).
+        mlp_cut: ``{depth: epochs}`` of the MLP priors whose training ``time_limit`` stopped before its end
+            (:func:`jaxclp.experiments.runner.mlp_priors`); empty: none was.
     """
 
     graph: jaxclp.Graph
@@ -100,6 +102,7 @@ class Context:
     base_priors: tuple | None = None
     time_limit: float | None = None
     mlp_fit_seconds: float = 0.0
+    mlp_cut: dict = dataclasses.field(default_factory=dict, compare=False)
     cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -346,9 +349,10 @@ def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectr
     chosen on chameleon's validation, 5 splits; it doubles the SpMMs).
 
     ``deadline`` (a :func:`time.perf_counter` time; :func:`method_clp_prior` sets it under
-    :attr:`Context.time_limit`): the closed-form variants are always computed, the costlier kinds of candidate
-    (:data:`GRID_COST`) only while their expected cost fits before it; the kinds left out are appended to
-    ``left_out`` (:data:`GRID_KIND_NAMES`). ``decision_key``: what the first split of a graph decided is reused by
+    :attr:`Context.time_limit`): the first closed-form variant is always computed, the others while one more
+    (the mean seconds of those computed) fits before it, then the costlier kinds of candidate (:data:`GRID_COST`)
+    only while their expected cost fits; what was left out is appended to ``left_out`` (:data:`GRID_KIND_NAMES`,
+    ``"clp closed form row/b0"``). ``decision_key``: what the first split of a graph decided is reused by
     its later splits (as :func:`fit_base_priors` does). Candidates are in the same order either way, so a grid
     that leaves nothing out is the grid computed without a deadline."""
     key = ("clp_grid", tuple(variants), bool(authors), bool(spectral))
@@ -395,6 +399,13 @@ variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-
 GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
 """How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
 
+def _closed_name(variants, j: int) -> str:
+    """How the ``j``-th closed-form variant among ``variants`` (``l1`` False), left out for time, is named in a
+    record's ``skipped``: ``"clp closed form row/b0"``."""
+    norm, _, src = [v for v in variants if not v[1]][j]
+    return f"clp closed form {norm}/{src}"
+
+
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: float | None = None,
               left_out: list | None = None, decision_key=None) -> dict:
     y = _labels0(ctx)
@@ -427,23 +438,36 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
 
     decided = _decided_skips(ctx.graph, ("clp grid", decision_key)) if decision_key is not None else None
     done, unit, skipped = {}, None, []
+    closed = [i for i, (k, _) in enumerate(groups) if k == "closed"]
+
+    def late(seconds: float) -> bool:
+        return time.perf_counter() + seconds > deadline
+
     for kind in sorted({k for k, _ in groups}, key=GRID_COST.get):
-        if kind != "closed" and (kind in decided if decided is not None else
-                                 unit is not None and time.perf_counter() + GRID_COST[kind] * unit > deadline):
+        if kind != "closed" and (kind in decided if decided is not None else unit is not None and
+                                 late(GRID_COST[kind] * unit)):
             skipped.append(kind)
             status(f"CLP candidates: {GRID_KIND_NAMES[kind]} skipped for time")
             continue
         t0 = time.perf_counter()
         for i, (k, thunk) in enumerate(groups):
-            if k == kind:
-                done[i] = thunk()
-                jax.block_until_ready(list(done[i].values()))
-        if kind == "closed":
-            unit = (time.perf_counter() - t0) / GRID_COST["closed"]
+            if k != kind:
+                continue
+            if kind == "closed" and i != closed[0]:  # the first closed-form variant always; the others while they fit
+                name = _closed_name(variants, closed.index(i))
+                per_variant = (time.perf_counter() - t0) / len(done)  # the closed kind comes first: done holds its own
+                if name in decided if decided is not None else late(per_variant):
+                    skipped.append(name)
+                    status(f"CLP candidates: {name} skipped for time")
+                    continue
+            done[i] = thunk()
+            jax.block_until_ready(list(done[i].values()))
+        if kind == "closed":  # the seconds of the whole closed form, from the variants computed
+            unit = (time.perf_counter() - t0) / len(done) * len(closed) / GRID_COST["closed"]
     if decision_key is not None and decided is None:
         _remember_skips(ctx.graph, ("clp grid", decision_key), tuple(skipped))
     if left_out is not None:
-        left_out.extend(GRID_KIND_NAMES[k] for k in skipped)
+        left_out.extend(GRID_KIND_NAMES.get(k, k) for k in skipped)
     cands = {}
     for i in sorted(done):
         cands.update(done[i])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -30,7 +31,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, Refit, refit_candidate
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, REFIT_METHODS, Refit, refit_candidate
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -53,8 +54,8 @@ class Prediction:
         num_candidates: how many configurations the method compared.
         base_prior: for ``clp``, the base predictor validation chose (None for other methods).
         prior_val_score: for ``clp``, that predictor's own validation score (CLP at alpha = 0), else None.
-        skipped: base predictors and kinds of CLP candidate the method left out for time (``time_limit``), in
-            its order.
+        skipped: what the method left out for time (``time_limit``), in its order: MLP depths and training epochs,
+            base predictors, kinds of CLP candidate, and ``"refit"`` where the limit had run out before it.
         refit: True where ``scores`` were recomputed from every labelled node (training + validation) after the
             choice (:func:`jaxclp.experiments.methods.refit_candidate`); False: the chosen candidate as computed
             from the training nodes (a trained model's scores, ``clp`` at alpha = 0, or ``refit=False``).
@@ -91,9 +92,7 @@ class Prediction:
                  f"; final labels propagated from the training nodes only: alpha {self.params.get('alpha')} is past "
                  f"the convergence bound of the operator built from all {labelled} labelled nodes"
                  if self.refit_refused else "")
-        skipped = refit + (
-                   f"; left out because their expected time did not fit --time-limit: {', '.join(self.skipped)}"
-                   if self.skipped else "")
+        skipped = refit + (f"; left out for the time limit: {', '.join(self.skipped)}" if self.skipped else "")
         if self.base_prior is None:
             return (f"labels from {self.method} (validation {metric} {self.val_score:.2f} on {nval} nodes, "
                     f"{self.num_candidates} configuration(s) compared){skipped}")
@@ -133,11 +132,13 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         epochs: maximal training epochs of the MLP and of the base predictors.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``; a comma
             string or a sequence); None: its own list.
-        time_limit: seconds ``clp`` may spend (>= 0): its base predictors, then CLP's costlier candidates on the
-            chosen one (:attr:`jaxclp.experiments.methods.Context.time_limit`); None: no limit.
+        time_limit: seconds ``clp`` may spend (>= 0): the MLP prior (its depths and epochs within half of it),
+            its base predictors, then CLP's candidates on the chosen one (the first closed-form variant always;
+            :attr:`jaxclp.experiments.methods.Context.time_limit`), and the refit if time is left; None: no limit.
         refit: after the choice, recompute the chosen configuration's propagation from every labelled node
             (:func:`jaxclp.experiments.methods.refit_candidate`); False: keep the scores propagated from the
-            training nodes (what the validation score measured).
+            training nodes (what the validation score measured). Under ``time_limit`` only while time is left
+            (else ``skipped`` names it).
 
     Returns:
         :class:`Prediction`.
@@ -150,6 +151,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     if int(epochs) < 1:
         raise ValueError(f"epochs must be >= 1; got {epochs}")
     priors, time_limit = runner.check_priors(priors), runner.check_time_limit(time_limit)
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     ds = dataset
     labels = np.asarray(ds.labels)
     train, val = holdout_split(labels, val_fraction, seed)
@@ -163,7 +165,11 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR, priors, time_limit)
     ctx = setup.context(0)
     cands, chosen, val_score = runner.choose(ctx, method)
-    refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit else Refit(None)
+    skipped = runner.left_out(ctx, cands, method)
+    late = refit and method in REFIT_METHODS and deadline is not None and time.perf_counter() > deadline
+    if late:
+        skipped.append("refit")
+    refitted = refit_candidate(ctx, method, chosen, cands, train | val) if refit and not late else Refit(None)
     params = runner.chosen_params(chosen, method, ctx.mlp_depth)
     scores = _normalize(cands[chosen] if refitted.scores is None else refitted.scores)
     classes = ds.label_values
@@ -174,7 +180,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
     return Prediction(dataset=ds, method=method, scores=scores, predicted=scores.argmax(axis=1), classes=classes,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
-                      skipped=tuple(runner.left_out(ctx, cands, method)), refit=refitted.scores is not None,
+                      skipped=tuple(skipped), refit=refitted.scores is not None,
                       refit_refused=refitted.refused)
 
 

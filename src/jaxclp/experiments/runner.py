@@ -503,7 +503,7 @@ fit within this share; the rest of the limit is for ``clp``'s base predictors an
 
 
 def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig,
-               time_limit: float | None = None) -> tuple[dict, float]:
+               time_limit: float | None = None) -> tuple[dict, float, dict]:
     """MLP priors of every depth in :data:`MLP_DEPTHS`, each fit vmapped over the splits ``todo``.
 
     Args:
@@ -514,11 +514,15 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         train, val: (nruns, n) bool masks.
 
     Returns:
-        ``({depth: (len(todo), n, K) softmax}, seconds per split)``; under ``time_limit`` (seconds per split)
-        the depths that did not fit :data:`MLP_TIME_SHARE` of it are absent (:func:`left_out` names them).
+        ``({depth: (len(todo), n, K) softmax}, seconds per split, {depth: epochs})``. Under ``time_limit``
+        (seconds per split) the depths fit :data:`MLP_TIME_SHARE` of it: the depths that would not start within
+        it are absent, and training stops where it runs out (:func:`jaxclp.mlp.fit_mlp_splits`' ``deadline``: the
+        first depth too; each split keeps its best epoch so far); the third dict holds the epochs run by each
+        depth so stopped (:func:`left_out` names both).
     """
     t0 = time.perf_counter()
-    priors = {}
+    priors, cut = {}, {}
+    stop = None if time_limit is None else t0 + MLP_TIME_SHARE * float(time_limit) * len(todo)
     for d in MLP_DEPTHS:
         if priors and time_limit is not None:
             spent = (time.perf_counter() - t0) / len(todo)
@@ -527,18 +531,36 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
                 break
         t1 = time.perf_counter()
         res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
-                             jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg)
+                             jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg,
+                             deadline=stop)
         priors[d] = jax.block_until_ready(res.prior)
         last = (time.perf_counter() - t1) / len(todo)
-    return priors, (time.perf_counter() - t0) / len(todo)
+        epochs = cut_epochs(res.info, cfg)
+        if epochs is not None:
+            cut[d] = epochs
+            status(f"MLP prior depth {d}: training stopped at epoch {epochs} of {cfg.epochs} for the time limit "
+                   f"{time_limit:g} s")
+    return priors, (time.perf_counter() - t0) / len(todo), cut
+
+
+def cut_epochs(info, cfg: TrainConfig) -> int | None:
+    """The most epochs run by a split whose training neither early-stopped nor reached ``cfg.epochs`` (a deadline
+    stopped it; ``info``: the batched :class:`jaxclp.train.TrainInfo`), None where no split was stopped so."""
+    run, best = np.atleast_1d(np.asarray(info.epochs_run)), np.atleast_1d(np.asarray(info.best_epoch))
+    early = (cfg.patience > 0) & (run - 1 - best >= cfg.patience)
+    stopped = (run < cfg.epochs) & ~early
+    return int(run[stopped].max()) if stopped.any() else None
 
 
 def left_out(ctx: Context, cands, method: str) -> list[str]:
     """What ``method`` left out for time on this split: the MLP prior depths its context lacks (``"mlp depth
-    3"``, :func:`mlp_priors` under a time limit), then the candidates' own ``skipped`` (base predictors, kinds of
-    CLP candidate)."""
-    depths = [f"mlp depth {d}" for d in MLP_DEPTHS if method in NEEDS_PRIOR and ctx.priors and d not in ctx.priors]
-    return depths + list(getattr(cands, "skipped", None) or ())
+    3"``, :func:`mlp_priors` under a time limit), the epochs of a depth whose training the limit stopped
+    (``"mlp depth 1 epochs after 150"``), then the candidates' own ``skipped`` (base predictors, kinds of CLP
+    candidate)."""
+    on_prior = method in NEEDS_PRIOR and ctx.priors
+    depths = [f"mlp depth {d}" for d in MLP_DEPTHS if on_prior and d not in ctx.priors]
+    cut = [f"mlp depth {d} epochs after {e}" for d, e in (ctx.mlp_cut.items() if on_prior else ())]
+    return depths + cut + list(getattr(cands, "skipped", None) or ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -563,6 +585,7 @@ class SplitSetup:
     cfg: TrainConfig
     base_priors: tuple | None = None
     time_limit: float | None = None
+    mlp_cut: dict = dataclasses.field(default_factory=dict)
 
     def context(self, j: int) -> Context:
         """The :class:`Context` of split ``todo[j]`` (:func:`split_context`); its ``time_limit`` is what remains
@@ -574,7 +597,8 @@ class SplitSetup:
         # seconds of one MLP fit on this split (the depths' mean, compilation included): the time budget's
         # first measurement of what a base predictor costs on this graph
         return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
-                             self.base_priors, left, float(self.mlp_seconds) / max(len(self.priors), 1))
+                             self.base_priors, left, float(self.mlp_seconds) / max(len(self.priors), 1),
+                             self.mlp_cut)
 
 
 @jax.jit
@@ -598,24 +622,24 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-    priors, secs = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit)
-                    if with_priors else ({}, 0.0))
-    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit)
+    priors, secs, cut = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit)
+                         if with_priors else ({}, 0.0, {}))
+    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit, cut)
 
 
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
                   base_priors: tuple | None = None, time_limit: float | None = None,
-                  mlp_fit_seconds: float = 0.0) -> Context:
+                  mlp_fit_seconds: float = 0.0, mlp_cut: dict | None = None) -> Context:
     """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
     is the run's training configuration (the base predictors a method fits use it); ``base_priors``,
-    ``time_limit`` and ``mlp_fit_seconds``: :attr:`Context.base_priors`, :attr:`Context.time_limit` (None: the
-    method's defaults), :attr:`Context.mlp_fit_seconds`."""
+    ``time_limit``, ``mlp_fit_seconds`` and ``mlp_cut``: :attr:`Context.base_priors`, :attr:`Context.time_limit`
+    (None: the method's defaults), :attr:`Context.mlp_fit_seconds`, :attr:`Context.mlp_cut`."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg,
                    base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit,
-                   mlp_fit_seconds=float(mlp_fit_seconds))
+                   mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}))
 
 
 def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,

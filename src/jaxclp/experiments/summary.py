@@ -108,9 +108,9 @@ def skipped_table(last) -> str:
     if not rows:
         return ""
     lines = ["### Left out for time", "",
-             "Base predictors, or kinds of CLP candidate on the chosen one (`clp ...`), whose expected time did not fit "
-             "what remained of the split's time limit (`--time-limit`, seconds per split), so the method chose among "
-             "the others; left out of n of the splits.", "",
+             "MLP depths or training epochs (`mlp ...`), base predictors, or kinds of CLP candidate on the chosen one "
+             "(`clp ...`) that did not fit what remained of the split's time limit (`--time-limit`, seconds per "
+             "split), so the method chose among the others; left out of n of the splits.", "",
              "| dataset | split | method | time limit (s) | left out (n splits) |", "|---|---|---|---|---|"]
     for (d, s, m), names in sorted(rows.items()):
         limit = limits.get((d, s, m))
