@@ -970,7 +970,8 @@ def _grid_problem(n=30, seed=0):
     return undirected(edges, n), x, jnp.asarray(y), jnp.asarray(train), jnp.asarray(val)
 
 
-@pytest.mark.parametrize("conv,sep", [("gcn", False), ("sage", False), ("gat", True)])
+@pytest.mark.parametrize("conv,sep", [("gcn", False), pytest.param("sage", False, marks=pytest.mark.slow),
+                                      ("gat", True)])  # sage: 20 s of compiling; gat covers a second conv + sep
 def test_fit_gnn_grid_trains_each_spec_as_fit_gnn(conv, sep):
     """Without dropout, the one-program grid is fit_gnn spec by spec: the same initial parameters (the union
     model's blocks are initialized by name), the same steps, the same early stop (float rounding apart); the

@@ -270,7 +270,8 @@ _SAME_ON_EITHER_KERNEL = pytest.mark.skipif(os.environ.get("JAXCLP_NO_FFI") == "
 
 
 @_SAME_ON_EITHER_KERNEL
-@pytest.mark.parametrize("method", ["neumann", "jacobi", "cg", "bicgstab", "gmres"])
+@pytest.mark.parametrize("method", ["neumann", "jacobi", "cg", "bicgstab",
+                                    pytest.param("gmres", marks=pytest.mark.slow)])  # gmres: 20 s of compiling
 def test_alphas_past_the_working_set_budget_are_solved_in_chunks(rng, monkeypatch, method):
     """Past SOLVE_CHUNK_BYTES the alphas are solved a few at a time (5 alphas, 2 per chunk: shapes 2, 2, 1):
     the same Solution as all at once, one method for all (the one "auto" picks for the largest alpha)."""

@@ -314,9 +314,10 @@ PREDICT_TIME_LIMIT = 60.0
 """``jaxclp predict``'s default ``--time-limit`` (seconds for clp's fit: its base predictors, then CLP's costlier
 candidates on the chosen one): the MLP, LINK, LINKX, GCN and H2GCN fit within it on graphs of up to ~100k nodes on
 2 cores, the tuned GNNs' grids (8 fits each, one program) on small and medium graphs
-(``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium table's graphs); CLP's
-closed-form candidates are always computed, the spectral, per-step L1 and authors' candidates while they fit
-(``benchmarks/results/grid_budget.md``); ``--time-limit none`` lifts it."""
+(``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium table's graphs); the MLP's
+training stops where half the limit runs out; one closed-form CLP variant is always computed, the other variants and
+the spectral, per-step L1 and authors' candidates while they fit (``benchmarks/results/grid_budget.md``);
+``--time-limit none`` lifts it."""
 
 
 def _time_limit_arg(text: str):
@@ -339,10 +340,10 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                              f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
                              f"{', '.join(CLP_PRIOR_CANDIDATES)})")
     parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=time_limit,
-                        help=f"seconds clp may spend {budget}: the MLP prior's depths within half of it (the first "
-                             "always), base predictors cheap ones first, an expensive one only while it fits, then "
-                             "CLP's costlier candidates while they fit (its closed form always); what was left out is "
-                             "named; 'none' for no limit (default: "
+                        help=f"seconds clp may spend {budget}: the MLP prior's depths and training epochs within "
+                             "half of it (one depth always), base predictors cheap ones first, an expensive one only "
+                             "while it fits, then CLP's candidates while they fit (one closed-form variant always); "
+                             "what was left out is named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
 
 
