@@ -60,7 +60,9 @@ def write_markdown(od: Path, payload: dict) -> None:
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ".",
         "",
         "Each row is one test's outcome and its seconds (setup + call + teardown as pytest's junit report gives "
-        "them; one process, so the first test to compile a program pays for it). These tests are excluded from "
+        "them; " + ("pytest-xdist workers, each test file in one, " if " -n " in f" {payload['command']} " else
+                    "one process, ")
+        + "so the first test to compile a program pays for it). These tests are excluded from "
         "`.ci/run` by the `slow` marker (pyproject `addopts`); this file is how their checks are kept.",
         "",
         C.md_table(["test", "outcome", "s", "message"],
