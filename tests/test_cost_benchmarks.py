@@ -151,5 +151,11 @@ def test_large_graph_stages_on_a_tiny_graph(tmp_path):
     r = rows[0]
     assert all(0 <= r[f] <= 1 for f in ("prior_val", "prior_hidden", "closed_val", "closed_hidden"))
     assert r["closed_choice"][0] in ("sym", "row", "none") and r["closed_choice"][2] in ALPHAS
+    # one row per closed-form variant in the grid's order; the chosen one is the first best of them on validation
+    assert [(v["normalization"], v["source"]) for v in r["variants"]] == [(a, c) for a, b, c in S.CLOSED_VARIANTS]
+    first = max(r["variants"], key=lambda v: v["val"])
+    assert r["closed_val"] == first["val"] and r["closed_choice"] == [first["normalization"], first["source"],
+                                                                      first["alpha"]]
+    assert r["closed_s"] == sum(v["s"] for v in r["variants"])
     md = S.markdown({"command": "c", "machine": C.machine_info(), "graph": facts, "rows": rows, "pyg_mlp_cs_accuracy": 0.5})
-    assert "| mlp |" in md and "hidden accuracy 0.5000" in md
+    assert "| mlp |" in md and "hidden accuracy 0.5000" in md and "| mlp | sym / mlp |" in md
