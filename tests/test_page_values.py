@@ -76,6 +76,13 @@ def test_the_committed_facts_count_the_tables_cells():
     assert cells == len(with_paper) and 0 < flagged < cells
     n, within, lower = pv._clp_paper_vs_paper(src)
     assert n == sum(k[2] == "clp_paper" for k in with_paper) and within <= n and lower <= n
+    # clp's closed-form choices (linear, neither per-step L1 nor spectrally scaled) and the "none" ones among them
+    _, last = src.scores("table2")
+    chosen = [r["params"] for k, r in last.items() if k[2] == "clp" and k[1] == "medium"]
+    kinds = [(p.get("normalization"), p.get("l1")) for p in chosen]
+    closed = [n for n, l1 in kinds if l1 is False and n in ("sym", "row", "none")]
+    assert pv._clp_closed_choices(src) == (closed.count("none"), len(closed))
+    assert len(closed) < sum(l1 is not None for _, l1 in kinds)  # the L1 and spectral choices are not counted
 
 
 _MEASUREMENT = __import__("re").compile(

@@ -161,6 +161,15 @@ def _clp_mlp_depths(src: Sources, depth: int) -> tuple[int, int]:
     return sum(d == depth for d in depths), len(depths)
 
 
+def _clp_closed_choices(src: Sources) -> tuple[int, int]:
+    """(table2 ``clp`` records that chose a closed-form variant of the "none" normalization, those that chose any
+    closed-form variant: ``l1`` False, not spectrally scaled), medium split."""
+    _, last = src.scores("table2")
+    norms = [r["params"].get("normalization") for k, r in last.items() if k[2] == "clp" and k[1] == "medium"
+             and r["params"].get("l1") is False and "/rho" not in str(r["params"].get("normalization"))]
+    return sum(n == "none" for n in norms), len(norms)
+
+
 def _cheap_priors(src: Sources) -> dict:
     """``graph -> (cheap - clp mean difference, within clp's std)`` of ``benchmarks/results/cheap_priors.json``
     (as its table: percent, population std)."""
@@ -291,6 +300,8 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "sparse-product-speedup-max": lambda s: max(s.once(_sparse_product_speedups)),
     "table2-clp-mlp-depth1": lambda s: s.once(_clp_mlp_depths, 1)[0],
     "table2-clp-records": lambda s: s.once(_clp_mlp_depths, 1)[1],
+    "table2-clp-closed-none": lambda s: s.once(_clp_closed_choices)[0],
+    "table2-clp-closed": lambda s: s.once(_clp_closed_choices)[1],
 }
 """Named figures that are not one cell: ``fact:NAME`` -> ``f(sources)``."""
 
