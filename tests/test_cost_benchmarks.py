@@ -3,6 +3,7 @@ benchmarks, committed under benchmarks/results with their commands)."""
 
 import json
 import numpy as np
+import pytest
 
 from jaxclp.benchmarks import cost, grid_budget, large_graph
 
@@ -73,6 +74,13 @@ def test_clp_rerun_pairs_records_by_dataset_and_split(tmp_path):
     np.testing.assert_allclose([row["diff_mean"], row["diff_std"]], [4.0, 2.0])
     assert row["within_one_std"] is True and row["old_seconds_sum"] == 40.0 and row["new_seconds_median"] == 3.0
     assert "| a | 2 | 55.00 ± 5.00 | 59.00 ± 3.00 | +4.00 ± 2.00 | yes |" in clp_rerun.markdown([row], "cmd")
+    # split kinds pair apart (table4's sparse and dense records of one graph); table2's carry none: "medium"
+    kind = lambda line, split: json.dumps(json.loads(line) | {"split": split})  # noqa: E731
+    (tmp_path / "old.jsonl").write_text("\n".join([kind(old[0], "sparse"), kind(old[1], "dense")]) + "\n")
+    (tmp_path / "new.jsonl").write_text("\n".join([kind(new[0], "sparse"), kind(new[1], "sparse")]) + "\n")
+    row, = clp_rerun.compare(tmp_path / "old.jsonl", tmp_path / "new.jsonl")
+    assert (row["split"], row["runs"], row["diff_mean"]) == ("sparse", 1, pytest.approx(6.0))
+    assert "| a (sparse) | 1 |" in clp_rerun.markdown([row], "cmd", "table4")
 
 
 def test_grid_budget_kinds_and_ratios():

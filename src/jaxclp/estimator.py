@@ -155,6 +155,8 @@ class CLP:
             the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
             named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
+            It decides what starts, not when it ends: each prior started trains to its end and CLP's grid is
+            computed whole (``jaxclp predict --time-limit`` also stops the MLP's training and CLP's variants).
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
