@@ -100,8 +100,8 @@ def test_undefined_auc_falls_back_to_loss_and_bad_metric_raises():
 def test_training_resumed_at_rungs_is_the_training_run_at_once():
     """train_start + train_until in steps (10, then 25, then to the end) takes the same epochs with the same keys as
     train_full_batch: the same best parameters and diagnostics bit for bit; a state past ``until`` is unchanged,
-    and one early-stopped stays stopped (train_stopped)."""
-    from jaxclp.train import make_optimizer, train_outcome, train_start, train_stopped, train_until
+    and one early-stopped stays stopped (train_stopped, and stopped_early from the diagnostics alone)."""
+    from jaxclp.train import make_optimizer, stopped_early, train_outcome, train_start, train_stopped, train_until
 
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(30, 4)), jnp.float32)
@@ -132,3 +132,6 @@ def test_training_resumed_at_rungs_is_the_training_run_at_once():
     early = train_until(apply, opt, 3, cfg.patience, train_start(apply, opt, params, key, labels, train, val, score),
                         labels, train, val, score)
     assert int(early["epoch"]) == 3 and not bool(train_stopped(early, cfg.patience))
+    # stopped_early reads the same condition from the returned diagnostics (no loop state needed)
+    assert bool(stopped_early(info, cfg.patience)) and not bool(stopped_early(train_outcome(early)[1], cfg.patience))
+    assert not bool(stopped_early(info, 0))  # patience 0: never

@@ -198,11 +198,15 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
     return _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, **static)
 
 
+def _label_axis(labels):
+    """The vmap axis of ``labels``: 0 for (S, n) per-split labels, None for (n,) shared ones."""
+    return 0 if labels.ndim == 2 else None
+
+
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
 def _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg):
     f = functools.partial(fit_mlp_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
-    label_axis = 0 if labels.ndim == 2 else None
-    return jax.vmap(f, in_axes=(0, None, label_axis, 0, 0))(keys, features, labels, train_masks, val_masks)
+    return jax.vmap(f, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks, val_masks)
 
 
 MLP_CHUNK_EPOCHS = 25
@@ -222,10 +226,6 @@ def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, 
         if bool(jnp.all(train_stopped(state, cfg.patience))) or time.perf_counter() > deadline:
             break
     return _mlp_outcome_jit(state, keys, features, **static)
-
-
-def _label_axis(labels):
-    return 0 if labels.ndim == 2 else None
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))

@@ -194,6 +194,13 @@ def train_stopped(state: dict, patience: int):
     return (patience > 0) & (state["bad"] >= patience)
 
 
+def stopped_early(info: TrainInfo, patience: int):
+    """Whether early stopping ended the fit :func:`train_outcome` described in ``info`` (:func:`train_stopped`'s
+    condition read from the returned diagnostics: the epochs after the best one, ``epochs_run - 1 - best_epoch``,
+    are the loop's count of epochs without improvement); bool, batched as ``info`` is."""
+    return (patience > 0) & (jnp.asarray(info.epochs_run) - 1 - jnp.asarray(info.best_epoch) >= patience)
+
+
 def train_outcome(state: dict):
     """``(best_params, TrainInfo)`` of a :func:`train_until` state, as :func:`train_full_batch` returns them."""
     s = state

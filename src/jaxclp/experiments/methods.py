@@ -399,13 +399,6 @@ variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-
 GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
 """How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
 
-def _closed_name(variants, j: int) -> str:
-    """How the ``j``-th closed-form variant among ``variants`` (``l1`` False), left out for time, is named in a
-    record's ``skipped``: ``"clp closed form row/b0"``."""
-    norm, _, src = [v for v in variants if not v[1]][j]
-    return f"clp closed form {norm}/{src}"
-
-
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: float | None = None,
               left_out: list | None = None, decision_key=None) -> dict:
     y = _labels0(ctx)
@@ -438,7 +431,9 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
 
     decided = _decided_skips(ctx.graph, ("clp grid", decision_key)) if decision_key is not None else None
     done, unit, skipped = {}, None, []
-    closed = [i for i, (k, _) in enumerate(groups) if k == "closed"]
+    # the closed-form variants' group index -> how one left out for time is named in a record's skipped
+    closed = {i: f"clp closed form {norm}/{src}"
+              for i, (norm, l1, src) in enumerate(variants, start=int(authors)) if not l1}
 
     def late(seconds: float) -> bool:
         return time.perf_counter() + seconds > deadline
@@ -453,8 +448,8 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
         for i, (k, thunk) in enumerate(groups):
             if k != kind:
                 continue
-            if kind == "closed" and i != closed[0]:  # the first closed-form variant always; the others while they fit
-                name = _closed_name(variants, closed.index(i))
+            if kind == "closed" and i != min(closed):  # the first closed-form variant always; the others while they fit
+                name = closed[i]
                 per_variant = (time.perf_counter() - t0) / len(done)  # the closed kind comes first: done holds its own
                 if name in decided if decided is not None else late(per_variant):
                     skipped.append(name)

@@ -59,7 +59,7 @@ from jaxclp.features import as_features
 from jaxclp.gnn import check_two_hop_size
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import fit_mlp_splits
-from jaxclp.train import TrainConfig
+from jaxclp.train import TrainConfig, stopped_early
 
 from jaxclp.experiments.methods import (METHODS, MLP_DEPTHS, NEEDS_PRIOR, Context, reporting, select, status,
                                        visible_labels)
@@ -546,9 +546,8 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
 def cut_epochs(info, cfg: TrainConfig) -> int | None:
     """The most epochs run by a split whose training neither early-stopped nor reached ``cfg.epochs`` (a deadline
     stopped it; ``info``: the batched :class:`jaxclp.train.TrainInfo`), None where no split was stopped so."""
-    run, best = np.atleast_1d(np.asarray(info.epochs_run)), np.atleast_1d(np.asarray(info.best_epoch))
-    early = (cfg.patience > 0) & (run - 1 - best >= cfg.patience)
-    stopped = (run < cfg.epochs) & ~early
+    run = np.atleast_1d(np.asarray(info.epochs_run))
+    stopped = (run < cfg.epochs) & ~np.atleast_1d(np.asarray(stopped_early(info, cfg.patience)))
     return int(run[stopped].max()) if stopped.any() else None
 
 
