@@ -29,6 +29,38 @@ def test_cost_profile_attributes_stages_and_compilations(monkeypatch, tmp_path):
     assert "| tiny | 1 |" in md and "prior link" in md
 
 
+def test_cost_merge_sets_runs_beside_the_compared_one(monkeypatch, tmp_path):
+    """--merge keeps each row's conditions and machine, orders graphs as the medium table, and the comparison's
+    first-split / steady-state seconds and ratios are the hand-computed ones."""
+    from jaxclp.benchmarks import _common as C
+
+    machine = {"backend": "gpu", "devices": ["cuda:0"], "jax": "0.11.2"}
+    row = lambda d, secs, comp: {"dataset": d, "method": "clp", "runs": len(secs), "wall": sum(secs) + 1.0,
+                                 "compile": comp, "compilations": 10, "record_seconds": secs, "stages": {},
+                                 "test": [0.5] * len(secs)}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"command": "ca", "machine": machine, "rows": [row("wiki", [30.0, 6.0, 4.0], 24.0)]}))
+    b.write_text(json.dumps({"command": "cb", "machine": machine, "rows": [row("texas", [20.0, 5.0], 15.0)]}))
+    monkeypatch.setattr(C, "RESULTS_DIR", tmp_path)
+    (tmp_path / "cost_base.json").write_text(json.dumps({
+        "command": "cpu", "machine": {"backend": "cpu", "usable_cores": 2, "jax": "0.10.2"},
+        "rows": [row("texas", [10.0, 10.0], 5.0), row("wiki", [40.0, 20.0], 8.0)]}))
+    payload = cost.merge_runs([(str(a), "4 at once"), (str(b), "alone")], compare="base")
+    assert [(r["dataset"], r["conditions"], r["command"]) for r in payload["rows"]] == [
+        ("texas", "alone", "cb"), ("wiki", "4 at once", "ca")]
+    assert cost.split_seconds(payload["rows"][1]) == (30.0, 5.0)  # the median of the later splits
+    assert cost.split_seconds(row("x", [7.0], 1.0)) == (7.0, None)
+    md = cost.compare_markdown(payload)
+    # texas: compile 15 / 5 = 3.00, steady 5 / 10 = 0.50; wiki: 24 / 8 = 3.00, 5 / 20 = 0.25
+    assert "| texas | alone | 26.0 | 15.0 (10) | 20.0 | 5.0 | 21.0 | 5.0 (10) | 10.0 | 10.0 | 3.00 | 0.50 |" in md
+    assert "| wiki | 4 at once | 41.0 | 24.0 (10) | 30.0 | 5.0 | 61.0 | 8.0 (10) | 40.0 | 20.0 | 3.00 | 0.25 |" in md
+    assert cost.compare_summary(payload) == (
+        "alone (1 graph): compilation 3.0x the compared run's seconds, the later splits 0.50x (faster on texas); "
+        "4 at once (1 graph): compilation 3.0x the compared run's seconds, the later splits 0.25x (faster on wiki).")
+    with pytest.raises(FileNotFoundError, match="--compare"):
+        cost.merge_runs([(str(a), "")], compare="missing")
+
+
 def _machine():
     from jaxclp.benchmarks import _common as C
 

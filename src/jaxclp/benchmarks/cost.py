@@ -16,6 +16,12 @@ and JAX's own compile events attributed to the innermost stage):
 ``compile`` is JAX's trace + lower + backend-compile time; ``#comp`` the number of backend compilations. Results
 go to ``benchmarks/results/cost_<tag>.{json,md}``, with the command, the machine and its load. Timings on the
 shared 2-core machine are indicative; compare ratios measured in one run.
+
+``python -m jaxclp.benchmarks.cost --merge A.json=CONDITIONS,B.json=CONDITIONS --tag gpu --compare after_r3``
+gathers the rows of runs made elsewhere (``benchmarks/device_cost.sh`` on a lent GPU: one JSON per process) into
+``cost_<tag>.{json,md}``, each row keeping its run's machine, command and the conditions it ran under (e.g. how
+many processes shared the host), and sets them beside the rows of ``cost_<compare>.json`` graph by graph:
+compilation (seconds, programs) and the steady state (the splits after the first) apart.
 """
 
 from __future__ import annotations
@@ -95,18 +101,26 @@ def profile(dataset: str, method: str, runs: int, **run_options) -> dict:
 
 def _markdown(payload: dict) -> str:
     lines = [f"# `{payload['method']}` cost by stage ({payload['tag']})", "",
-             f"Command: `{payload['command']}`", "", C.machine_header_md(payload["machine"]), "",
+             f"Command: `{payload['command']}`", "", C.machine_header_md(payload["machine"]), ""]
+    if payload.get("note"):
+        lines += [payload["note"], ""]
+    if payload.get("compare_rows") is not None:
+        lines += ["## Compilation and steady state beside `cost_" + payload["compare"] + "`", "",
+                  compare_markdown(payload), "", "## By stage", ""]
+    lines += [
              "Per graph: wall seconds of the whole run (all splits), then per stage `wall (compile)` summed over "
              "the splits; `#comp` = backend compilations in the run; `s/split` = the records' own seconds "
              "(median over splits; the first split pays the compilations).", ""]
     stage_names = sorted({s for r in payload["rows"] for s in r["stages"]},
                          key=lambda s: (s == "other", s != "mlp priors", s))
-    header = ["graph", "splits", "wall s", "compile s", "#comp", "s/split (median)"] + stage_names
+    merged = any("conditions" in r for r in payload["rows"])
+    header = ["graph"] + (["conditions"] if merged else []) + ["splits", "wall s", "compile s", "#comp",
+                                                               "s/split (median)"] + stage_names
     rows = []
     for r in payload["rows"]:
         import statistics
 
-        cells = [r["dataset"], r["runs"], f"{r['wall']:.1f}", f"{r['compile']:.1f}", r["compilations"],
+        cells = [r["dataset"]] + ([r.get("conditions", "")] if merged else []) + [r["runs"], f"{r['wall']:.1f}", f"{r['compile']:.1f}", r["compilations"],
                  f"{statistics.median(r['record_seconds']):.1f}" if r["record_seconds"] else "-"]
         for s in stage_names:
             st = r["stages"].get(s)
@@ -118,15 +132,98 @@ def _markdown(payload: dict) -> str:
     for r in payload["rows"]:
         tuned = sum(st["wall"] for s, st in r["stages"].items() if s.endswith("_tuned"))
         la = r.get("load_average")
-        share_rows.append([r["dataset"], f"{100 * r['compile'] / r['wall']:.0f} %", f"{100 * tuned / r['wall']:.0f} %",
+        share_rows.append([r["dataset"] + (f" ({r['conditions']})" if r.get("conditions") else ""), f"{100 * r['compile'] / r['wall']:.0f} %", f"{100 * tuned / r['wall']:.0f} %",
                            f"{before.get(r['dataset'], float('nan')):.1f}", f"{la[0]:.1f}" if la else "-"])
     lines += ["", "Where the time goes: the share of the run's wall time spent compiling, and in the tuned GNN priors' "
               "fits (gcn_tuned + sage_tuned: 8 specs each; one compiled program per grid since cost_after_r2, 8 "
               "before); beside it the committed table2 records' mean `clp` seconds per split (10 splits, compilation paid once per graph, so ~1/10 of it "
-              "per split) and the 1-minute load average when the graph finished (2 cores: above 2 means waiting).",
+              "per split) and the 1-minute load average when the graph finished (above the usable cores means waiting).",
               "", C.md_table(["graph", "compile share", "tuned GNN priors share", "table2 records: s/split",
                               "load avg"], share_rows)]
     return "\n".join(lines) + "\n"
+
+
+def merge_runs(sources: list[tuple[str, str]], compare: str | None = None) -> dict:
+    """The rows of several ``cost`` JSONs (``(path, conditions)`` pairs) as one payload: each row keeps its run's
+    ``machine``, ``command`` and ``conditions``; a graph measured under several conditions keeps one row each.
+    ``compare``: the tag of a run to set beside them (its rows under ``compare_rows``)."""
+    from pathlib import Path
+
+    rows = []
+    for path, conditions in sources:
+        run = C.load_json(Path(path))
+        if run is None:
+            raise FileNotFoundError(f"--merge: no cost JSON at {path}")
+        for r in run["rows"]:
+            rows.append(dict(r, conditions=conditions, machine=run["machine"], command=run["command"]))
+    order = {d: i for i, d in enumerate(MEDIUM)}
+    rows.sort(key=lambda r: (order.get(r["dataset"], len(order)), r["dataset"]))
+    payload = {"method": rows[0]["method"] if rows else "clp", "rows": rows, "machine": rows[0]["machine"] if rows
+               else C.machine_info(), "merged": [{"path": str(p), "conditions": c} for p, c in sources]}
+    if compare:
+        other = C.load_json(C.RESULTS_DIR / f"cost_{compare}.json")
+        if other is None:
+            raise FileNotFoundError(f"--compare: no benchmarks/results/cost_{compare}.json")
+        payload.update(compare=compare, compare_rows=other["rows"], compare_machine=other["machine"],
+                       compare_command=other["command"])
+    return payload
+
+
+def split_seconds(row: dict) -> tuple[float, float | None]:
+    """``(first split, median of the later splits)`` of a row's record seconds: the first split pays the graph's
+    compilations, the later ones are the steady state (``None`` with one split)."""
+    import statistics
+
+    secs = row["record_seconds"]
+    return secs[0], (statistics.median(secs[1:]) if len(secs) > 1 else None)
+
+
+def compare_markdown(payload: dict) -> str:
+    """Graph by graph, the merged rows beside the ``compare`` run's: wall, compilation (seconds, programs), the
+    first split and the steady state (later splits), and the ratios of compilation and steady state."""
+    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
+    fmt = lambda x: "-" if x is None else f"{x:.1f}"
+    rows = []
+    for r in payload["rows"]:
+        first, later = split_seconds(r)
+        b = base.get(r["dataset"])
+        b_first, b_later = split_seconds(b) if b else (None, None)
+        rows.append([r["dataset"], r["conditions"], f"{r['wall']:.1f}", f"{r['compile']:.1f} ({r['compilations']})",
+                     fmt(first), fmt(later),
+                     f"{b['wall']:.1f}" if b else "-", f"{b['compile']:.1f} ({b['compilations']})" if b else "-",
+                     fmt(b_first), fmt(b_later),
+                     f"{r['compile'] / b['compile']:.2f}" if b else "-",
+                     f"{later / b_later:.2f}" if b and later is not None and b_later else "-"])
+    m, cm = payload["machine"], payload.get("compare_machine") or {}
+    dev = payload.get("device") or ", ".join(m.get("devices") or []) or m.get("backend", "?")
+    return C.md_table(["graph", "conditions", "wall s", "compile s (programs)", "first split s", "later splits s",
+                       f"{payload.get('compare', 'base')}: wall s", "compile s (programs)", "first split s",
+                       "later splits s", "compile ratio", "steady ratio"], rows) + (
+        f"\n\nLeft: {m.get('backend', '?')} ({dev}), jax {m.get('jax', '?')}; right: `cost_{payload.get('compare')}` "
+        f"({cm.get('backend', '?')}, {cm.get('usable_cores', cm.get('cores', '?'))} cores, jax {cm.get('jax', '?')}). "
+        "Ratios: left over right (compilation seconds; the median of the later splits' seconds). "
+        + compare_summary(payload))
+
+
+def compare_summary(payload: dict) -> str:
+    """One sentence per conditions of the merged rows: the range of the compilation and steady-state ratios over
+    the graphs both runs hold, and the graphs whose steady state is faster than the compared run's."""
+    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
+    groups: dict = {}
+    for r in payload["rows"]:
+        b = base.get(r["dataset"])
+        later, b_later = split_seconds(r)[1], split_seconds(b)[1] if b else None
+        if b and later is not None and b_later:
+            groups.setdefault(r["conditions"], []).append((r["dataset"], r["compile"] / b["compile"], later / b_later))
+    parts = []
+    for cond, g in groups.items():
+        comp, steady = [x[1] for x in g], [x[2] for x in g]
+        faster = [d for d, _, s in g if s < 1.0]
+        span = lambda v, f: f"{min(v):{f}}" if f"{min(v):{f}}" == f"{max(v):{f}}" else f"{min(v):{f}}-{max(v):{f}}"
+        parts.append(f"{cond} ({len(g)} graph{'s' * (len(g) > 1)}): compilation {span(comp, '.1f')}x the "
+                     f"compared run's seconds, the later splits {span(steady, '.2f')}x"
+                     + (f" (faster on {', '.join(faster)})" if faster else " (faster on none)"))
+    return "; ".join(parts) + "." if parts else ""
 
 
 def _table2_seconds() -> dict:
@@ -153,7 +250,19 @@ def main(argv=None) -> int:
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--priors", default=None, help="comma list of base predictors for clp (default: all)")
     p.add_argument("--markdown-only", action="store_true", help="rewrite cost_<tag>.md from its .json")
+    p.add_argument("--merge", default=None, help="comma list of PATH=CONDITIONS: gather other runs' JSONs as cost_<tag>")
+    p.add_argument("--compare", default=None, help="with --merge: the tag of a run to set beside them")
+    p.add_argument("--note", default=None, help="with --merge: a paragraph saying how the runs were made")
+    p.add_argument("--device", default=None, help="with --merge: the accelerator the runs used, in words")
     a = p.parse_args(argv)
+    if a.merge:
+        sources = [tuple(item.split("=", 1)) if "=" in item else (item, "") for item in a.merge.split(",")]
+        payload = merge_runs(sources, a.compare)
+        payload.update(tag=a.tag, note=a.note, device=a.device, command="python -m jaxclp.benchmarks.cost " + " ".join(argv or sys.argv[1:]))
+        out = C.RESULTS_DIR / f"cost_{a.tag}.json"
+        C.save_json(out, payload)
+        out.with_suffix(".md").write_text(_markdown(payload))
+        return 0
     if a.markdown_only:
         out = C.RESULTS_DIR / f"cost_{a.tag}.json"
         out.with_suffix(".md").write_text(_markdown(C.load_json(out)))
