@@ -247,6 +247,21 @@ def _gpu_speedups(src: Sources) -> list[float]:
     return [cpu[d] / gpu[d] for d in gpu if d in cpu]
 
 
+def _gpu_clp_cost(src: Sources) -> dict:
+    """``cost_gpu.json``: the estimate of ``clp`` over ten splits per graph on the GPU and on the compared CPU run
+    (:func:`jaxclp.benchmarks.page_blocks.gpu_main_job_estimate`, for the conditions with the most graphs) in
+    minutes, and the range of the compilation ratios (GPU over CPU) over every merged row."""
+    from collections import Counter
+
+    from jaxclp.benchmarks.page_blocks import _paired, gpu_main_job_estimate
+
+    d = src.json("benchmarks/results/cost_gpu.json")
+    e = gpu_main_job_estimate(d, Counter(r["conditions"] for r in d["rows"]).most_common(1)[0][0])
+    ratios = [r["compile"] / b["compile"] for r, b in _paired(d)]
+    return {"minutes": e["seconds"] / 60, "cpu_minutes": e["compare_seconds"] / 60, "graphs": e["graphs"],
+            "compile_ratio_min": min(ratios), "compile_ratio_max": max(ratios)}
+
+
 def _sparse_product_speedups(src: Sources) -> list[float]:
     """The CSR product of sparse features against a gather + ``segment_sum`` (``sparse_features.json``), per row."""
     return [r["speedup"] for r in src.json("benchmarks/results/sparse_features.json")["product"]]
@@ -296,6 +311,8 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     **{f"main-job-{k}": (lambda s, k=k: s.once(_main_job)[k]) for k in _MAIN_JOB_FACTS},
     "gpu-speedup-min": lambda s: min(s.once(_gpu_speedups)),
     "gpu-speedup-max": lambda s: max(s.once(_gpu_speedups)),
+    **{f"gpu-clp-{k.replace('_', '-')}": (lambda s, k=k: s.once(_gpu_clp_cost)[k])
+       for k in ("minutes", "cpu_minutes", "graphs", "compile_ratio_min", "compile_ratio_max")},
     "sparse-product-speedup-min": lambda s: min(s.once(_sparse_product_speedups)),
     "sparse-product-speedup-max": lambda s: max(s.once(_sparse_product_speedups)),
     "table2-clp-mlp-depth1": lambda s: s.once(_clp_mlp_depths, 1)[0],
