@@ -465,7 +465,9 @@ def main(argv=None, out=None) -> Path:
         lines += ["**Device: CPU.** Every number of the benchmarks below was measured on the CPU backend (the code is "
                   "device-agnostic: `pip install -e \".[cuda]\"` and the same command runs them on a GPU)." +
                   (f" Accelerator numbers: `device.md` ({dv['backend']['device_kind']}, jax {dv['backend']['jax']}, "
-                   "`python -m jaxclp.benchmarks.device`) and `device_tests.md`." if dv and "backend" in dv else
+                   "`python -m jaxclp.benchmarks.device`) and `device_tests.md`"
+                   + ("; `clp` by stage on the medium table, compilation and steady state against 2 CPU cores: "
+                      "`cost_gpu.md`" if (od / "cost_gpu.json").is_file() else "") + "." if dv and "backend" in dv else
                    " No accelerator numbers exist."), ""]
     elif backends:
         lines += [f"Devices: backend(s) {', '.join(backends)} (see each benchmark's machine header).", ""]
