@@ -227,11 +227,8 @@ def _cost_targets_block(root: Path) -> str:
                           if mine["accuracy"] < pyg["accuracy"] else [])
                        + _gcn_stage(root))]]
     if (Path(root) / "benchmarks" / "results" / "cost_gpu.json").is_file():
-        from collections import Counter
-
         g = _load(root, "cost_gpu")
-        conditions = Counter(r["conditions"] for r in g["rows"]).most_common(1)[0][0]
-        e = gpu_main_job_estimate(g, conditions)
+        e = gpu_main_job_estimate(g, main_conditions(g))
         rows.append([f"`clp` over the medium table on one GPU ({g.get('device') or g['machine'].get('backend')}), fresh cache",
                      "a few minutes (≤ 5)",
                      f"~{e['seconds'] / 60:.0f} min for {e['graphs']} of 14 graphs, estimated from 2 splits per graph "
@@ -258,12 +255,10 @@ BLOCKS["cost_targets"] = _cost_targets_block
 def _cost_gpu_block(root: Path) -> str:
     """``cost_gpu.json`` (``python -m jaxclp.benchmarks.cost --merge ...``): per graph, compilation and the steady
     state on the GPU beside the compared CPU run, with the ranges of their ratios."""
-    from collections import Counter
-
     from jaxclp.benchmarks.cost import compare_markdown
 
     d = _load(root, "cost_gpu")
-    conditions = Counter(r["conditions"] for r in d["rows"]).most_common(1)[0][0]
+    conditions = main_conditions(d)
     e = gpu_main_job_estimate(d, conditions)
     return compare_markdown(d) + (
         f"\n\nTen splits per graph, estimated as the first split plus 9 times the later one ({conditions}, "
@@ -275,6 +270,13 @@ def _paired(payload: dict) -> list:
     """``(row, compared row)`` pairs of a merged ``cost`` payload, by graph."""
     base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
     return [(r, base[r["dataset"]]) for r in payload["rows"] if r["dataset"] in base]
+
+
+def main_conditions(payload: dict) -> str:
+    """The conditions most rows of a merged ``cost`` payload ran under (the others are side measurements)."""
+    from collections import Counter
+
+    return Counter(r["conditions"] for r in payload["rows"]).most_common(1)[0][0]
 
 
 def gpu_main_job_estimate(payload: dict, conditions: str) -> dict:

@@ -251,12 +251,10 @@ def _gpu_clp_cost(src: Sources) -> dict:
     """``cost_gpu.json``: the estimate of ``clp`` over ten splits per graph on the GPU and on the compared CPU run
     (:func:`jaxclp.benchmarks.page_blocks.gpu_main_job_estimate`, for the conditions with the most graphs) in
     minutes, and the range of the compilation ratios (GPU over CPU) over every merged row."""
-    from collections import Counter
-
-    from jaxclp.benchmarks.page_blocks import _paired, gpu_main_job_estimate
+    from jaxclp.benchmarks.page_blocks import _paired, gpu_main_job_estimate, main_conditions
 
     d = src.json("benchmarks/results/cost_gpu.json")
-    e = gpu_main_job_estimate(d, Counter(r["conditions"] for r in d["rows"]).most_common(1)[0][0])
+    e = gpu_main_job_estimate(d, main_conditions(d))
     ratios = [r["compile"] / b["compile"] for r, b in _paired(d)]
     return {"minutes": e["seconds"] / 60, "cpu_minutes": e["compare_seconds"] / 60, "graphs": e["graphs"],
             "compile_ratio_min": min(ratios), "compile_ratio_max": max(ratios)}
