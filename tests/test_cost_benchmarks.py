@@ -60,11 +60,10 @@ def test_cost_merge_sets_runs_beside_the_compared_one(monkeypatch, tmp_path):
     with pytest.raises(FileNotFoundError, match="--compare"):
         cost.merge_runs([(str(a), "")], compare="missing")
     # ten splits estimated as the first + 9 x the later one: alone (texas) 20 + 9 * 5 = 65 s vs 10 + 9 * 10 = 100 s
-    from jaxclp.benchmarks import page_blocks
-
-    assert page_blocks.gpu_main_job_estimate(payload, "alone") == {
+    assert cost.ten_split_estimate(payload, "alone") == {
         "graphs": 1, "seconds": 65.0, "compile": 15.0, "compare_seconds": 100.0, "compare_compile": 5.0}
-    assert page_blocks.main_conditions(dict(payload, rows=payload["rows"] + [dict(payload["rows"][1])])) == "4 at once"
+    assert cost.main_conditions(dict(payload, rows=payload["rows"] + [dict(payload["rows"][1])])) == "4 at once"
+    assert cost.compile_ratios(payload) == [3.0, 3.0]
 
 
 def _machine():

@@ -178,10 +178,43 @@ def split_seconds(row: dict) -> tuple[float, float | None]:
     return secs[0], (statistics.median(secs[1:]) if len(secs) > 1 else None)
 
 
+def compared_rows(payload: dict) -> dict:
+    """``dataset -> row`` of the run a merged payload is compared with (empty without ``compare``)."""
+    return {r["dataset"]: r for r in payload.get("compare_rows", [])}
+
+
+def paired_rows(payload: dict) -> list:
+    """``(row, compared row)`` of a merged payload's rows whose graph the compared run holds too."""
+    base = compared_rows(payload)
+    return [(r, base[r["dataset"]]) for r in payload["rows"] if r["dataset"] in base]
+
+
+def compile_ratios(payload: dict) -> list[float]:
+    """Compilation seconds of each paired row over its compared row's (every conditions)."""
+    return [r["compile"] / b["compile"] for r, b in paired_rows(payload)]
+
+
+def main_conditions(payload: dict) -> str:
+    """The conditions most rows of a merged payload ran under (the others are side measurements)."""
+    from collections import Counter
+
+    return Counter(r["conditions"] for r in payload["rows"]).most_common(1)[0][0]
+
+
+def ten_split_estimate(payload: dict, conditions: str) -> dict:
+    """What ``clp`` alone would take over a table of 10 splits per graph, from a two-split run: per graph its first
+    split (the compilations) plus 9 times its later split, summed over the graphs of ``conditions``; the same sum
+    of the compared run over the same graphs. Seconds, and the compilation seconds within them."""
+    pairs = [(r, b) for r, b in paired_rows(payload) if r["conditions"] == conditions and len(r["record_seconds"]) > 1]
+    est = lambda r: split_seconds(r)[0] + 9 * split_seconds(r)[1]
+    return {"graphs": len(pairs), "seconds": sum(est(r) for r, _ in pairs), "compile": sum(r["compile"] for r, _ in pairs),
+            "compare_seconds": sum(est(b) for _, b in pairs), "compare_compile": sum(b["compile"] for _, b in pairs)}
+
+
 def compare_markdown(payload: dict) -> str:
     """Graph by graph, the merged rows beside the ``compare`` run's: wall, compilation (seconds, programs), the
     first split and the steady state (later splits), and the ratios of compilation and steady state."""
-    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
+    base = compared_rows(payload)
     fmt = lambda x: "-" if x is None else f"{x:.1f}"
     rows = []
     for r in payload["rows"]:
@@ -208,12 +241,10 @@ def compare_markdown(payload: dict) -> str:
 def compare_summary(payload: dict) -> str:
     """One sentence per conditions of the merged rows: the range of the compilation and steady-state ratios over
     the graphs both runs hold, and the graphs whose steady state is faster than the compared run's."""
-    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
     groups: dict = {}
-    for r in payload["rows"]:
-        b = base.get(r["dataset"])
-        later, b_later = split_seconds(r)[1], split_seconds(b)[1] if b else None
-        if b and later is not None and b_later:
+    for r, b in paired_rows(payload):
+        later, b_later = split_seconds(r)[1], split_seconds(b)[1]
+        if later is not None and b_later:
             groups.setdefault(r["conditions"], []).append((r["dataset"], r["compile"] / b["compile"], later / b_later))
     parts = []
     for cond, g in groups.items():

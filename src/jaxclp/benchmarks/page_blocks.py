@@ -227,16 +227,17 @@ def _cost_targets_block(root: Path) -> str:
                           if mine["accuracy"] < pyg["accuracy"] else [])
                        + _gcn_stage(root))]]
     if (Path(root) / "benchmarks" / "results" / "cost_gpu.json").is_file():
+        from jaxclp.benchmarks.cost import compile_ratios, main_conditions, ten_split_estimate
+
         g = _load(root, "cost_gpu")
-        e = gpu_main_job_estimate(g, main_conditions(g))
+        e, ratios = ten_split_estimate(g, main_conditions(g)), compile_ratios(g)
         rows.append([f"`clp` over the medium table on one GPU ({g.get('device') or g['machine'].get('backend')}), fresh cache",
                      "a few minutes (≤ 5)",
                      f"~{e['seconds'] / 60:.0f} min for {e['graphs']} of 14 graphs, estimated from 2 splits per graph "
                      f"({e['compile'] / 60:.0f} min compiling); 2 CPU cores: ~{e['compare_seconds'] / 60:.0f} min",
                      "met" if e["seconds"] <= 300 and e["graphs"] == 14 else "**missed**",
                      "compilation: XLA:GPU compiles `clp`'s programs "
-                     f"{min(r['compile'] / b['compile'] for r, b in _paired(g)):.1f}-"
-                     f"{max(r['compile'] / b['compile'] for r, b in _paired(g)):.1f}x slower than XLA:CPU "
+                     f"{min(ratios):.1f}-{max(ratios):.1f}x slower than XLA:CPU "
                      "(`cost_gpu.md`); the later splits are faster only where training dominates"])
     suite = Path(root) / "benchmarks" / "results" / "test_suite.json"
     if suite.is_file():
@@ -255,43 +256,15 @@ BLOCKS["cost_targets"] = _cost_targets_block
 def _cost_gpu_block(root: Path) -> str:
     """``cost_gpu.json`` (``python -m jaxclp.benchmarks.cost --merge ...``): per graph, compilation and the steady
     state on the GPU beside the compared CPU run, with the ranges of their ratios."""
-    from jaxclp.benchmarks.cost import compare_markdown
+    from jaxclp.benchmarks.cost import compare_markdown, main_conditions, ten_split_estimate
 
     d = _load(root, "cost_gpu")
     conditions = main_conditions(d)
-    e = gpu_main_job_estimate(d, conditions)
+    e = ten_split_estimate(d, conditions)
     return compare_markdown(d) + (
         f"\n\nTen splits per graph, estimated as the first split plus 9 times the later one ({conditions}, "
         f"{e['graphs']} graphs): `clp` alone {e['seconds'] / 60:.0f} min on the GPU, {e['compile'] / 60:.0f} min of it "
         f"compiling; {e['compare_seconds'] / 60:.0f} min on the CPU ({e['compare_compile'] / 60:.0f} min compiling).")
-
-
-def _paired(payload: dict) -> list:
-    """``(row, compared row)`` pairs of a merged ``cost`` payload, by graph."""
-    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
-    return [(r, base[r["dataset"]]) for r in payload["rows"] if r["dataset"] in base]
-
-
-def main_conditions(payload: dict) -> str:
-    """The conditions most rows of a merged ``cost`` payload ran under (the others are side measurements)."""
-    from collections import Counter
-
-    return Counter(r["conditions"] for r in payload["rows"]).most_common(1)[0][0]
-
-
-def gpu_main_job_estimate(payload: dict, conditions: str) -> dict:
-    """What ``clp`` alone would take over a table of 10 splits per graph, from a two-split ``cost`` run: per graph
-    its first split (the compilations) plus 9 times its later split, summed over the graphs of ``conditions``; the
-    same sum of the compared run over the same graphs. Seconds, and the compilation seconds within them."""
-    from jaxclp.benchmarks.cost import split_seconds
-
-    base = {r["dataset"]: r for r in payload.get("compare_rows", [])}
-    rows = [r for r in payload["rows"] if r["conditions"] == conditions and r["dataset"] in base
-            and len(r["record_seconds"]) > 1]
-    est = lambda r: split_seconds(r)[0] + 9 * split_seconds(r)[1]
-    return {"graphs": len(rows), "seconds": sum(est(r) for r in rows), "compile": sum(r["compile"] for r in rows),
-            "compare_seconds": sum(est(base[r["dataset"]]) for r in rows),
-            "compare_compile": sum(base[r["dataset"]]["compile"] for r in rows)}
 
 
 BLOCKS["cost_gpu"] = _cost_gpu_block

@@ -249,13 +249,13 @@ def _gpu_speedups(src: Sources) -> list[float]:
 
 def _gpu_clp_cost(src: Sources) -> dict:
     """``cost_gpu.json``: the estimate of ``clp`` over ten splits per graph on the GPU and on the compared CPU run
-    (:func:`jaxclp.benchmarks.page_blocks.gpu_main_job_estimate`, for the conditions with the most graphs) in
-    minutes, and the range of the compilation ratios (GPU over CPU) over every merged row."""
-    from jaxclp.benchmarks.page_blocks import _paired, gpu_main_job_estimate, main_conditions
+    (:func:`jaxclp.benchmarks.cost.ten_split_estimate`, for the conditions with the most graphs) in minutes, and
+    the range of the compilation ratios (GPU over CPU) over every merged row."""
+    from jaxclp.benchmarks.cost import compile_ratios, main_conditions, ten_split_estimate
 
     d = src.json("benchmarks/results/cost_gpu.json")
-    e = gpu_main_job_estimate(d, main_conditions(d))
-    ratios = [r["compile"] / b["compile"] for r, b in _paired(d)]
+    e = ten_split_estimate(d, main_conditions(d))
+    ratios = compile_ratios(d)
     return {"minutes": e["seconds"] / 60, "cpu_minutes": e["compare_seconds"] / 60, "graphs": e["graphs"],
             "compile_ratio_min": min(ratios), "compile_ratio_max": max(ratios)}
 
