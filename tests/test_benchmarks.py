@@ -289,6 +289,45 @@ def test_seed_records_for_a_device_run(tmp_path):
     assert (tmp_path / "fig" / "figures" / "records" / "synthetic" / "results.jsonl").exists()
 
 
+def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
+    """``merge_records --complete-pairs``: a re-run stopped part-way gives its (dataset, split) pairs whose methods
+    all reached ``runs`` runs; the others keep their old records, their new ones go to rerun/<target>_partial, so no
+    cell mixes two configurations. Hand-made records: pair a/sparse finished (2 methods x 2 runs), a/dense has one
+    of two methods at 1 run; b's pairs were not touched."""
+    import json
+
+    from jaxclp.benchmarks.merge_records import complete_pairs
+
+    rec = lambda d, s, m, r, cfg: json.dumps({"type": "result", "dataset": d, "split": s, "method": m,  # noqa: E731
+                                              "run": r, "config": cfg})
+    old = [json.dumps({"type": "header", "jax": "0"})] + [rec(d, s, m, r, "old") for d in "ab"
+                                                          for s in ("sparse", "dense") for m in "xy" for r in (0, 1)]
+    res, wt = tmp_path / "results", tmp_path / "wt" / "results"
+    for root in (res, wt):
+        (root / "t").mkdir(parents=True)
+    (res / "t" / "results.jsonl").write_text("".join(ln + "\n" for ln in old))
+    moved = [ln for ln in old if '"a", "split"' in ln]  # --replace-stale moved a's old records aside in the re-run
+    new = [json.dumps({"type": "header", "jax": "1"})] + [rec("a", "sparse", m, r, "new") for m in "xy"
+                                                          for r in (0, 1)] + [rec("a", "dense", "x", 0, "new")]
+    (wt / "t" / "results.jsonl").write_text("".join(ln + "\n" for ln in old if ln not in moved)
+                                            + "".join(ln + "\n" for ln in new))
+    rep = complete_pairs(tmp_path / "wt", "t", results=res, runs=2)
+    assert rep["complete"] == [("a", "sparse")]
+    assert rep["incomplete"] == {("a", "dense"): {"x": 1, "y": 0}}
+    assert rep["moved"] == 4 and rep["partial"] == 1
+    got = [json.loads(ln) for ln in (res / "t" / "results.jsonl").read_text().splitlines()]
+    cells = {(r["dataset"], r["split"], r["method"]): set() for r in got if r["type"] == "result"}
+    for r in got:
+        if r["type"] == "result":
+            cells[r["dataset"], r["split"], r["method"]].add(r["config"])
+    assert cells[("a", "sparse", "x")] == cells[("a", "sparse", "y")] == {"new"}
+    assert all(v == {"old"} for k, v in cells.items() if k[:2] != ("a", "sparse"))
+    assert sum(r["type"] == "result" for r in got) == 16 and sum(r["type"] == "header" for r in got) == 2
+    stale = (res / "t" / "results.stale.jsonl").read_text().splitlines()
+    assert sorted(stale) == sorted(ln for ln in moved if '"sparse"' in ln)
+    partial = (res / "rerun" / "t_partial" / "results.jsonl").read_text().splitlines()
+    assert [json.loads(ln)["config"] for ln in partial] == ["new"]
+
 # two child processes (slow_tests.py records it); the same bits and fit in-process: tests/test_rng.py::
 # test_fast_key_draws_jax_bits, test_mlp_fit_uses_the_fast_key_and_keeps_its_params
 @pytest.mark.slow
@@ -395,6 +434,7 @@ def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     assert "| norm_bounds | segment |" in (tmp_path / "gpu_spmm.md").read_text()
 
 
+@pytest.mark.slow  # ~20 s: a benchmark's quick mode (benchmarks/slow_tests.py runs it)
 def test_large_validation_crossfit_on_a_small_arxiv_shaped_graph(tmp_path, monkeypatch):
     """The cross-fit of clp's large-validation step (made active on a small graph): the step only ever moves the
     choice to a higher validation score, each fold scores the other half, and the adoption flag follows the

@@ -136,6 +136,7 @@ def _gloo_available() -> bool:
     return hasattr(_jax, "make_gloo_tcp_collectives")
 
 
+@pytest.mark.slow  # ~25 s: two jax.distributed processes compile everything (benchmarks/slow_tests.py)
 def test_two_processes_equal_one_process(tmp_path):
     if not _gloo_available():
         pytest.skip("this jaxlib has no gloo CPU collectives (jax_cpu_collectives_implementation='gloo')")

@@ -102,6 +102,7 @@ def test_kill9_at_random_points_then_resume(env, reference, tmp_path):
                 assert abs(r["test"] - ref["test"]) < 1e-6 and abs(r["val"] - ref["val"]) < 1e-6
 
 
+@pytest.mark.slow  # ~20 s of subprocess runs; kill -9 + resume stays in CI (benchmarks/slow_tests.py)
 def test_concurrent_runs_then_configuration_change(env, reference, tmp_path):
     """Two identical runs on one folder, both started while the folder is locked (so both are in the
     check-and-run at once): each key is written once; the second waits for the first and skips its keys

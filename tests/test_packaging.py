@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,6 +99,7 @@ def _source_tree(dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow  # ~30 s: builds the wheel and a venv (benchmarks/slow_tests.py runs it)
 def test_wheel_installs_in_a_fresh_venv_and_predicts(tmp_path):
     """The wheel built from the sources (the C++ kernel where a compiler is found, else the build
     says it fell back) installs in a new virtual environment outside the repository, and ``jaxclp predict``

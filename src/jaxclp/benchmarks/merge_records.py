@@ -6,6 +6,10 @@ Used after ``benchmarks/device_reproduce.sh OUT TARGET ...`` (whose OUT was seed
 ``python -m jaxclp.benchmarks.merge_records --seed OUT TARGET DATASETS``, :func:`seed`, so the new lines are exactly the
 device's). With ``--replace-stale`` runs, then run ``jaxclp reproduce TARGET --out
 results --replace-stale --datasets ...`` here: it moves the superseded records aside and computes nothing.
+
+``python -m jaxclp.benchmarks.merge_records --complete-pairs CHECKOUT TARGET [--runs 10]`` takes the records of a
+``jaxclp reproduce TARGET --replace-stale`` re-run made in another checkout (a git worktree) that may have been
+stopped part-way (:func:`complete_pairs`): no table cell mixes two configurations.
 """
 
 from __future__ import annotations
@@ -59,7 +63,71 @@ def merge(src: Path, dst: Path) -> int:
     return len(new)
 
 
+def _pair(line: str) -> tuple:
+    r = json.loads(line)
+    return r.get("dataset"), r.get("split")
+
+
+def complete_pairs(checkout: Path, target: str, results: Path = Path("results"), runs: int = 10) -> dict:
+    """Takes a re-run's records from ``checkout/results/<target>`` into ``results/<target>`` per (dataset, split)
+    pair, whole pairs only.
+
+    A pair is complete when every method the re-run touched there (its old records moved aside, or new records
+    written) has ``runs`` distinct runs of new records: its new records replace the old ones in
+    ``results/<target>/results.jsonl`` and the old ones are appended to ``results.stale.jsonl`` beside it (as
+    ``--replace-stale`` would have done). An incomplete pair keeps its old records, and its new ones are written to
+    ``results/rerun/<target>_partial/results.jsonl`` (replacing that file), to be appended to the results before
+    the re-run is resumed. Header records of the checkout are kept with its other lines.
+
+    Returns:
+        ``{"complete": [(dataset, split), ...], "incomplete": {(dataset, split): {method: runs}}, "moved": n,
+        "partial": n}``.
+    """
+    main_file = Path(results) / target / "results.jsonl"
+    m_lines = main_file.read_text().splitlines()
+    w_lines = (Path(checkout) / "results" / target / "results.jsonl").read_text().splitlines()
+    m_set, w_set = set(m_lines), set(w_lines)
+    new = [ln for ln in w_lines if ln not in m_set]
+    removed = [ln for ln in m_lines if ln not in w_set]
+    result = lambda ln: json.loads(ln).get("type") == "result"  # noqa: E731
+    complete, incomplete = [], {}
+    for pair in sorted({_pair(ln) for ln in new + removed if result(ln)}, key=str):
+        done: dict[str, set] = {m: set() for m in {json.loads(ln)["method"] for ln in removed
+                                                   if result(ln) and _pair(ln) == pair}}
+        for ln in new:
+            if result(ln) and _pair(ln) == pair:
+                done.setdefault(json.loads(ln)["method"], set()).add(json.loads(ln).get("run"))
+        if all(len(r) >= runs for r in done.values()):
+            complete.append(pair)
+        else:
+            incomplete[pair] = {m: len(r) for m, r in sorted(done.items())}
+    keep = set(complete)
+    out = [ln for ln in w_lines if ln in m_set or not result(ln) or _pair(ln) in keep]
+    out += [ln for ln in removed if result(ln) and _pair(ln) not in keep]
+    moved = [ln for ln in removed if result(ln) and _pair(ln) in keep]
+    partial = [ln for ln in new if result(ln) and _pair(ln) not in keep]
+    main_file.write_text("".join(ln + "\n" for ln in out))
+    if moved:
+        with open(main_file.with_name("results.stale.jsonl"), "a") as f:
+            f.write("".join(ln + "\n" for ln in moved))
+    if partial:
+        folder = Path(results) / "rerun" / f"{target}_partial"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.jsonl").write_text("".join(ln + "\n" for ln in partial))
+    return {"complete": complete, "incomplete": incomplete, "moved": len(moved), "partial": len(partial)}
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--complete-pairs":
+        n_runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 10
+        rep = complete_pairs(Path(sys.argv[2]), sys.argv[3], runs=n_runs)
+        for pair in rep["complete"]:
+            print(f"complete: {pair[0]}/{pair[1]}")
+        for pair, counts in rep["incomplete"].items():
+            print(f"incomplete (old records kept): {pair[0]}/{pair[1]} {counts}")
+        print(f"{rep['moved']} old record(s) moved to results.stale.jsonl; {rep['partial']} new record(s) of "
+              f"incomplete pairs kept in results/rerun/{sys.argv[3]}_partial")
+        sys.exit(0)
     if sys.argv[1] == "--seed":
         for name, n in seed(Path(sys.argv[2]), sys.argv[3], sys.argv[4]).items():
             print(f"seeded {n} record(s) of {name}")
