@@ -293,7 +293,9 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
     """``merge_records --complete-pairs``: a re-run stopped part-way gives its (dataset, split) pairs whose methods
     all reached ``runs`` runs; the others keep their old records, their new ones go to rerun/<target>_partial, so no
     cell mixes two configurations. Hand-made records: pair a/sparse finished (2 methods x 2 runs), a/dense has one
-    of two methods at 1 run; b's pairs were not touched."""
+    of two methods at 1 run; b's pairs were not touched by the re-run, and b/dense was re-run in the results after
+    the checkout was made (the checkout's older b/dense records, in results.stale.jsonl there, are not brought
+    back)."""
     import json
 
     from jaxclp.benchmarks.merge_records import complete_pairs
@@ -311,6 +313,11 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
                                                           for r in (0, 1)] + [rec("a", "dense", "x", 0, "new")]
     (wt / "t" / "results.jsonl").write_text("".join(ln + "\n" for ln in old if ln not in moved)
                                             + "".join(ln + "\n" for ln in new))
+    b_old = [ln for ln in old if '"b", "split": "dense"' in ln]  # taken in after the checkout was made
+    b_new = [json.dumps({"type": "header", "jax": "2"})] + [ln.replace('"old"', '"newer"') for ln in b_old]
+    (res / "t" / "results.jsonl").write_text("".join(ln + "\n" for ln in old if ln not in b_old)
+                                             + "".join(ln + "\n" for ln in b_new))
+    (res / "t" / "results.stale.jsonl").write_text("".join(ln + "\n" for ln in b_old))
     rep = complete_pairs(tmp_path / "wt", "t", results=res, runs=2)
     assert rep["complete"] == [("a", "sparse")]
     assert rep["incomplete"] == {("a", "dense"): {"x": 1, "y": 0}}
@@ -321,10 +328,11 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
         if r["type"] == "result":
             cells[r["dataset"], r["split"], r["method"]].add(r["config"])
     assert cells[("a", "sparse", "x")] == cells[("a", "sparse", "y")] == {"new"}
-    assert all(v == {"old"} for k, v in cells.items() if k[:2] != ("a", "sparse"))
-    assert sum(r["type"] == "result" for r in got) == 16 and sum(r["type"] == "header" for r in got) == 2
+    assert all(v == {"newer"} for k, v in cells.items() if k[:2] == ("b", "dense"))
+    assert all(v == {"old"} for k, v in cells.items() if k[:2] not in (("a", "sparse"), ("b", "dense")))
+    assert sum(r["type"] == "result" for r in got) == 16 and sum(r["type"] == "header" for r in got) == 3
     stale = (res / "t" / "results.stale.jsonl").read_text().splitlines()
-    assert sorted(stale) == sorted(ln for ln in moved if '"sparse"' in ln)
+    assert sorted(stale) == sorted(b_old + [ln for ln in moved if '"sparse"' in ln])
     partial = (res / "rerun" / "t_partial" / "results.jsonl").read_text().splitlines()
     assert [json.loads(ln)["config"] for ln in partial] == ["new"]
 

@@ -72,28 +72,32 @@ def complete_pairs(checkout: Path, target: str, results: Path = Path("results"),
     """Takes a re-run's records from ``checkout/results/<target>`` into ``results/<target>`` per (dataset, split)
     pair, whole pairs only.
 
-    A pair is complete when every method the re-run touched there (its old records moved aside, or new records
-    written) has ``runs`` distinct runs of new records: its new records replace the old ones in
-    ``results/<target>/results.jsonl`` and the old ones are appended to ``results.stale.jsonl`` beside it (as
-    ``--replace-stale`` would have done). An incomplete pair keeps its old records, and its new ones are written to
-    ``results/rerun/<target>_partial/results.jsonl`` (replacing that file), to be appended to the results before
-    the re-run is resumed. Header records of the checkout are kept with its other lines.
+    The re-run's records are the checkout's lines that ``results/<target>`` holds neither in ``results.jsonl`` nor
+    in ``results.stale.jsonl`` (so a checkout made before other records were taken in brings back nothing they
+    replaced). A pair of them is complete when every method the re-run touched there (its old records absent from
+    the checkout, i.e. moved aside by ``--replace-stale``, or new records written) has ``runs`` distinct runs of new
+    records: its new records replace the old ones in ``results/<target>/results.jsonl`` and the old ones are
+    appended to ``results.stale.jsonl`` beside it. An incomplete pair keeps its old records, and its new ones are
+    written to ``results/rerun/<target>_partial/results.jsonl`` (replacing that file), to be appended to the
+    results before the re-run is resumed. Every other line of ``results/<target>/results.jsonl`` stays as it is;
+    the re-run's header records are appended.
 
     Returns:
         ``{"complete": [(dataset, split), ...], "incomplete": {(dataset, split): {method: runs}}, "moved": n,
         "partial": n}``.
     """
     main_file = Path(results) / target / "results.jsonl"
+    stale_file = main_file.with_name("results.stale.jsonl")
     m_lines = main_file.read_text().splitlines()
     w_lines = (Path(checkout) / "results" / target / "results.jsonl").read_text().splitlines()
-    m_set, w_set = set(m_lines), set(w_lines)
-    new = [ln for ln in w_lines if ln not in m_set]
-    removed = [ln for ln in m_lines if ln not in w_set]
+    known = set(m_lines) | (set(stale_file.read_text().splitlines()) if stale_file.exists() else set())
+    w_set = set(w_lines)
     result = lambda ln: json.loads(ln).get("type") == "result"  # noqa: E731
+    new = [ln for ln in w_lines if ln not in known]
+    removed = [ln for ln in m_lines if ln not in w_set and result(ln)]
     complete, incomplete = [], {}
-    for pair in sorted({_pair(ln) for ln in new + removed if result(ln)}, key=str):
-        done: dict[str, set] = {m: set() for m in {json.loads(ln)["method"] for ln in removed
-                                                   if result(ln) and _pair(ln) == pair}}
+    for pair in sorted({_pair(ln) for ln in new if result(ln)}, key=str):
+        done: dict[str, set] = {json.loads(ln)["method"]: set() for ln in removed if _pair(ln) == pair}
         for ln in new:
             if result(ln) and _pair(ln) == pair:
                 done.setdefault(json.loads(ln)["method"], set()).add(json.loads(ln).get("run"))
@@ -102,13 +106,13 @@ def complete_pairs(checkout: Path, target: str, results: Path = Path("results"),
         else:
             incomplete[pair] = {m: len(r) for m, r in sorted(done.items())}
     keep = set(complete)
-    out = [ln for ln in w_lines if ln in m_set or not result(ln) or _pair(ln) in keep]
-    out += [ln for ln in removed if result(ln) and _pair(ln) not in keep]
-    moved = [ln for ln in removed if result(ln) and _pair(ln) in keep]
+    moved = [ln for ln in removed if _pair(ln) in keep]
     partial = [ln for ln in new if result(ln) and _pair(ln) not in keep]
+    gone = set(moved)
+    out = [ln for ln in m_lines if ln not in gone] + [ln for ln in new if not result(ln) or _pair(ln) in keep]
     main_file.write_text("".join(ln + "\n" for ln in out))
     if moved:
-        with open(main_file.with_name("results.stale.jsonl"), "a") as f:
+        with open(stale_file, "a") as f:
             f.write("".join(ln + "\n" for ln in moved))
     if partial:
         folder = Path(results) / "rerun" / f"{target}_partial"
