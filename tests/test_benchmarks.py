@@ -336,6 +336,7 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
     partial = (res / "rerun" / "t_partial" / "results.jsonl").read_text().splitlines()
     assert [json.loads(ln)["config"] for ln in partial] == ["new"]
 
+
 # two child processes (slow_tests.py records it); the same bits and fit in-process: tests/test_rng.py::
 # test_fast_key_draws_jax_bits, test_mlp_fit_uses_the_fast_key_and_keeps_its_params
 @pytest.mark.slow

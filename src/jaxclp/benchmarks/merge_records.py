@@ -63,11 +63,6 @@ def merge(src: Path, dst: Path) -> int:
     return len(new)
 
 
-def _pair(line: str) -> tuple:
-    r = json.loads(line)
-    return r.get("dataset"), r.get("split")
-
-
 def complete_pairs(checkout: Path, target: str, results: Path = Path("results"), runs: int = 10) -> dict:
     """Takes a re-run's records from ``checkout/results/<target>`` into ``results/<target>`` per (dataset, split)
     pair, whole pairs only.
@@ -92,24 +87,27 @@ def complete_pairs(checkout: Path, target: str, results: Path = Path("results"),
     w_lines = (Path(checkout) / "results" / target / "results.jsonl").read_text().splitlines()
     known = set(m_lines) | (set(stale_file.read_text().splitlines()) if stale_file.exists() else set())
     w_set = set(w_lines)
-    result = lambda ln: json.loads(ln).get("type") == "result"  # noqa: E731
     new = [ln for ln in w_lines if ln not in known]
-    removed = [ln for ln in m_lines if ln not in w_set and result(ln)]
+    rec = {ln: json.loads(ln) for ln in new + [ln for ln in m_lines if ln not in w_set]}  # each line parsed once
+    pair = {ln: (r.get("dataset"), r.get("split")) for ln, r in rec.items() if r.get("type") == "result"}
+    removed = [ln for ln in m_lines if ln not in w_set and ln in pair]  # result lines the re-run moved aside
+    runs_of: dict = {}  # (dataset, split) -> {method: set of runs of new records}
+    for ln in removed:
+        runs_of.setdefault(pair[ln], {}).setdefault(rec[ln]["method"], set())
+    for ln in new:
+        if ln in pair:
+            runs_of.setdefault(pair[ln], {}).setdefault(rec[ln]["method"], set()).add(rec[ln].get("run"))
     complete, incomplete = [], {}
-    for pair in sorted({_pair(ln) for ln in new if result(ln)}, key=str):
-        done: dict[str, set] = {json.loads(ln)["method"]: set() for ln in removed if _pair(ln) == pair}
-        for ln in new:
-            if result(ln) and _pair(ln) == pair:
-                done.setdefault(json.loads(ln)["method"], set()).add(json.loads(ln).get("run"))
-        if all(len(r) >= runs for r in done.values()):
-            complete.append(pair)
+    for p in sorted({pair[ln] for ln in new if ln in pair}, key=str):
+        if all(len(r) >= runs for r in runs_of[p].values()):
+            complete.append(p)
         else:
-            incomplete[pair] = {m: len(r) for m, r in sorted(done.items())}
+            incomplete[p] = {m: len(r) for m, r in sorted(runs_of[p].items())}
     keep = set(complete)
-    moved = [ln for ln in removed if _pair(ln) in keep]
-    partial = [ln for ln in new if result(ln) and _pair(ln) not in keep]
+    moved = [ln for ln in removed if pair[ln] in keep]
+    partial = [ln for ln in new if ln in pair and pair[ln] not in keep]
     gone = set(moved)
-    out = [ln for ln in m_lines if ln not in gone] + [ln for ln in new if not result(ln) or _pair(ln) in keep]
+    out = [ln for ln in m_lines if ln not in gone] + [ln for ln in new if ln not in pair or pair[ln] in keep]
     main_file.write_text("".join(ln + "\n" for ln in out))
     if moved:
         with open(stale_file, "a") as f:
