@@ -403,7 +403,7 @@ def test_cli_help_shows_every_default_and_describes_methods_and_targets(capsys):
         for m in METHODS:
             assert re.search(rf"^  {m}\s+{re.escape(cli.METHOD_HELP[m][:20])}", out, re.M), (cmd, m)
         assert "(default: None)" not in flat and "(default: False)" not in flat  # said in words instead
-        assert ("(default: no limit)" if cmd == "run" else "(default: 60)") in flat
+        assert "(default: 60)" in flat
         assert "(default: clp's own list: mlp, link, linkx" in flat
     with pytest.raises(SystemExit):
         cli.main(["run", "--help"])
@@ -627,6 +627,11 @@ def test_cli_comma_lists_forgive_spaces_and_unused_cost_options_warn(tmp_path, c
     assert cli.main([*base, "--methods", "clp", "--priors", " link,mlp ", "--time-limit", "60"]) == 0
     assert calls[-1] == (["clp"], ("link", "mlp"), 60.0)
     assert "warning" not in capsys.readouterr().err
+    # the default limit (not typed) reaches clp only and warns of nothing: other methods' records keep theirs
+    assert cli.main([*base, "--methods", "mlp,lp"]) == 0 and calls[-1] == (["mlp", "lp"], None, None)
+    assert cli.main([*base, "--methods", "lp,clp"]) == 0 and calls[-1] == (["lp", "clp"], None, cli.RUN_TIME_LIMIT)
+    assert cli.main([*base, "--methods", "clp", "--time-limit", "none"]) == 0 and calls[-1][2] is None
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_predict_has_a_default_time_budget_and_none_lifts_it():
@@ -637,4 +642,4 @@ def test_predict_has_a_default_time_budget_and_none_lifts_it():
     assert p.parse_args(base).time_limit == cli.PREDICT_TIME_LIMIT == 60.0
     assert p.parse_args([*base, "--time-limit", "none"]).time_limit is None
     assert p.parse_args([*base, "--time-limit", "12.5"]).time_limit == 12.5
-    assert p.parse_args(["run", "--graph", "e.csv", "--labels", "l.csv"]).time_limit is None
+    assert p.parse_args(["run", "--graph", "e.csv", "--labels", "l.csv"]).time_limit == cli.RUN_TIME_LIMIT == 60.0

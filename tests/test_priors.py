@@ -511,6 +511,25 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     slow_mlp = M.dataclasses.replace(ctx, time_limit=20.5, mlp_fit_seconds=8.0, cache={})
     cands = M.method_clp_prior(slow_mlp, priors=names, **small)
     assert fitted == ["link", "linkx", "gcn"] and cands.skipped == ["h2gcn", "gcn_tuned", "sage_tuned"]
+    # a tuned GNN started trains until the split's time runs out (its deadline: the split's start + the limit);
+    # the later splits of the graph train it for the epochs the first one reached (no clock), and say so
+    calls = []
+
+    def fake_cut(name, *args, **kwargs):
+        calls.append((name, args[7].epochs, kwargs.get("deadline")))
+        clock["t"] += 1.0
+        return P.PriorResult(prior=jnp.full((len(y), 3), 1 / 3), name=name, val_score=0.0,
+                             stopped_at=25 if "deadline" in kwargs else None)
+
+    monkeypatch.setattr(P, "fit_prior", fake_cut)
+    clock["t"] = 100.0
+    tuned = M.dataclasses.replace(ctx, time_limit=5.0, base_priors=("gcn_tuned",), cache={})
+    first = M.method_clp_prior(tuned, **small)
+    assert calls == [("gcn_tuned", M.prior_train_config(ctx).epochs, 105.0)]
+    assert first.skipped == ["gcn_tuned epochs after 25"]
+    calls.clear()
+    later = M.method_clp_prior(M.dataclasses.replace(tuned, cache={}), **small)
+    assert calls == [("gcn_tuned", 25, None)] and later.skipped == ["gcn_tuned epochs after 25"]
 
 
 def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(monkeypatch):

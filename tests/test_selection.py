@@ -197,6 +197,18 @@ def test_clp_time_limit_skips_the_expensive_priors_of_a_list(monkeypatch):
     fitted.clear()
     assert not jaxclp.CLP(prior=("link", "gcn"), num_classes=3).fit(ds.graph, x, y, tm, vm).skipped_priors_
     assert fitted == ["link", "gcn"]
+    # a tuned GNN started stops training where the limit runs out: the deadline (start + limit) goes to it alone
+    seen = []
+
+    def fake_cut(src, key, graph, features, labels, train, val, k, cfg, **kw):
+        seen.append((src, kw.get("deadline")))
+        res = real(np.full((y.size, 3), 1 / 3), key, graph, None, labels, train, val, k, cfg)
+        return res._replace(name=src, stopped_at=25 if "deadline" in kw else None)
+
+    monkeypatch.setattr(jaxclp.estimator, "fit_prior", fake_cut)
+    clock["t"] = 50.0
+    est = jaxclp.CLP(prior=("gcn_tuned", "link"), time_limit=0.0, num_classes=3).fit(ds.graph, x, y, tm, vm)
+    assert seen == [("gcn_tuned", 50.0)] and est.skipped_priors_ == ["link", "gcn_tuned epochs after 25"]
     with pytest.raises(ValueError, match="time_limit must be a number of seconds >= 0, or None for no limit"):
         jaxclp.CLP(time_limit=-1)
 

@@ -21,7 +21,7 @@ from jaxclp.metrics import check_metric
 from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
-from jaxclp.priors import PRIORS, PriorBudget, check_time_limit, fit_prior
+from jaxclp.priors import PRIORS, TUNED_PRIORS, PriorBudget, check_time_limit, fit_prior
 from jaxclp.train import TrainConfig
 
 
@@ -155,8 +155,10 @@ class CLP:
             the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
             named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
-            It decides what starts, not when it ends: each prior started trains to its end and CLP's grid is
-            computed whole (``jaxclp predict --time-limit`` also stops the MLP's training and CLP's variants).
+            A tuned GNN (``"gcn_tuned"``, ...) started stops training where the limit runs out (its grid in rounds
+            of :data:`jaxclp.gnn.DEADLINE_EPOCHS` epochs; ``skipped_priors_`` then says after which epoch); the
+            other priors train to their end and CLP's grid is computed whole (``jaxclp predict --time-limit``
+            also stops the MLP's training and CLP's variants).
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
@@ -202,8 +204,9 @@ class CLP:
         prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior fitted, in the
             given order; ``prior_index_`` the chosen one's position.
         skipped_priors_: names of the priors of a list left out because ``time_limit`` ran out (cheap ones are
-            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`), and ``"clp on NAME"`` where
-            the large-validation step left CLP's grid on a fitted prior out because it would end past the limit.
+            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`), ``"NAME epochs after E"``
+            where the limit stopped a tuned GNN's training at epoch E, and ``"clp on NAME"`` where the
+            large-validation step left CLP's grid on a fitted prior out because it would end past the limit.
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
         mlp_: :class:`jaxclp.mlp.MLPResult` (prior_, params, training info) for the MLP prior, else None.
@@ -339,8 +342,9 @@ class CLP:
         y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
         y = jnp.asarray(y, jnp.int32)
         key = jax.random.key(self.seed) if key is None else key
-        fits = []
+        fits, cut = [], []
         budget = PriorBudget(self.time_limit)
+        deadline = None if self.time_limit is None else budget.start + self.time_limit
         for src in sources:  # every prior from the same key, cheap first under time_limit
             if not budget.allows(src):
                 continue
@@ -348,14 +352,18 @@ class CLP:
             prior_graph = _prior_graph(graph, src)
             if isinstance(src, str):
                 options = (dict(hidden=self.hidden, dropout=self.dropout) if src == "mlp" else {}) | self.prior_options
+                if deadline is not None and src in TUNED_PRIORS:
+                    options["deadline"] = deadline
                 fits.append(fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k,
                                       self.cfg, **options))
+                if fits[-1].stopped_at is not None:
+                    cut.append(f"{src} epochs after {fits[-1].stopped_at}")
             else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
                 fits.append(fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
                                       self.cfg, classes=self.classes_))
             jax.block_until_ready(fits[-1].prior)
             budget.spent(src, time.perf_counter() - t0)
-        self.skipped_priors_ = list(budget.skipped)
+        self.skipped_priors_ = list(budget.skipped) + cut
         # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"
         # compares like with like (PriorResult.val_score may be float64 where CLP's scores are float32)
         prior_scores = validation_scores(self.metric, [jnp.asarray(f.prior) for f in fits], y, vm)
@@ -366,7 +374,6 @@ class CLP:
             grids[i] = self._candidates(graph, jnp.asarray(fits[i].prior), y, tm, vm)
             return [c[0] for c in grids[i]]
 
-        deadline = None if self.time_limit is None else budget.start + self.time_limit
         choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None, num_val=int(vm.sum()),
                              metric=self.metric, deadline=deadline)
         self.skipped_priors_ += [f"clp on {fits[p].name}" for p in choice.left_out]  # other priors' grids: past it

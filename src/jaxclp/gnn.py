@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 import weakref
 from typing import NamedTuple, Sequence
 
@@ -912,7 +913,8 @@ def _spec_params(params: dict, spec: GNNSpec) -> dict:
 
 def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, *, num_classes: int,
                  specs: Sequence[GNNSpec], cfg: TrainConfig = TrainConfig(),
-                 rungs: Sequence[int] = (), rungs_min_val: int = 0) -> list["GNNResult"]:
+                 rungs: Sequence[int] = (), rungs_min_val: int = 0,
+                 deadline: float | None = None) -> list["GNNResult"]:
     """Trains every :class:`TunedGNN` of ``specs`` (as :func:`fit_gnn`, same ``key``), compiling one program for
     all specs that differ only in depth, residual connections, LayerNorm and feed-forward layers (a tuned grid,
     :func:`tuned_grid`: one program instead of 8).
@@ -935,11 +937,17 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
         rungs_min_val: halve only where ``val_mask`` holds at least this many nodes (:data:`HALVING_MIN_VAL`:
             on smaller validation sets the early ranking misled, ``benchmarks/results/halving.md``); below it
             every spec trains to the end.
+        deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds of
+            :data:`DEADLINE_EPOCHS` epochs (every spec still training advances one round, rungs included), and
+            training stops after the first round that ends past ``deadline``: every spec keeps its best parameters
+            so far, so the results are those of ``cfg.epochs`` cut to that round's end (one round of the grid
+            past the deadline at most). A grid that ends before the deadline gives the results it gives without
+            one, bit for bit.
 
     Returns:
         one :class:`GNNResult` per spec, in order; ``params`` holds the spec's own parameters
         (``TunedGNN(spec).apply(params, ...)`` gives its logits); ``info.epochs_run`` says where a halved spec
-        stopped.
+        (or every spec, under a ``deadline`` that ran out) stopped.
 
     Raises:
         ValueError: an empty ``specs``, rungs that are not positive ascending integers, or the checks of
@@ -965,7 +973,7 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     flags = [jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32) for s in specs]
     if rungs and int(np.asarray(val_mask).sum()) < int(rungs_min_val):
         rungs = ()
-    if not rungs:
+    if not rungs and deadline is None:
         out = []
         for s, f in zip(specs, flags):
             r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, f, num_classes=num_classes,
@@ -976,20 +984,29 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     data = [(graph, inputs[_tuned_input(s)]) for s in specs]
     states = [_grid_start_jit(key, g, x, y, tm, vm, f, **st) for (g, x), f, st in zip(data, flags, static)]
     going = list(range(len(specs)))
-    for until in [r for r in rungs if r < cfg.epochs] + [cfg.epochs]:
+    rounds = set(range(DEADLINE_EPOCHS, cfg.epochs, DEADLINE_EPOCHS)) if deadline is not None else set()
+    for until in sorted({r for r in rungs if r < cfg.epochs} | rounds) + [cfg.epochs]:
         for i in going:
             states[i] = _grid_until_jit(states[i], until, key, *data[i], y, tm, vm, flags[i], **static[i])
         if until == cfg.epochs:
             break
-        going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]
-        rank = sorted(going, key=lambda i: (-float(states[i]["best_m"]), float(states[i]["best_loss"]), i))
-        going = sorted(rank[:(len(rank) + 1) // 2])
+        going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]  # waits for the round
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        if until in rungs:
+            rank = sorted(going, key=lambda i: (-float(states[i]["best_m"]), float(states[i]["best_loss"]), i))
+            going = sorted(rank[:(len(rank) + 1) // 2])
     out = []
     for s, f, st, (g, x), state in zip(specs, flags, static, data, states):
         r = _grid_outcome_jit(state, key, g, x, f, **st)
         out.append(r._replace(params=_spec_params(r.params, s)))
     return out
 
+
+DEADLINE_EPOCHS = 25
+"""Epochs of one round of :func:`fit_gnn_grid` under a ``deadline``: the clock is read after each round (every spec
+still training advanced by this many epochs), so a grid overruns its deadline by one round at most (1/20 of a
+500-epoch grid's training)."""
 
 HALVING_MIN_VAL = 500
 """Validation nodes from which successive halving applies (:func:`fit_gnn_grid`'s ``rungs_min_val``): one node is

@@ -66,6 +66,8 @@ class PriorResult(NamedTuple):
         params: the selected parameters (a pytree), or None.
         choice: what validation chose among the predictor's own candidates (a tuned GNN's
             :class:`jaxclp.GNNSpec`), or None where it has none.
+        stopped_at: the epoch at which a ``deadline`` stopped the training (:func:`tuned_gnn_prior`), or None
+            where training ran to its end (or its early stop).
     """
 
     prior: jax.Array
@@ -75,6 +77,7 @@ class PriorResult(NamedTuple):
     info: TrainInfo | None = None
     params: Any = None
     choice: Any = None
+    stopped_at: int | None = None
 
 
 def _score(metric: str, prior, labels, val_mask) -> float:
@@ -398,7 +401,7 @@ TUNED_RUNGS_MIN_VAL: int = HALVING_MIN_VAL
 def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                     cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", sep: bool = False, grid=None,
                     lr: float | None = None, weight_decay: float = 0.0, rungs=None,
-                    rungs_min_val: int = 0) -> PriorResult:
+                    rungs_min_val: int = 0, deadline: float | None = None) -> PriorResult:
     """A tuned GNN as the prior: every spec of ``grid`` is fitted (:func:`jaxclp.gnn.fit_gnn_grid`: same ``key``, one
     compiled program for the grid) and the
     one with the best validation ``cfg.metric`` is kept (the first on ties; nested selection on validation only).
@@ -415,11 +418,15 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
             the end (or its early stop).
         rungs_min_val: with ``rungs`` given, halve only with at least this many validation nodes
             (``fit_gnn_grid``'s; e.g. :data:`jaxclp.gnn.HALVING_MIN_VAL`).
+        deadline: a :func:`time.perf_counter` time where training stops (:func:`jaxclp.gnn.fit_gnn_grid`'s: in
+            rounds of :data:`jaxclp.gnn.DEADLINE_EPOCHS` epochs, every spec keeping its best parameters so far);
+            None: none.
         Others: as :func:`mlp_prior` (features dense or sparse).
 
     Returns:
         :class:`PriorResult` named ``f"{kind}_tuned"`` (``"-sep"`` appended for ``sep``); ``choice`` is the
-        chosen spec, ``val_score`` its validation score.
+        chosen spec, ``val_score`` its validation score; ``stopped_at`` the epoch where ``deadline`` stopped the
+        grid (None where it did not: every spec ran to ``cfg.epochs``, its early stop or its rung).
 
     Raises:
         ValueError: unknown ``kind``, an empty ``grid``, a spec whose conv is not ``kind``, or the checks of
@@ -443,12 +450,25 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     fits = gnn.fit_gnn_grid(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
                             num_classes=int(num_classes), specs=specs, cfg=fit_cfg,
                             rungs=TUNED_RUNGS if rungs is None else rungs,
-                            rungs_min_val=TUNED_RUNGS_MIN_VAL if rungs is None else rungs_min_val)
+                            rungs_min_val=TUNED_RUNGS_MIN_VAL if rungs is None else rungs_min_val,
+                            deadline=deadline)
     for spec, res in zip(specs, fits):
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):
             best = r
-    return best
+    return best._replace(stopped_at=_grid_stop(fits, fit_cfg) if deadline is not None else None)
+
+
+def _grid_stop(fits, cfg: TrainConfig) -> int | None:
+    """The epoch where a deadline stopped a grid (:func:`jaxclp.gnn.fit_gnn_grid`), else None: the most epochs any
+    spec ran, where a spec that ran them was neither early-stopped nor at ``cfg.epochs`` (a spec cut at a rung of
+    successive halving runs fewer than the spec that went on)."""
+    from jaxclp.train import stopped_early
+
+    last = max(int(f.info.epochs_run) for f in fits)
+    cut = last < cfg.epochs and any(int(f.info.epochs_run) == last and not bool(stopped_early(f.info, cfg.patience))
+                                    for f in fits)
+    return last if cut else None
 
 
 PRIORS: dict[str, Callable[..., PriorResult]] = {

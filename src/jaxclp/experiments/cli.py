@@ -228,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="selection and test metric: roc_auc is binary ROC-AUC, for two-class graphs with rare "
                         "positives (default: the dataset's; for a --graph file roc_auc when it has two classes and "
                         "the rarer one under a third of the labelled nodes, else accuracy)")
-    _add_cost_options(r, "per split")
+    _add_cost_options(r, "per split", RUN_TIME_LIMIT)
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
                         "results.stale.jsonl and recompute them, instead of refusing (default: refuse)")
@@ -310,6 +310,17 @@ def _parser() -> argparse.ArgumentParser:
 _DATA_ROOT_HELP = "dataset root (default: $JAXCLP_DATA, else the user cache folder, e.g. ~/.cache/jaxclp)"
 
 
+class _DefaultLimit(float):
+    """A ``--time-limit`` the user did not give (the subcommand's default): a float that says so, so that the
+    warning about cost options no method reads is only given for options typed."""
+
+
+RUN_TIME_LIMIT = 60.0
+"""``jaxclp run``'s default ``--time-limit`` for ``clp`` (seconds per split; :data:`PREDICT_TIME_LIMIT` is one
+``predict`` fit's): a split of ``run`` costs what a ``predict`` costs. Applied only where ``clp`` is among the methods
+(the other methods' records keep a configuration without a limit); the records name what it left out and the
+configuration holds it; ``jaxclp reproduce`` (the tables) runs without a limit; ``--time-limit none`` lifts it."""
+
 PREDICT_TIME_LIMIT = 60.0
 """``jaxclp predict``'s default ``--time-limit`` (seconds for clp's fit: its base predictors, then CLP's costlier
 candidates on the chosen one): the MLP, LINK, LINKX, GCN and H2GCN fit within it on graphs of up to ~100k nodes on
@@ -339,10 +350,12 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         help="comma list of the base predictors clp may try, from "
                              f"{', '.join(sorted(set(PRIORS) | {'mlp'}))} (default: clp's own list: "
                              f"{', '.join(CLP_PRIOR_CANDIDATES)})")
-    parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=time_limit,
+    parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg,
+                        default=None if time_limit is None else _DefaultLimit(time_limit),
                         help=f"seconds clp may spend {budget}: the MLP prior's depths and training epochs within "
                              "half of it (one depth always), base predictors cheap ones first, an expensive one only "
-                             "while it fits, then CLP's candidates while they fit (one closed-form variant always); "
+                             "while it fits (a tuned GNN started stops training where the limit runs out), then CLP's "
+                             "candidates while they fit (one closed-form variant always); "
                              "what was left out is named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
 
@@ -355,7 +368,8 @@ PRIOR_METHODS = ("clp",)
 def _warn_unused_cost_options(a, methods) -> None:
     """One line when ``--priors``/``--time-limit`` are given but no method run reads them (they would only change
     the records' configuration)."""
-    given = [o for o, v in (("--priors", a.priors), ("--time-limit", a.time_limit)) if v is not None]
+    given = [o for o, v in (("--priors", a.priors), ("--time-limit", a.time_limit))
+             if v is not None and not isinstance(v, _DefaultLimit)]
     if given and not set(methods) & set(PRIOR_METHODS):
         print(f"jaxclp: warning: {' and '.join(given)} only change{'s' if len(given) == 1 else ''} "
               f"{', '.join(PRIOR_METHODS)}'s choice of base "
@@ -692,6 +706,8 @@ def _main(a, argv) -> int:
         methods = check_methods(split_names(a.methods))  # before any file is read (a large --graph takes a while)
         priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
         _warn_unused_cost_options(a, methods)
+        if isinstance(a.time_limit, _DefaultLimit) and not set(methods) & set(PRIOR_METHODS):
+            time_limit = None  # the default reaches clp only: other methods' records keep their configuration
         check_out_folder(a.out, "--out")
         title = f"jaxclp run ({a.dataset or Path(a.graph).name.split('.')[0]}, {a.split})"
         with summary_target(a.out, title=title), _interruptible(is_writer()):  # loading a large graph too

@@ -615,10 +615,12 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
     :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:class:`jaxclp.priors.PriorBudget`,
     :data:`jaxclp.priors.PRIOR_COST`; the MLP prior, fitted before, counts as the first); the names
-    left out are appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The
-    first split of a graph decides (its fits pay the compilations later splits reuse, so its seconds are the
-    cautious estimate); every later split of the same graph object leaves out the same predictors, so a run's
-    splits are comparable.
+    left out are appended to ``skipped``. A tuned GNN started stops training where the split's time runs out
+    (:func:`jaxclp.priors.tuned_gnn_prior`'s ``deadline``); ``"NAME epochs after E"`` (as the MLP's) is then appended to
+    ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The first split of a graph
+    decides (its fits pay the compilations later splits reuse, so its seconds are the cautious estimate); every
+    later split of the same graph object leaves out the same predictors and trains a tuned GNN the first split
+    stopped at epoch E for E epochs at most (no clock), so a run's splits are comparable.
     """
     from jaxclp.priors import TUNED_PRIORS, PriorBudget, fit_prior
 
@@ -635,23 +637,39 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             # (a unit from LINK alone, mostly compilation, made GCN look 6x cheaper than it was at 169k nodes)
             budget.spent(name, float(ctx.mlp_fit_seconds))
             continue
-        cached = CACHE and _fit_key(name, cfg) in ctx.cache
+        cap = _decided_skips(ctx.graph, ("epochs", decision, name)) if decided is not None else None
+        fit_cfg = cfg._replace(epochs=cap[0]) if cap else cfg  # the epoch where the first split's clock stopped it
+        cached = CACHE and _fit_key(name, fit_cfg) in ctx.cache
         if (name in decided) if decided is not None else (not cached and not budget.allows(name)):
             left_out.append(name)
             status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
-        def fit(name=name, opts=opts):
+        clocked = ctx.time_limit is not None and decided is None and name in TUNED_PRIORS and not cached
+        if clocked:  # the first split: training stops where the split's time runs out
+            opts["deadline"] = budget.start + float(ctx.time_limit)
+        def fit(name=name, opts=opts, fit_cfg=fit_cfg):
             status(f"base predictor {name}")
             return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
-                             ctx.num_classes, cfg, **opts).prior
+                             ctx.num_classes, fit_cfg, **opts)
 
         try:
             t0 = time.perf_counter()
-            out[name] = _cached(ctx, _fit_key(name, cfg), fit)
+            if clocked:
+                res = fit()
+                if res.stopped_at is not None:
+                    _remember_skips(ctx.graph, ("epochs", decision, name), (res.stopped_at,))
+                    fit_cfg = cfg._replace(epochs=res.stopped_at)
+                out[name] = ctx.cache[_fit_key(name, fit_cfg)] = res.prior
+            else:
+                out[name] = _cached(ctx, _fit_key(name, fit_cfg), lambda: fit().prior)
             if not cached:
                 jax.block_until_ready(out[name])
+            if fit_cfg is not cfg:
+                left_out.append(f"{name} epochs after {fit_cfg.epochs}")
+                status(f"base predictor {name} stopped after epoch {fit_cfg.epochs}: time limit "
+                       f"{ctx.time_limit:g} s")
             budget.spent(name, 0.0 if cached else time.perf_counter() - t0)
         except TwoHopTooLarge as err:  # a hub-heavy graph: H2GCN's 2-hop graph does not fit; the others still do
             if name != "h2gcn" or len(names) == 1:
