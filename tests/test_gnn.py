@@ -1042,7 +1042,7 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
             gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=bad)
     # a deadline: a grid that ends before it is the grid without one, bit for bit (rounds of DEADLINE_EPOCHS,
     # rungs or not); one already past stops every spec after the first round with its best parameters so far
-    from jaxclp.priors import _grid_stop
+    from jaxclp.train import DEADLINE_EPOCHS, stopped_at
 
     later = time.perf_counter() + 1e6
     for rg, want in (((), full), (rungs, half)):
@@ -1050,15 +1050,15 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
         for a, b in zip(got, want):
             np.testing.assert_array_equal(np.asarray(a.prior), np.asarray(b.prior))
             assert int(a.info.epochs_run) == int(b.info.epochs_run)
-        assert _grid_stop(got, cfg) is None
-    r = gnn.DEADLINE_EPOCHS
+        assert stopped_at([f.info for f in got], cfg) is None
+    r = DEADLINE_EPOCHS
     assert rungs[-1] < r < cfg.epochs
     past = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, deadline=0.0)
     for i, s in enumerate(specs):
         ref = cut_at(r, s)
         assert int(past[i].info.epochs_run) == int(ref.info.epochs_run) == min(r, int(full[i].info.epochs_run))
         np.testing.assert_array_equal(np.asarray(past[i].prior), np.asarray(ref.prior))
-    assert _grid_stop(past, cfg) == r
+    assert stopped_at([f.info for f in past], cfg) == r
 
 
 def test_halving_replay_is_what_fit_gnn_grid_does():

@@ -719,3 +719,28 @@ def test_clp_tuned_priors_halve_with_the_adopted_rule():
     from jaxclp import gnn
 
     assert (P.TUNED_RUNGS, P.TUNED_RUNGS_MIN_VAL) == (gnn.HALVING_RUNGS, gnn.HALVING_MIN_VAL) == ((50, 100, 200), 500)
+
+
+@pytest.mark.parametrize("name", ["mlp", "h2gcn"])
+def test_a_deadline_stops_training_after_a_chunk_and_a_late_one_changes_nothing(name):
+    """The predictors of DEADLINE_PRIORS take ``deadline=``: one far ahead gives the fit without it, bit for bit
+    (the same epochs and keys in chunks of DEADLINE_EPOCHS); one already past stops it after the first chunk with
+    the fit of ``epochs = DEADLINE_EPOCHS`` (stopped_at says so). Each fit's regular kernel is made from the same
+    ``build`` as its chunked path, so two predictors stand for all (the MLP: initialised on a zero row; H2GCN:
+    two graph inputs); the tuned grids are tested in test_gnn."""
+    import time
+
+    from jaxclp.train import DEADLINE_EPOCHS
+
+    g, x, y, tm, vm = _tiny()
+    cfg = jaxclp.TrainConfig(epochs=DEADLINE_EPOCHS + 5, patience=0)
+    args = (jax.random.key(1), g, x, y, tm, vm, 3)
+    assert name in P.DEADLINE_PRIORS and "link" not in P.DEADLINE_PRIORS
+    plain = P.fit_prior(name, *args, cfg)
+    late = P.fit_prior(name, *args, cfg, deadline=time.perf_counter() + 1e6)
+    np.testing.assert_array_equal(np.asarray(late.prior), np.asarray(plain.prior))
+    assert late.stopped_at is None and plain.stopped_at is None and int(late.info.epochs_run) == cfg.epochs
+    past = P.fit_prior(name, *args, cfg, deadline=0.0)
+    cut = P.fit_prior(name, *args, cfg._replace(epochs=DEADLINE_EPOCHS))
+    assert past.stopped_at == DEADLINE_EPOCHS == int(past.info.epochs_run)
+    np.testing.assert_array_equal(np.asarray(past.prior), np.asarray(cut.prior))

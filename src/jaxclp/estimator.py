@@ -21,7 +21,7 @@ from jaxclp.metrics import check_metric
 from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
-from jaxclp.priors import PRIORS, TUNED_PRIORS, PriorBudget, check_time_limit, fit_prior
+from jaxclp.priors import DEADLINE_PRIORS, PRIORS, PriorBudget, check_time_limit, fit_prior
 from jaxclp.train import TrainConfig
 
 
@@ -155,10 +155,10 @@ class CLP:
             the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
             named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
-            A tuned GNN (``"gcn_tuned"``, ...) started stops training where the limit runs out (its grid in rounds
-            of :data:`jaxclp.gnn.DEADLINE_EPOCHS` epochs; ``skipped_priors_`` then says after which epoch); the
-            other priors train to their end and CLP's grid is computed whole (``jaxclp predict --time-limit``
-            also stops the MLP's training and CLP's variants).
+            A named predictor started (LINK aside: :data:`jaxclp.priors.DEADLINE_PRIORS`) stops training where
+            the limit runs out (in chunks of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs; ``skipped_priors_``
+            then says after which epoch); CLP's grid on the chosen prior is computed whole (``jaxclp predict
+            --time-limit`` also leaves out CLP's costlier variants).
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         alphas: grid of alphas; the closed form is solved for all of them at once.
@@ -205,7 +205,7 @@ class CLP:
             given order; ``prior_index_`` the chosen one's position.
         skipped_priors_: names of the priors of a list left out because ``time_limit`` ran out (cheap ones are
             fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`), ``"NAME epochs after E"``
-            where the limit stopped a tuned GNN's training at epoch E, and ``"clp on NAME"`` where the
+            where the limit stopped a predictor's training at epoch E, and ``"clp on NAME"`` where the
             large-validation step left CLP's grid on a fitted prior out because it would end past the limit.
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
             ``normalization_``, ``H_``, ... then describe the best CLP configuration that did not beat it).
@@ -352,7 +352,7 @@ class CLP:
             prior_graph = _prior_graph(graph, src)
             if isinstance(src, str):
                 options = (dict(hidden=self.hidden, dropout=self.dropout) if src == "mlp" else {}) | self.prior_options
-                if deadline is not None and src in TUNED_PRIORS:
+                if deadline is not None and src in DEADLINE_PRIORS:
                     options["deadline"] = deadline
                 fits.append(fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k,
                                       self.cfg, **options))

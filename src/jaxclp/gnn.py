@@ -36,8 +36,8 @@ from jaxclp.graph import Graph, edge_values
 from jaxclp.features import SparseFeatures, as_features, as_input_features, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
-from jaxclp.train import (TrainConfig, TrainInfo, count_params, make_optimizer, train_full_batch, train_outcome,
-                          train_start, train_stopped, train_until, validation_metric)
+from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, count_params, fit_to_deadline, make_optimizer,
+                          train_full_batch, train_outcome, train_start, train_stopped, train_until, validation_metric)
 
 MODELS = ("gcn", "h2gcn")
 CONVS = ("gcn", "sage", "gat", "none")
@@ -705,12 +705,17 @@ def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -
     return GNNResult(prior, best, info)
 
 
-def _tuned_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
+def _tuned_build(graph, features, *, num_classes, spec):
+    """``(model, inputs, init inputs)`` of :func:`fit_gnn`."""
     gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
     symmetric = bool(graph.symmetric) and spec.conv == "gcn"  # GCN / GCN-sep: the symmetric CSR path, no plan
     plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
-    return _train_model(_model(spec, num_classes, bool(graph.symmetric)), (gt, plan), key, labels, train_mask,
-                        val_mask, cfg)
+    return _model(spec, num_classes, bool(graph.symmetric)), (gt, plan), (gt, plan)
+
+
+def _tuned_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
+    model, inputs, _ = _tuned_build(graph, features, num_classes=num_classes, spec=spec)
+    return _train_model(model, inputs, key, labels, train_mask, val_mask, cfg)
 
 
 _TUNED_STATIC = ("num_classes", "spec", "cfg")
@@ -731,7 +736,8 @@ def _tuned_input(spec: GNNSpec):
 
 
 def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, *, num_classes: int,
-            spec: GNNSpec = GNNSpec(), cfg: TrainConfig = TrainConfig()) -> "GNNResult":
+            spec: GNNSpec = GNNSpec(), cfg: TrainConfig = TrainConfig(),
+            deadline: float | None = None) -> "GNNResult":
     """Trains a :class:`TunedGNN` (GCN / SAGE / GAT, options in ``spec``) full-batch with early stopping on
     validation ``cfg.metric``.
 
@@ -747,6 +753,9 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
         num_classes: K.
         spec: :class:`GNNSpec` architecture.
         cfg: optimiser settings (pass ``metric=dataset.metric``).
+        deadline: a :func:`time.perf_counter` time where training stops (in chunks of
+            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, the best parameters so far kept;
+            :func:`jaxclp.train.fit_to_deadline`); None: none.
 
     Returns:
         :class:`GNNResult`; ``.prior`` (n, K) softmax usable as a CLP prior.
@@ -757,6 +766,9 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
     spec = _check_spec(spec)
     num_classes, _, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
                                   spec.dropout, scalar_hidden=False, to_features=_tuned_input(spec))
+    if deadline is not None:
+        return GNNResult(*fit_to_deadline(_tuned_build, dict(num_classes=num_classes, spec=spec), key, (graph, x),
+                                          jnp.asarray(labels), train_mask, val_mask, cfg, deadline))
     return _fit_tuned_jit(key, graph, x, jnp.asarray(labels), train_mask,
                           val_mask, num_classes=num_classes, spec=spec, cfg=cfg)
 
@@ -938,11 +950,11 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
             on smaller validation sets the early ranking misled, ``benchmarks/results/halving.md``); below it
             every spec trains to the end.
         deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds of
-            :data:`DEADLINE_EPOCHS` epochs (every spec still training advances one round, rungs included), and
-            training stops after the first round that ends past ``deadline``: every spec keeps its best parameters
-            so far, so the results are those of ``cfg.epochs`` cut to that round's end (one round of the grid
-            past the deadline at most). A grid that ends before the deadline gives the results it gives without
-            one, bit for bit.
+            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs (every spec still training advances one round, rungs
+            included), and training stops after the first round that ends past ``deadline``: every spec keeps its
+            best parameters so far, so the results are those of ``cfg.epochs`` cut to that round's end (one round
+            of the grid past the deadline at most). A grid that ends before the deadline gives the results it
+            gives without one, bit for bit.
 
     Returns:
         one :class:`GNNResult` per spec, in order; ``params`` holds the spec's own parameters
@@ -1002,11 +1014,6 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
         out.append(r._replace(params=_spec_params(r.params, s)))
     return out
 
-
-DEADLINE_EPOCHS = 25
-"""Epochs of one round of :func:`fit_gnn_grid` under a ``deadline``: the clock is read after each round (every spec
-still training advanced by this many epochs), so a grid overruns its deadline by one round at most (1/20 of a
-500-epoch grid's training)."""
 
 HALVING_MIN_VAL = 500
 """Validation nodes from which successive halving applies (:func:`fit_gnn_grid`'s ``rungs_min_val``): one node is
@@ -1134,22 +1141,35 @@ def _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden
     return num_classes, (hidden_t[0] if scalar_hidden else hidden_t), features
 
 
-def _gcn_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
-    """Unvalidated, jit/vmap-able body of :func:`fit_gcn`."""
+def _gcn_build(graph, features, *, num_classes, hidden, dropout):
+    """``(model, inputs, init inputs)`` of :func:`fit_gcn` (:func:`jaxclp.train.fit_to_deadline`'s ``build``)."""
     # an undirected graph's GCN matrix D^-1/2 (A + I) D^-1/2 is symmetric: CSR kernel, gradient without a sort
     model = GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, receivers_sorted=True,
                 symmetric=bool(graph.symmetric))
     gt = gcn_normalized_graph(graph, nodes=features)
-    return _train_model(model, (gt,), key, labels, train_mask, val_mask, cfg)
+    return model, (gt,), (gt,)
+
+
+def _h2gcn_build(graph, two_hop, features, *, num_classes, hidden, dropout, num_rounds):
+    """``(model, inputs, init inputs)`` of :func:`fit_h2gcn`."""
+    model = H2GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, num_rounds=num_rounds,
+                  receivers_sorted=True, symmetric=bool(graph.symmetric and two_hop.symmetric))
+    hops = h2gcn_normalized_graphs(graph, two_hop, nodes=features)
+    return model, hops, hops
+
+
+def _gcn_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):
+    """Unvalidated, jit/vmap-able body of :func:`fit_gcn`."""
+    model, inputs, _ = _gcn_build(graph, features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+    return _train_model(model, inputs, key, labels, train_mask, val_mask, cfg)
 
 
 def _h2gcn_kernel(key, graph, two_hop, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout,
                   num_rounds, cfg):
     """Unvalidated, jit/vmap-able body of :func:`fit_h2gcn`."""
-    model = H2GCN(hidden=hidden, num_classes=num_classes, dropout=dropout, num_rounds=num_rounds,
-                  receivers_sorted=True, symmetric=bool(graph.symmetric and two_hop.symmetric))
-    hop1, hop2 = h2gcn_normalized_graphs(graph, two_hop, nodes=features)
-    return _train_model(model, (hop1, hop2), key, labels, train_mask, val_mask, cfg)
+    model, inputs, _ = _h2gcn_build(graph, two_hop, features, num_classes=num_classes, hidden=hidden,
+                                    dropout=dropout, num_rounds=num_rounds)
+    return _train_model(model, inputs, key, labels, train_mask, val_mask, cfg)
 
 
 _GCN_STATIC = ("num_classes", "hidden", "dropout", "cfg")
@@ -1187,6 +1207,7 @@ def fit_gcn(
     hidden: Sequence[int] = (64,),
     dropout: float = 0.5,
     cfg: TrainConfig = TrainConfig(),
+    deadline: float | None = None,
 ) -> GNNResult:
     """Trains a GCN full-batch (jitted loop, early stopping on validation ``cfg.metric``).
 
@@ -1203,6 +1224,7 @@ def fit_gcn(
         hidden: hidden widths; ``(64,)`` is the 2-layer GCN.
         dropout: dropout rate on every layer's input.
         cfg: optimiser settings.
+        deadline: as :func:`fit_gnn`'s (None: none).
 
     Returns:
         :class:`GNNResult` with prior (n, K).
@@ -1213,6 +1235,10 @@ def fit_gcn(
     """
     num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                        scalar_hidden=False)
+    if deadline is not None:
+        opts = dict(num_classes=num_classes, hidden=hidden, dropout=float(dropout))
+        return GNNResult(*fit_to_deadline(_gcn_build, opts, key, (graph, x), jnp.asarray(labels), train_mask,
+                                          val_mask, cfg, deadline))
     return _fit_gcn_jit(key, graph, x, jnp.asarray(labels), train_mask,
                         val_mask, num_classes=num_classes, hidden=hidden,
                         dropout=float(dropout), cfg=cfg)
@@ -1247,6 +1273,7 @@ def fit_h2gcn(
     num_rounds: int = 2,
     two_hop: Graph | None = None,
     cfg: TrainConfig = TrainConfig(),
+    deadline: float | None = None,
 ) -> GNNResult:
     """Trains H2GCN full-batch (jitted loop, early stopping on validation ``cfg.metric``).
 
@@ -1266,6 +1293,7 @@ def fit_h2gcn(
             above :data:`MAX_TWO_HOP_EDGES` pairs, and kept for the next fit on the same ``graph`` object up to
             :data:`TWO_HOP_MEMO_MAX_EDGES` pairs).
         cfg: optimiser settings.
+        deadline: as :func:`fit_gnn`'s (None: none).
 
     Returns:
         :class:`GNNResult` with prior (n, K).
@@ -1277,6 +1305,10 @@ def fit_h2gcn(
     num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                        scalar_hidden=True, to_features=as_input_features)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
+    if deadline is not None:
+        opts = dict(num_classes=num_classes, hidden=int(hidden), dropout=float(dropout), num_rounds=int(num_rounds))
+        return GNNResult(*fit_to_deadline(_h2gcn_build, opts, key, (graph, two_hop, x), jnp.asarray(labels),
+                                          train_mask, val_mask, cfg, deadline))
     return _fit_h2gcn_jit(key, graph, two_hop, x, jnp.asarray(labels),
                           train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
                           dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)

@@ -140,16 +140,22 @@ def _prepare_features(features):
 
 def _mlp_model(key, features, *, num_classes, hidden, dropout):
     """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
-    model = MLP(hidden=hidden, num_classes=num_classes, dropout=dropout)
+    model, _, init_inputs = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
     init_key, drop_key = jax.random.split(key)
-    # initialisation reads only the input's width: a dense (1, d) zero row serves dense and sparse input
-    params = model.init(init_key, jnp.zeros((1, features.shape[1]), features.dtype), train=False)
+    params = model.init(init_key, *init_inputs, train=False)
 
     def apply_fn(p, k, train):
         # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
         return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})
 
     return model, apply_fn, params, drop_key
+
+
+def mlp_build(features, *, num_classes, hidden, dropout):
+    """``(model, inputs, init inputs)`` of :func:`fit_mlp` (:func:`jaxclp.train.fit_to_deadline`'s ``build``):
+    initialisation reads only the input's width, so a dense (1, d) zero row serves dense and sparse input."""
+    model = MLP(hidden=hidden, num_classes=num_classes, dropout=dropout)
+    return model, (features,), (jnp.zeros((1, features.shape[1]), features.dtype),)
 
 
 def fit_mlp_kernel(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg):

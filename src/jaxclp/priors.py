@@ -45,8 +45,8 @@ from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS
 from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
-from jaxclp.mlp import SparseDense, fit_mlp
-from jaxclp.train import TrainConfig, TrainInfo, train_full_batch
+from jaxclp.mlp import SparseDense, fit_mlp, mlp_build
+from jaxclp.train import TrainConfig, TrainInfo, fit_to_deadline, stopped_at, train_full_batch
 
 PRIOR_ROW_ATOL = 1e-4
 """Tolerance on the row sums of a user-given prior (float32 softmax rows sum to 1 within ~1e-7)."""
@@ -66,8 +66,8 @@ class PriorResult(NamedTuple):
         params: the selected parameters (a pytree), or None.
         choice: what validation chose among the predictor's own candidates (a tuned GNN's
             :class:`jaxclp.GNNSpec`), or None where it has none.
-        stopped_at: the epoch at which a ``deadline`` stopped the training (:func:`tuned_gnn_prior`), or None
-            where training ran to its end (or its early stop).
+        stopped_at: the epoch at which a ``deadline`` stopped the training (the predictors of
+            :data:`DEADLINE_PRIORS`), or None where training ran to its end (or its early stop).
     """
 
     prior: jax.Array
@@ -87,9 +87,11 @@ def _score(metric: str, prior, labels, val_mask) -> float:
     return float(evaluate(metric, jnp.asarray(prior), y, jnp.asarray(val_mask)))
 
 
-def _trained(name: str, prior, params, info: TrainInfo, labels, val_mask, cfg: TrainConfig) -> PriorResult:
+def _trained(name: str, prior, params, info: TrainInfo, labels, val_mask, cfg: TrainConfig,
+             deadline: float | None = None) -> PriorResult:
     return PriorResult(prior=prior, name=name, val_score=_score(cfg.metric, prior, labels, val_mask),
-                       best_epoch=int(info.best_epoch), info=info, params=params)
+                       best_epoch=int(info.best_epoch), info=info, params=params,
+                       stopped_at=None if deadline is None else stopped_at(info, cfg))
 
 
 def _check_common(graph, labels, train_mask, val_mask, num_classes) -> int:
@@ -116,7 +118,7 @@ def _gnn_features(features, n: int, who: str):
 # ----------------------------------------------------------------------------------------------- MLP
 def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
               cfg: TrainConfig = TrainConfig(), *, hidden: Sequence[int] = (64,),
-              dropout: float = 0.5) -> PriorResult:
+              dropout: float = 0.5, deadline: float | None = None) -> PriorResult:
     """The paper's prior: :func:`jaxclp.fit_mlp` on the node features (``graph`` only fixes n).
 
     Args:
@@ -128,6 +130,9 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
         num_classes: K.
         cfg: training settings (early stopping and the best epoch on ``cfg.metric`` of validation).
         hidden, dropout: the MLP (``hidden=()`` is logistic regression on the features).
+        deadline: a :func:`time.perf_counter` time where training stops (in chunks of
+            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, the best parameters so far kept;
+            :func:`jaxclp.train.fit_to_deadline`; ``stopped_at`` then says where); None: none.
 
     Returns:
         :class:`PriorResult` with prior (n, K).
@@ -137,6 +142,11 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
         raise ValueError("features is None: the 'mlp' prior needs node features")
     x = as_features(features, jnp.float32)
     _checks.features(x, n)
+    if deadline is not None:
+        opts = dict(num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout))
+        res = fit_to_deadline(mlp_build, opts, key, (x,), jnp.asarray(labels), jnp.asarray(train_mask),
+                              jnp.asarray(val_mask), cfg, deadline)
+        return _trained("mlp", *res, labels, val_mask, cfg, deadline)
     res = fit_mlp(key, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
                   num_classes=int(num_classes), hidden=tuple(hidden), dropout=dropout, cfg=cfg)
     return _trained("mlp", res.prior, res.params, res.info, labels, val_mask, cfg)
@@ -302,14 +312,19 @@ def linkx_model(num_classes: int, spec: LinkxSpec = LinkxSpec()) -> LINKX:
     return LINKX(num_classes=num_classes, **spec._asdict())
 
 
+def _linkx_build(graph, features, *, num_classes, spec):
+    """``(model, inputs, init inputs)`` of :func:`linkx_prior` (:func:`jaxclp.train.fit_to_deadline`'s ``build``)."""
+    inputs = (adjacency_rows(graph, jnp.float32), features)
+    return linkx_model(num_classes, spec), inputs, inputs
+
+
 def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
-    model = linkx_model(num_classes, spec)
-    adjacency = adjacency_rows(graph, jnp.float32)
+    model, inputs, _ = _linkx_build(graph, features, num_classes=num_classes, spec=spec)
     init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, adjacency, features, train=False)
+    params = model.init(init_key, *inputs, train=False)
 
     def apply_fn(p, k, train):
-        return model.apply(p, adjacency, features, train=train, rngs={"dropout": fast_key(k)})  # jaxclp/_rng.py
+        return model.apply(p, *inputs, train=train, rngs={"dropout": fast_key(k)})  # jaxclp/_rng.py
 
     best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
     return jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info
@@ -321,7 +336,8 @@ _fit_linkx_jit = jax.jit(_linkx_kernel, static_argnames=("num_classes", "spec", 
 def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                 cfg: TrainConfig = TrainConfig(), *, hidden: int = 64, num_layers: int = 2,
                 init_layers_a: int = 1, init_layers_x: int = 1, dropout: float = 0.5, batch_norm: bool = True,
-                inner_dropout: bool = False, inner_activation: bool = False) -> PriorResult:
+                inner_dropout: bool = False, inner_activation: bool = False,
+                deadline: float | None = None) -> PriorResult:
     """Trains :class:`LINKX` full-batch (jitted loop, early stopping on validation ``cfg.metric``).
 
     Args:
@@ -334,6 +350,7 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
         cfg: training settings (lr, weight decay, epochs, patience, metric).
         hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm, inner_dropout, inner_activation: the
             architecture (:class:`LINKX`).
+        deadline: as :func:`mlp_prior`'s (None: none).
 
     Returns:
         :class:`PriorResult` with prior (n, K).
@@ -345,6 +362,10 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
     _checks.features(x, n)
     spec = _check_linkx_spec(LinkxSpec(hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm,
                                        inner_dropout, inner_activation))
+    if deadline is not None:
+        res = fit_to_deadline(_linkx_build, dict(num_classes=int(num_classes), spec=spec), key, (graph, x),
+                              jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask), cfg, deadline)
+        return _trained("linkx", *res, labels, val_mask, cfg, deadline)
     prior, params, info = _fit_linkx_jit(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask),
                                          jnp.asarray(val_mask), num_classes=int(num_classes), spec=spec, cfg=cfg)
     return _trained("linkx", prior, params, info, labels, val_mask, cfg)
@@ -355,7 +376,8 @@ GNN_PRIORS = ("gcn", "h2gcn", "sage", "gat")
 
 
 def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
-              cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", **options) -> PriorResult:
+              cfg: TrainConfig = TrainConfig(), *, kind: str = "gcn", deadline: float | None = None,
+              **options) -> PriorResult:
     """A GNN of :mod:`jaxclp.gnn` as the prior.
 
     ``kind``: ``"gcn"`` (:func:`jaxclp.fit_gcn`: Kipf & Welling's 2-layer GCN, hidden 64, dropout 0.5),
@@ -365,6 +387,7 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
     Args:
         features: (n, d) features: dense, scipy.sparse or :class:`jaxclp.SparseFeatures` (never densified).
+        deadline: as :func:`mlp_prior`'s (None: none).
         Others: as :func:`mlp_prior`.
 
     Returns:
@@ -378,13 +401,13 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
     x = _gnn_features(features, n, kind)
     args = (key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask))
     if kind == "gcn":
-        res = gnn.fit_gcn(*args, num_classes=int(num_classes), cfg=cfg, **options)
+        res = gnn.fit_gcn(*args, num_classes=int(num_classes), cfg=cfg, deadline=deadline, **options)
     elif kind == "h2gcn":
-        res = gnn.fit_h2gcn(*args, num_classes=int(num_classes), cfg=cfg, **options)
+        res = gnn.fit_h2gcn(*args, num_classes=int(num_classes), cfg=cfg, deadline=deadline, **options)
     else:
         spec = gnn.GNNSpec(conv=kind, hidden=64, num_layers=2, dropout=0.5, heads=4)._replace(**options)
-        res = gnn.fit_gnn(*args, num_classes=int(num_classes), spec=spec, cfg=cfg)
-    return _trained(kind, res.prior, res.params, res.info, labels, val_mask, cfg)
+        res = gnn.fit_gnn(*args, num_classes=int(num_classes), spec=spec, cfg=cfg, deadline=deadline)
+    return _trained(kind, res.prior, res.params, res.info, labels, val_mask, cfg, deadline)
 
 
 TUNED_PRIORS = ("gcn_tuned", "sage_tuned", "gat_tuned")
@@ -419,7 +442,7 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
         rungs_min_val: with ``rungs`` given, halve only with at least this many validation nodes
             (``fit_gnn_grid``'s; e.g. :data:`jaxclp.gnn.HALVING_MIN_VAL`).
         deadline: a :func:`time.perf_counter` time where training stops (:func:`jaxclp.gnn.fit_gnn_grid`'s: in
-            rounds of :data:`jaxclp.gnn.DEADLINE_EPOCHS` epochs, every spec keeping its best parameters so far);
+            rounds of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, every spec keeping its best parameters so far);
             None: none.
         Others: as :func:`mlp_prior` (features dense or sparse).
 
@@ -456,19 +479,7 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
         r = _trained(name, res.prior, res.params, res.info, labels, val_mask, fit_cfg)._replace(choice=spec)
         if best is None or (np.isfinite(r.val_score) and not r.val_score <= best.val_score):
             best = r
-    return best._replace(stopped_at=_grid_stop(fits, fit_cfg) if deadline is not None else None)
-
-
-def _grid_stop(fits, cfg: TrainConfig) -> int | None:
-    """The epoch where a deadline stopped a grid (:func:`jaxclp.gnn.fit_gnn_grid`), else None: the most epochs any
-    spec ran, where a spec that ran them was neither early-stopped nor at ``cfg.epochs`` (a spec cut at a rung of
-    successive halving runs fewer than the spec that went on)."""
-    from jaxclp.train import stopped_early
-
-    last = max(int(f.info.epochs_run) for f in fits)
-    cut = last < cfg.epochs and any(int(f.info.epochs_run) == last and not bool(stopped_early(f.info, cfg.patience))
-                                    for f in fits)
-    return last if cut else None
+    return best._replace(stopped_at=stopped_at([f.info for f in fits], fit_cfg) if deadline is not None else None)
 
 
 PRIORS: dict[str, Callable[..., PriorResult]] = {
@@ -483,6 +494,11 @@ PRIORS: dict[str, Callable[..., PriorResult]] = {
 
 
 # -------------------------------------------------------------------------------------------- dispatch
+DEADLINE_PRIORS = ("mlp", "linkx", *GNN_PRIORS, *TUNED_PRIORS)
+"""The named predictors whose fit takes ``deadline=`` (a :func:`time.perf_counter` time where training stops, in
+chunks of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs; :attr:`PriorResult.stopped_at` says where): every trained
+one but LINK, a linear model whose fit is seconds on every graph of the tables."""
+
 PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
               "gcn_tuned": 6.0, "sage_tuned": 6.0, "gat_tuned": 9.0}
 """Expected cost of fitting each named predictor, in units of one 2-layer GCN fit on the same graph (compilation

@@ -6,6 +6,8 @@ explicit, the loop is jitted, and the whole trainer can be ``jax.vmap``-ed over 
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Callable, NamedTuple
 
 import jax
@@ -213,3 +215,91 @@ def train_outcome(state: dict):
 def count_params(params) -> int:
     """Number of scalar parameters in a pytree."""
     return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
+
+
+# ------------------------------------------------------------------------------------- training to a deadline
+DEADLINE_EPOCHS = 25
+"""Epochs between two looks at the clock when a fit trains to a ``deadline`` (:func:`fit_to_deadline`,
+:func:`jaxclp.gnn.fit_gnn_grid`): a fit overruns its deadline by one chunk at most (1/20 of 500 epochs)."""
+
+_STEP_STATIC = ("build", "opts", "cfg")
+
+
+def _built(build, data, opts):
+    """``(model, inputs, apply_fn)`` of ``build(*data, **opts)`` (a flax module, its positional inputs and the
+    inputs it is initialised on): ``apply_fn(p, k, train)`` as every jaxclp fit applies its model."""
+    from jaxclp._rng import fast_key
+
+    model, inputs, init_inputs = build(*data, **dict(opts))
+
+    def apply_fn(p, k, train):
+        # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
+        return model.apply(p, *inputs, train=train, rngs={"dropout": fast_key(k)})
+
+    return model, inputs, init_inputs, apply_fn
+
+
+@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+def _step_start(key, data, labels, train_mask, val_mask, *, build, opts, cfg):
+    model, _, init_inputs, apply_fn = _built(build, data, opts)
+    init_key, drop_key = jax.random.split(key)
+    params = model.init(init_key, *init_inputs, train=False)
+    return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
+                       validation_metric(cfg.metric))
+
+
+@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+def _step_until(state, until, data, labels, train_mask, val_mask, *, build, opts, cfg):
+    _, _, _, apply_fn = _built(build, data, opts)
+    return train_until(apply_fn, make_optimizer(cfg), jnp.minimum(until, cfg.epochs), cfg.patience, state, labels,
+                       train_mask, val_mask, validation_metric(cfg.metric))
+
+
+@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+def _step_outcome(state, data, *, build, opts, cfg):
+    model, inputs, _, _ = _built(build, data, opts)
+    best, info = train_outcome(state)
+    return jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1), best, info
+
+
+def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, labels, train_mask, val_mask,
+                    cfg: TrainConfig, deadline: float):
+    """Trains the model ``build`` makes as jaxclp's fits do (``jax.random.split(key)`` into the initialisation and
+    dropout keys, :func:`train_full_batch`'s loop), in chunks of :data:`DEADLINE_EPOCHS` epochs, and stops after
+    the first chunk that ends past ``deadline`` (a :func:`time.perf_counter` time) with the best parameters so
+    far. A fit that ends before the deadline is the fit without one (the same epochs with the same keys,
+    :func:`train_until`).
+
+    Args:
+        build: ``build(*data, **opts) -> (module, inputs, init_inputs)`` (traceable; static under jit, so pass a
+            module-level function): the flax module, the positional inputs of its ``apply`` and those of its
+            ``init``.
+        opts: its static keyword options (hashable values).
+        key: PRNG key of the fit.
+        data: the arrays ``build`` takes (graphs, features: pytrees).
+        labels, train_mask, val_mask: as :func:`train_full_batch`.
+        cfg: :class:`TrainConfig` (static).
+        deadline: the time where training stops.
+
+    Returns:
+        ``(softmax (n, K) at the best parameters, best parameters, TrainInfo)``; ``info.epochs_run`` says where
+        training stopped (:func:`stopped_at`).
+    """
+    static = dict(build=build, opts=tuple(sorted(opts.items())), cfg=cfg)
+    state = _step_start(key, data, labels, train_mask, val_mask, **static)
+    for until in list(range(DEADLINE_EPOCHS, cfg.epochs, DEADLINE_EPOCHS)) + [cfg.epochs]:
+        state = _step_until(state, jnp.int32(until), data, labels, train_mask, val_mask, **static)
+        if until >= cfg.epochs or bool(train_stopped(state, cfg.patience)) or time.perf_counter() > deadline:
+            break
+    return _step_outcome(state, data, **static)
+
+
+def stopped_at(infos, cfg: TrainConfig) -> int | None:
+    """The epoch where a deadline stopped a fit (one :class:`TrainInfo`) or a grid of fits (several: halving's cut
+    specs run fewer epochs than the one that went on), else None: the most epochs any fit ran, where a fit that
+    ran them neither stopped early nor reached ``cfg.epochs``."""
+    infos = [infos] if isinstance(infos, TrainInfo) else list(infos)
+    last = max(int(i.epochs_run) for i in infos)
+    cut = last < cfg.epochs and any(int(i.epochs_run) == last and not bool(stopped_early(i, cfg.patience))
+                                    for i in infos)
+    return last if cut else None

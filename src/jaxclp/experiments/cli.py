@@ -354,7 +354,7 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         default=None if time_limit is None else _DefaultLimit(time_limit),
                         help=f"seconds clp may spend {budget}: the MLP prior's depths and training epochs within "
                              "half of it (one depth always), base predictors cheap ones first, an expensive one only "
-                             "while it fits (a tuned GNN started stops training where the limit runs out), then CLP's "
+                             "while it fits (one started stops training where the limit runs out), then CLP's "
                              "candidates while they fit (one closed-form variant always); "
                              "what was left out is named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))

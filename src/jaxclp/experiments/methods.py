@@ -615,14 +615,14 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
     :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:class:`jaxclp.priors.PriorBudget`,
     :data:`jaxclp.priors.PRIOR_COST`; the MLP prior, fitted before, counts as the first); the names
-    left out are appended to ``skipped``. A tuned GNN started stops training where the split's time runs out
-    (:func:`jaxclp.priors.tuned_gnn_prior`'s ``deadline``); ``"NAME epochs after E"`` (as the MLP's) is then appended to
-    ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The first split of a graph
-    decides (its fits pay the compilations later splits reuse, so its seconds are the cautious estimate); every
-    later split of the same graph object leaves out the same predictors and trains a tuned GNN the first split
-    stopped at epoch E for E epochs at most (no clock), so a run's splits are comparable.
+    left out are appended to ``skipped``. A predictor started stops training where the split's time runs out
+    (``deadline``, :data:`jaxclp.priors.DEADLINE_PRIORS`: all but LINK); ``"NAME epochs after E"`` (as the
+    MLP's) is then appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The
+    first split of a graph decides (its fits pay the compilations later splits reuse, so its seconds are the
+    cautious estimate); every later split of the same graph object leaves out the same predictors and trains a
+    predictor the first split stopped at epoch E for E epochs at most (no clock), so a run's splits are comparable.
     """
-    from jaxclp.priors import TUNED_PRIORS, PriorBudget, fit_prior
+    from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, PriorBudget, fit_prior
 
     out = {}
     cfg = prior_train_config(ctx)
@@ -646,7 +646,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
-        clocked = ctx.time_limit is not None and decided is None and name in TUNED_PRIORS and not cached
+        clocked = ctx.time_limit is not None and decided is None and name in DEADLINE_PRIORS and not cached
         if clocked:  # the first split: training stops where the split's time runs out
             opts["deadline"] = budget.start + float(ctx.time_limit)
         def fit(name=name, opts=opts, fit_cfg=fit_cfg):
