@@ -519,7 +519,7 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
         calls.append((name, args[7].epochs, kwargs.get("deadline")))
         clock["t"] += 1.0
         return P.PriorResult(prior=jnp.full((len(y), 3), 1 / 3), name=name, val_score=0.0,
-                             stopped_at=25 if "deadline" in kwargs else None)
+                             stopped_at=25 if kwargs.get("deadline", np.inf) < np.inf else None)
 
     monkeypatch.setattr(P, "fit_prior", fake_cut)
     clock["t"] = 100.0
@@ -529,7 +529,7 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     assert first.skipped == ["gcn_tuned epochs after 25"]
     calls.clear()
     later = M.method_clp_prior(M.dataclasses.replace(tuned, cache={}), **small)
-    assert calls == [("gcn_tuned", 25, None)] and later.skipped == ["gcn_tuned epochs after 25"]
+    assert calls == [("gcn_tuned", 25, np.inf)] and later.skipped == ["gcn_tuned epochs after 25"]
 
 
 def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(monkeypatch):

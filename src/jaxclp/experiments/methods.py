@@ -12,6 +12,7 @@ import contextvars
 import dataclasses
 import functools
 import itertools
+import math
 import time
 import warnings
 import weakref
@@ -620,7 +621,8 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     MLP's) is then appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The
     first split of a graph decides (its fits pay the compilations later splits reuse, so its seconds are the
     cautious estimate); every later split of the same graph object leaves out the same predictors and trains a
-    predictor the first split stopped at epoch E for E epochs at most (no clock), so a run's splits are comparable.
+    predictor the first split stopped at epoch E for E epochs at most (no clock, the same chunked programs), so a
+    run's splits are comparable.
     """
     from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, PriorBudget, fit_prior
 
@@ -646,9 +648,10 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             continue
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
-        clocked = ctx.time_limit is not None and decided is None and name in DEADLINE_PRIORS and not cached
-        if clocked:  # the first split: training stops where the split's time runs out
-            opts["deadline"] = budget.start + float(ctx.time_limit)
+        clocked = ctx.time_limit is not None and name in DEADLINE_PRIORS and not cached
+        if clocked:  # the first split: training stops where the split's time runs out; the later ones train the
+            # epochs it reached with no clock, on the same compiled (chunked) programs: no second compilation
+            opts["deadline"] = budget.start + float(ctx.time_limit) if decided is None else math.inf
         def fit(name=name, opts=opts, fit_cfg=fit_cfg):
             status(f"base predictor {name}")
             return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
@@ -658,7 +661,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
             t0 = time.perf_counter()
             if clocked:
                 res = fit()
-                if res.stopped_at is not None:
+                if decided is None and res.stopped_at is not None:
                     _remember_skips(ctx.graph, ("epochs", decision, name), (res.stopped_at,))
                     fit_cfg = cfg._replace(epochs=res.stopped_at)
                 out[name] = ctx.cache[_fit_key(name, fit_cfg)] = res.prior
