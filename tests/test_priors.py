@@ -744,3 +744,16 @@ def test_a_deadline_stops_training_after_a_chunk_and_a_late_one_changes_nothing(
     cut = P.fit_prior(name, *args, cfg._replace(epochs=DEADLINE_EPOCHS))
     assert past.stopped_at == DEADLINE_EPOCHS == int(past.info.epochs_run)
     np.testing.assert_array_equal(np.asarray(past.prior), np.asarray(cut.prior))
+
+
+def test_next_chunk_reads_the_clock_often_only_near_the_deadline():
+    """Chunks of a deadline-bound fit: 25 epochs first (the rate is unknown), then half the time left at the last
+    chunk's rate, at least 25; a deadline at infinity (the runner's later splits) is one chunk."""
+    import math
+
+    from jaxclp.train import DEADLINE_EPOCHS, next_chunk
+
+    assert next_chunk(0, None, 100.0, 0.0) == DEADLINE_EPOCHS == 25
+    assert next_chunk(25, 0.01, 100.0, 50.0) == 2500  # 0.5 * 50 s / 0.01 s per epoch
+    assert next_chunk(50, 1.0, 100.0, 99.0) == 25 and next_chunk(50, 1.0, 100.0, 120.0) == 25  # near / past
+    assert next_chunk(0, None, math.inf, 0.0) == next_chunk(25, 0.5, math.inf, 9.0) >= 2 ** 30

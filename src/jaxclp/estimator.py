@@ -156,8 +156,8 @@ class CLP:
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
             named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
             A named predictor started (LINK aside: :data:`jaxclp.priors.DEADLINE_PRIORS`) stops training where
-            the limit runs out (in chunks of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs; ``skipped_priors_``
-            then says after which epoch); CLP's grid on the chosen prior is computed whole (``jaxclp predict
+            the limit runs out (in chunks, :func:`jaxclp.train.fit_to_deadline`; ``skipped_priors_`` then says
+            after which epoch); CLP's grid on the chosen prior is computed whole (``jaxclp predict
             --time-limit`` also leaves out CLP's costlier variants).
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.

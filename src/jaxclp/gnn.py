@@ -36,7 +36,7 @@ from jaxclp.graph import Graph, edge_values
 from jaxclp.features import SparseFeatures, as_features, as_input_features, matmul
 from jaxclp.sparse import (CSR_MIN_COLUMNS, TransposePlan, csr_matmul_planned, csr_matmul_symmetric, row_pointers,
                            transpose_plan)
-from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, count_params, fit_to_deadline, make_optimizer,
+from jaxclp.train import (TrainConfig, TrainInfo, count_params, fit_to_deadline, make_optimizer, next_chunk,
                           train_full_batch, train_outcome, train_start, train_stopped, train_until, validation_metric)
 
 MODELS = ("gcn", "h2gcn")
@@ -753,9 +753,8 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
         num_classes: K.
         spec: :class:`GNNSpec` architecture.
         cfg: optimiser settings (pass ``metric=dataset.metric``).
-        deadline: a :func:`time.perf_counter` time where training stops (in chunks of
-            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, the best parameters so far kept;
-            :func:`jaxclp.train.fit_to_deadline`); None: none.
+        deadline: a :func:`time.perf_counter` time where training stops (in chunks, the best parameters so far
+            kept: :func:`jaxclp.train.fit_to_deadline`); None: none.
 
     Returns:
         :class:`GNNResult`; ``.prior`` (n, K) softmax usable as a CLP prior.
@@ -949,11 +948,11 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
         rungs_min_val: halve only where ``val_mask`` holds at least this many nodes (:data:`HALVING_MIN_VAL`:
             on smaller validation sets the early ranking misled, ``benchmarks/results/halving.md``); below it
             every spec trains to the end.
-        deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds of
-            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs (every spec still training advances one round, rungs
-            included), and training stops after the first round that ends past ``deadline``: every spec keeps its
-            best parameters so far, so the results are those of ``cfg.epochs`` cut to that round's end (one round
-            of the grid past the deadline at most). A grid that ends before the deadline gives the results it
+        deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds
+            (every spec still training advances one round; :data:`jaxclp.train.DEADLINE_EPOCHS` epochs first, then
+            :func:`jaxclp.train.next_chunk`'s, rungs included), and training stops after the first round that ends
+            past ``deadline``: every spec keeps its best parameters so far, so the results are those of
+            ``cfg.epochs`` cut to that round's end. A grid that ends before the deadline gives the results it
             gives without one, bit for bit.
 
     Returns:
@@ -996,14 +995,19 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     data = [(graph, inputs[_tuned_input(s)]) for s in specs]
     states = [_grid_start_jit(key, g, x, y, tm, vm, f, **st) for (g, x), f, st in zip(data, flags, static)]
     going = list(range(len(specs)))
-    rounds = set(range(DEADLINE_EPOCHS, cfg.epochs, DEADLINE_EPOCHS)) if deadline is not None else set()
-    for until in sorted({r for r in rungs if r < cfg.epochs} | rounds) + [cfg.epochs]:
+    done, rate, t = 0, None, time.perf_counter()
+    while True:
+        until = min([r for r in rungs if r > done] + [cfg.epochs])
+        if deadline is not None:  # rounds of next_chunk's epochs, rungs included
+            until = min(until, done + next_chunk(done, rate, deadline, t))
         for i in going:
             states[i] = _grid_until_jit(states[i], until, key, *data[i], y, tm, vm, flags[i], **static[i])
         if until == cfg.epochs:
             break
         going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]  # waits for the round
-        if deadline is not None and time.perf_counter() > deadline:
+        now = time.perf_counter()
+        rate, done, t = (now - t) / (until - done), until, now
+        if deadline is not None and now > deadline:
             break
         if until in rungs:
             rank = sorted(going, key=lambda i: (-float(states[i]["best_m"]), float(states[i]["best_loss"]), i))

@@ -130,9 +130,8 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
         num_classes: K.
         cfg: training settings (early stopping and the best epoch on ``cfg.metric`` of validation).
         hidden, dropout: the MLP (``hidden=()`` is logistic regression on the features).
-        deadline: a :func:`time.perf_counter` time where training stops (in chunks of
-            :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, the best parameters so far kept;
-            :func:`jaxclp.train.fit_to_deadline`; ``stopped_at`` then says where); None: none.
+        deadline: a :func:`time.perf_counter` time where training stops (in chunks, the best parameters so far
+            kept: :func:`jaxclp.train.fit_to_deadline`; ``stopped_at`` then says where); None: none.
 
     Returns:
         :class:`PriorResult` with prior (n, K).
@@ -442,8 +441,7 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
         rungs_min_val: with ``rungs`` given, halve only with at least this many validation nodes
             (``fit_gnn_grid``'s; e.g. :data:`jaxclp.gnn.HALVING_MIN_VAL`).
         deadline: a :func:`time.perf_counter` time where training stops (:func:`jaxclp.gnn.fit_gnn_grid`'s: in
-            rounds of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs, every spec keeping its best parameters so far);
-            None: none.
+            rounds, every spec keeping its best parameters so far); None: none.
         Others: as :func:`mlp_prior` (features dense or sparse).
 
     Returns:
@@ -496,8 +494,8 @@ PRIORS: dict[str, Callable[..., PriorResult]] = {
 # -------------------------------------------------------------------------------------------- dispatch
 DEADLINE_PRIORS = ("mlp", "linkx", *GNN_PRIORS, *TUNED_PRIORS)
 """The named predictors whose fit takes ``deadline=`` (a :func:`time.perf_counter` time where training stops, in
-chunks of :data:`jaxclp.train.DEADLINE_EPOCHS` epochs; :attr:`PriorResult.stopped_at` says where): every trained
-one but LINK, a linear model whose fit is seconds on every graph of the tables."""
+chunks: :func:`jaxclp.train.fit_to_deadline`; :attr:`PriorResult.stopped_at` says where): every trained one but
+LINK, a linear model whose fit is seconds on every graph of the tables."""
 
 PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
               "gcn_tuned": 6.0, "sage_tuned": 6.0, "gat_tuned": 9.0}

@@ -7,6 +7,7 @@ explicit, the loop is jitted, and the whole trainer can be ``jax.vmap``-ed over 
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Callable, NamedTuple
 
@@ -219,8 +220,22 @@ def count_params(params) -> int:
 
 # ------------------------------------------------------------------------------------- training to a deadline
 DEADLINE_EPOCHS = 25
-"""Epochs between two looks at the clock when a fit trains to a ``deadline`` (:func:`fit_to_deadline`,
-:func:`jaxclp.gnn.fit_gnn_grid`): a fit overruns its deadline by one chunk at most (1/20 of 500 epochs)."""
+"""The first chunk's epochs when a fit trains to a ``deadline`` (:func:`fit_to_deadline`,
+:func:`jaxclp.gnn.fit_gnn_grid`), and the fewest of any chunk; each later chunk is sized by :func:`next_chunk`."""
+
+
+def next_chunk(done: int, seconds_per_epoch: float | None, deadline: float, now: float) -> int:
+    """Epochs of a deadline-bound fit's next chunk, after ``done`` epochs: :data:`DEADLINE_EPOCHS` first (its
+    seconds, compilation included, are the cautious rate), then as many as half the time left holds at the last
+    chunk's rate (at least :data:`DEADLINE_EPOCHS`), so the clock is read often only near the deadline and a far
+    one (``math.inf``: the runner's later splits) costs one chunk: no look at the clock per 25 epochs on small
+    graphs, where each look costs as much as the epochs."""
+    left = deadline - now
+    if not math.isfinite(left):
+        return 1 << 30
+    if seconds_per_epoch is None:
+        return DEADLINE_EPOCHS
+    return max(DEADLINE_EPOCHS, int(0.5 * max(left, 0.0) / max(seconds_per_epoch, 1e-9)))
 
 _STEP_STATIC = ("build", "opts", "cfg")
 
@@ -265,8 +280,9 @@ def _step_outcome(state, data, *, build, opts, cfg):
 def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, labels, train_mask, val_mask,
                     cfg: TrainConfig, deadline: float):
     """Trains the model ``build`` makes as jaxclp's fits do (``jax.random.split(key)`` into the initialisation and
-    dropout keys, :func:`train_full_batch`'s loop), in chunks of :data:`DEADLINE_EPOCHS` epochs, and stops after
-    the first chunk that ends past ``deadline`` (a :func:`time.perf_counter` time) with the best parameters so
+    dropout keys, :func:`train_full_batch`'s loop), in chunks (:func:`next_chunk`: :data:`DEADLINE_EPOCHS` epochs
+    first, then half the time left at the measured rate), and stops after the first chunk that ends past
+    ``deadline`` (a :func:`time.perf_counter` time) with the best parameters so
     far. A fit that ends before the deadline is the fit without one (the same epochs with the same keys,
     :func:`train_until`).
 
@@ -286,10 +302,16 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
         training stopped (:func:`stopped_at`).
     """
     static = dict(build=build, opts=tuple(sorted(opts.items())), cfg=cfg)
+    t = time.perf_counter()
     state = _step_start(key, data, labels, train_mask, val_mask, **static)
-    for until in list(range(DEADLINE_EPOCHS, cfg.epochs, DEADLINE_EPOCHS)) + [cfg.epochs]:
+    done, rate = 0, None
+    while done < cfg.epochs:
+        until = min(done + next_chunk(done, rate, deadline, t), cfg.epochs)
         state = _step_until(state, jnp.int32(until), data, labels, train_mask, val_mask, **static)
-        if until >= cfg.epochs or bool(train_stopped(state, cfg.patience)) or time.perf_counter() > deadline:
+        stopped = bool(train_stopped(state, cfg.patience))  # waits for the chunk
+        now = time.perf_counter()
+        rate, done, t = (now - t) / (until - done), until, now
+        if stopped or now > deadline:
             break
     return _step_outcome(state, data, **static)
 
