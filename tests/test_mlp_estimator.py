@@ -58,8 +58,8 @@ def test_fit_mlp_splits_equals_single_fits():
 
 
 def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():
-    """Under a deadline the splits train in chunks of MLP_CHUNK_EPOCHS: a far deadline gives the fit without one
-    (same epochs and keys); a spent one stops after the first chunk, and each split's prior is the fit whose
+    """Under a deadline the splits train in chunks (MLP_CHUNK_EPOCHS first): a far deadline gives the fit without
+    one (same epochs and keys); a spent one stops after the first chunk, and each split's prior is the fit whose
     epochs end there (the best epoch among the first MLP_CHUNK_EPOCHS), as a fit with that many epochs gives it."""
     from jaxclp.mlp import MLP_CHUNK_EPOCHS
 
@@ -68,10 +68,13 @@ def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():
     keys = jax.random.split(jax.random.key(1), 2)
     args = (keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.stack([tm, vm])), jnp.asarray(np.stack([vm, tm])))
     whole = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg)
-    far = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=float("inf"))
-    np.testing.assert_array_equal(far.info.epochs_run, [cfg.epochs] * 2)
-    np.testing.assert_array_equal(far.info.best_epoch, whole.info.best_epoch)
-    np.testing.assert_allclose(far.prior, whole.prior, atol=1e-6)
+    import time
+
+    for far_deadline in (float("inf"), time.perf_counter() + 1e6):  # one chunk; 25 epochs, then the rest
+        far = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=far_deadline)
+        np.testing.assert_array_equal(far.info.epochs_run, [cfg.epochs] * 2)
+        np.testing.assert_array_equal(far.info.best_epoch, whole.info.best_epoch)
+        np.testing.assert_allclose(far.prior, whole.prior, atol=1e-6)
     spent = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=0.0)
     short = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg._replace(epochs=MLP_CHUNK_EPOCHS))
     np.testing.assert_array_equal(spent.info.epochs_run, [MLP_CHUNK_EPOCHS] * 2)

@@ -14,8 +14,8 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features, matmul
-from jaxclp.train import (TrainConfig, TrainInfo, count_params, make_optimizer, train_full_batch, train_outcome,
-                          train_start, train_stopped, train_until, validation_metric)
+from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, count_params, make_optimizer, next_chunk,
+                          train_full_batch, train_outcome, train_start, train_stopped, train_until, validation_metric)
 
 
 class SparseDense(nn.Module):
@@ -215,21 +215,26 @@ def _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, *, num_c
     return jax.vmap(f, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks, val_masks)
 
 
-MLP_CHUNK_EPOCHS = 25
-"""Epochs :func:`fit_mlp_splits` runs between two looks at the clock under a ``deadline``."""
+MLP_CHUNK_EPOCHS = DEADLINE_EPOCHS
+"""Epochs of :func:`fit_mlp_splits`' first chunk under a ``deadline`` (:data:`jaxclp.train.DEADLINE_EPOCHS`; the
+later chunks are :func:`jaxclp.train.next_chunk`'s: half the time left at the measured rate)."""
 
 
 def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
                                 cfg, deadline: float) -> MLPResult:
-    """:func:`fit_mlp_splits`' loop in chunks of :data:`MLP_CHUNK_EPOCHS` epochs (:func:`jaxclp.train.train_until`:
+    """:func:`fit_mlp_splits`' loop in chunks (:func:`jaxclp.train.next_chunk`; :func:`jaxclp.train.train_until`:
     the same epochs with the same keys as one loop), stopped at the first chunk that ends past ``deadline``."""
     static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
+    t = time.perf_counter()
     state = _mlp_start_jit(keys, features, labels, train_masks, val_masks, **static)
-    until = 0
-    while until < cfg.epochs:
-        until = min(until + MLP_CHUNK_EPOCHS, cfg.epochs)
+    done, rate = 0, None
+    while done < cfg.epochs:
+        until = min(done + next_chunk(done, rate, deadline, t), cfg.epochs)
         state = _mlp_until_jit(state, jnp.int32(until), keys, features, labels, train_masks, val_masks, **static)
-        if bool(jnp.all(train_stopped(state, cfg.patience))) or time.perf_counter() > deadline:
+        stopped = bool(jnp.all(train_stopped(state, cfg.patience)))  # waits for the chunk
+        now = time.perf_counter()
+        rate, done, t = (now - t) / (until - done), until, now
+        if stopped or now > deadline:
             break
     return _mlp_outcome_jit(state, keys, features, **static)
 
