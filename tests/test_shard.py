@@ -820,6 +820,7 @@ def test_sharded_baselines_and_clp_every_variant():
     _run_baselines("full")
 
 
+@pytest.mark.slow  # ~50 s in a subprocess (nine sharding plans, each compiling every product); in slow_tests
 def test_sharded_products_on_four_devices():
     env = host_devices_env()  # the script forces its host devices
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
