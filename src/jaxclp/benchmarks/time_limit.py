@@ -29,6 +29,20 @@ HERE = Path(__file__).resolve().parents[2]
 """This checkout's ``src`` folder."""
 
 
+def _timed(cmd: list[str], env: dict) -> tuple[str, float, float]:
+    """Runs ``cmd`` to its end: ``(its output, wall seconds, peak memory GiB from os.wait4)``; a failure raises
+    with the output's tail."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{text[-2000:]}")
+    return text, wall, usage.ru_maxrss / 2**20
+
+
 def run_once(src: Path, graph: str, limit: float, priors: str | None = None) -> dict:
     """One fresh ``jaxclp predict`` process of the checkout whose ``src`` folder is ``src``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -36,16 +50,9 @@ def run_once(src: Path, graph: str, limit: float, priors: str | None = None) -> 
         out = Path(tmp) / "pred.csv"
         cmd = [sys.executable, "-m", "jaxclp", "predict", "--dataset", graph, "--time-limit", f"{limit:g}",
                "--out", str(out), "--no-progress"] + (["--priors", priors] if priors else [])
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        text = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{text[-2000:]}")
+        text, wall, peak = _timed(cmd, env)
         info = json.loads(out.with_suffix(".json").read_text())
-    return dict(wall_s=wall, peak_gib=usage.ru_maxrss / 2**20, base_prior=info.get("base_prior"),
+    return dict(wall_s=wall, peak_gib=peak, base_prior=info.get("base_prior"),
                 val_score=info.get("val_score"), alpha=(info.get("params") or {}).get("alpha"),
                 skipped=info.get("skipped", []))
 
@@ -75,19 +82,13 @@ def run_graph_once(src: Path, graph: Path) -> dict:
         env = dict(os.environ, PYTHONPATH=str(src), JAXCLP_XLA_CACHE=str(Path(tmp) / "xla"))
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "jaxclp", "run", "--graph", str(graph), "--out", str(out), "--no-progress"]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        text = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-2000:]}")
+        text, wall, peak = _timed(cmd, env)
         recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     clp = [r for r in recs if r.get("type") == "result" and r.get("method") == "clp"]
     best = next((line for line in text.splitlines() if line.startswith("best on ")), "")
     skipped = sorted({s for r in clp for s in r.get("skipped") or ()})
     secs = sorted(float(r["seconds"]) for r in clp)
-    return dict(wall_s=wall, peak_gib=usage.ru_maxrss / 2**20, best=best, clp_seconds=secs,
+    return dict(wall_s=wall, peak_gib=peak, best=best, clp_seconds=secs,
                 clp_median_s=secs[len(secs) // 2] if secs else None, clp_skipped=skipped,
                 clp_time_limit=(clp[0].get("config") or {}).get("time_limit") if clp else None)
 
