@@ -39,14 +39,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp._rng import fast_key
 from jaxclp.features import SparseFeatures, as_features
-from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS
+from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS, _train_model
 from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
 from jaxclp.mlp import SparseDense, fit_mlp, mlp_build
-from jaxclp.train import TrainConfig, TrainInfo, fit_to_deadline, stopped_at, train_full_batch
+from jaxclp.train import TrainConfig, TrainInfo, fit_to_deadline, stopped_at
 
 PRIOR_ROW_ATOL = 1e-4
 """Tolerance on the row sums of a user-given prior (float32 softmax rows sum to 1 within ~1e-7)."""
@@ -319,14 +318,8 @@ def _linkx_build(graph, features, *, num_classes, spec):
 
 def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
     model, inputs, _ = _linkx_build(graph, features, num_classes=num_classes, spec=spec)
-    init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, *inputs, train=False)
-
-    def apply_fn(p, k, train):
-        return model.apply(p, *inputs, train=train, rngs={"dropout": fast_key(k)})  # jaxclp/_rng.py
-
-    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
-    return jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info
+    # the GNNs' fit (split key, init, train_full_batch, softmax at the best parameters) on LINKX's inputs
+    return tuple(_train_model(model, inputs, key, labels, train_mask, val_mask, cfg))
 
 
 _fit_linkx_jit = jax.jit(_linkx_kernel, static_argnames=("num_classes", "spec", "cfg"))
