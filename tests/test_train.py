@@ -135,3 +135,52 @@ def test_training_resumed_at_rungs_is_the_training_run_at_once():
     # stopped_early reads the same condition from the returned diagnostics (no loop state needed)
     assert bool(stopped_early(info, cfg.patience)) and not bool(stopped_early(train_outcome(early)[1], cfg.patience))
     assert not bool(stopped_early(info, 0))  # patience 0: never
+
+
+def test_fused_epoch_equals_the_textbook_loop_step_then_evaluate():
+    """train_full_batch evaluates each parameter vector and differentiates the training loss at it in one
+    computation, then steps; the fits are those of the textbook loop written out eagerly here: per epoch split the
+    key, step at p with the gradient of the dropout-keyed training loss, evaluate the new p, keep it if its
+    validation accuracy is higher (ties: lower validation loss), stop after ``patience`` epochs without."""
+    import optax
+
+    from jaxclp.train import make_optimizer, masked_cross_entropy
+
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(40, 5)), jnp.float32)
+    labels = jnp.asarray(rng.integers(0, 3, 40))
+    train, val = jnp.arange(40) < 16, (jnp.arange(40) >= 16) & (jnp.arange(40) < 30)
+
+    def apply(p, key, is_train):
+        h = jnp.tanh(x @ p["w1"]) @ p["w2"]
+        keep = jax.random.bernoulli(key, 0.7, h.shape)
+        return jnp.where(is_train, jnp.where(keep, h / 0.7, 0.0), h)
+
+    params = {"w1": jnp.asarray(rng.normal(size=(5, 8)), jnp.float32),
+              "w2": jnp.asarray(rng.normal(size=(8, 3)), jnp.float32)}
+    cfg = TrainConfig(lr=0.05, weight_decay=1e-3, epochs=80, patience=10)
+    key = jax.random.key(3)
+    got_p, got = jax.jit(lambda p, k: train_full_batch(apply, p, k, labels, train, val, cfg))(params, key)
+
+    opt = make_optimizer(cfg)
+    val_acc = lambda p: float(jnp.sum((apply(p, key, False).argmax(-1) == labels) & val) / jnp.sum(val))
+    val_loss = lambda p: float(masked_cross_entropy(apply(p, key, False), labels, val))
+    p, state, k = params, opt.init(params), key
+    best, best_m, best_l, best_epoch, bad, epoch = p, val_acc(p), val_loss(p), -1, 0, 0
+    while epoch < cfg.epochs and bad < cfg.patience:
+        k, sub = jax.random.split(k)
+        loss, g = jax.value_and_grad(lambda q: masked_cross_entropy(apply(q, sub, True), labels, train))(p)
+        updates, state = opt.update(g, state, p)
+        p = optax.apply_updates(p, updates)
+        m, vl = val_acc(p), val_loss(p)
+        if m > best_m or (m == best_m and vl < best_l):
+            best, best_m, best_l, best_epoch, bad = p, m, vl, epoch, 0
+        else:
+            bad += 1
+        epoch += 1
+    assert 0 < epoch < cfg.epochs  # early stopping took part
+    assert int(got.epochs_run) == epoch and int(got.best_epoch) == best_epoch
+    assert float(got.best_val_accuracy) == pytest.approx(best_m, abs=1e-6)
+    assert float(got.final_train_loss) == pytest.approx(float(loss), rel=1e-5)
+    for name in params:
+        np.testing.assert_allclose(np.asarray(got_p[name]), np.asarray(best[name]), rtol=1e-5, atol=1e-6)

@@ -136,7 +136,8 @@ def _train(apply_fn, opt, epochs, patience, params, key, labels, train_mask, val
 
 def train_start(apply_fn, opt, params, key, labels, train_mask, val_mask, score=masked_accuracy) -> dict:
     """The state of :func:`train_full_batch`'s loop before its first epoch (a pytree of arrays: parameters, optimizer
-    state, best parameters so far and their validation scores, epoch and patience counters, dropout key).
+    state, best parameters so far and their validation scores, epoch and patience counters, dropout key, and
+    whether the current parameters are evaluated yet: the initial ones are evaluated by the loop's first pass).
 
     :func:`train_until` runs epochs on it; ``train_until(..., epochs, ...)`` on ``train_start(...)`` is
     :func:`train_full_batch`'s loop, and running it in steps (``until`` = 50, then 100, ...) takes the same
@@ -145,10 +146,11 @@ def train_start(apply_fn, opt, params, key, labels, train_mask, val_mask, score=
     made (:func:`make_optimizer`, :func:`validation_metric`).
     """
     labels = jnp.where(train_mask | val_mask, labels, 0)
-    m0, loss0, acc0 = _evaluate(apply_fn, params, key, labels, val_mask, score)
-    return dict(params=params, opt=opt.init(params), best=params, best_m=m0, best_loss=loss0, best_acc=acc0,
+    m, vloss, acc = jax.eval_shape(lambda p: _evaluate(apply_fn, p, key, labels, val_mask, score), params)
+    return dict(params=params, opt=opt.init(params), best=params, best_m=jnp.full(m.shape, -jnp.inf, m.dtype),
+                best_loss=jnp.full(vloss.shape, jnp.inf, vloss.dtype), best_acc=jnp.zeros(acc.shape, acc.dtype),
                 best_epoch=jnp.int32(-1), bad=jnp.int32(0), epoch=jnp.int32(0), key=key,
-                train_loss=jnp.asarray(jnp.inf, loss0.dtype), eval_key=key)
+                train_loss=jnp.full(vloss.shape, jnp.inf, vloss.dtype), eval_key=key, evaluated=jnp.bool_(False))
 
 
 def _evaluate(apply_fn, p, key, labels, val_mask, score):
@@ -157,37 +159,55 @@ def _evaluate(apply_fn, p, key, labels, val_mask, score):
             masked_accuracy(logits, labels, val_mask))
 
 
+def _evaluate_and_grad(apply_fn, p, eval_key, train_key, labels, train_mask, val_mask, score):
+    """The validation scores of ``p`` (:func:`_evaluate`) and the training loss and gradients at ``p`` (dropout
+    keyed by ``train_key``), in one computation: the two forward passes share their dropout-free head (a model's
+    input projection ``x W``, the largest product of a feature-rich graph), which XLA computes once."""
+    m, vloss, acc = _evaluate(apply_fn, p, eval_key, labels, val_mask, score)
+    loss, grads = jax.value_and_grad(lambda q: masked_cross_entropy(apply_fn(q, train_key, True), labels,
+                                                                    train_mask))(p)
+    return m, vloss, acc, loss, grads
+
+
 def train_until(apply_fn, opt, until, patience, state: dict, labels, train_mask, val_mask,
                 score=masked_accuracy) -> dict:
     """Runs the epochs of :func:`train_start`'s ``state`` up to epoch ``until`` (a Python int or a traced int32;
     exclusive, as ``TrainConfig.epochs``), or until ``patience`` epochs pass without a better validation score
     (0: never); returns the new state (:func:`train_outcome` reads it). A state already past ``until`` or already
-    stopped is returned unchanged."""
+    stopped is returned unchanged.
+
+    Each pass of the loop evaluates the current parameters and differentiates the training loss at them in one
+    computation (:func:`_evaluate_and_grad`: their shared input projection computed once), records the
+    evaluation, and then takes the optimizer step unless ``until`` is reached or patience ran out. So ``E`` epochs
+    are ``E + 1`` passes whose last step is not taken (one gradient more than the textbook loop, which steps and
+    then evaluates in two computations), and a state resumed at a chunk's end evaluates its parameters once more
+    without recording it again: the same fit, whatever the chunks."""
     labels = jnp.where(train_mask | val_mask, labels, 0)
 
-    def loss_fn(p, k):
-        logits = apply_fn(p, k, True)
-        return masked_cross_entropy(logits, labels, train_mask)
+    def stopped(s):
+        return (patience > 0) & (s["bad"] >= patience)
 
     def cond(s):
-        stop = (patience > 0) & (s["bad"] >= patience)
-        return (s["epoch"] < until) & ~stop
+        return ~s["evaluated"] | ((s["epoch"] < until) & ~stopped(s))
 
     def body(s):
         key, sub = jax.random.split(s["key"])
-        loss, grads = jax.value_and_grad(loss_fn)(s["params"], sub)
+        m, vloss, acc, loss, grads = _evaluate_and_grad(apply_fn, s["params"], s["eval_key"], sub, labels,
+                                                        train_mask, val_mask, score)
+        fresh = ~s["evaluated"]  # an evaluation not recorded yet (a resumed state's parameters are)
+        better = fresh & ((s["epoch"] == 0) | (m > s["best_m"]) | ((m == s["best_m"]) & (vloss < s["best_loss"])))
+        keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)
+        bad = jnp.where(better, 0, jnp.where(fresh, s["bad"] + 1, s["bad"]))
+        step = (s["epoch"] < until) & ~((patience > 0) & (bad >= patience))
         updates, opt_state = opt.update(grads, s["opt"], s["params"])
-        params = optax.apply_updates(s["params"], updates)
-        m, vloss, acc = _evaluate(apply_fn, params, s["eval_key"], labels, val_mask, score)
-        better = (m > s["best_m"]) | ((m == s["best_m"]) & (vloss < s["best_loss"]))
-        pick = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)
-        return dict(params=params, opt=opt_state, best=pick(params, s["best"]),
-                    best_m=jnp.where(better, m, s["best_m"]),
-                    best_acc=jnp.where(better, acc, s["best_acc"]),
+        take = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(step, a, b), new, old)
+        return dict(params=take(optax.apply_updates(s["params"], updates), s["params"]),
+                    opt=take(opt_state, s["opt"]), best=keep(s["params"], s["best"]),
+                    best_m=jnp.where(better, m, s["best_m"]), best_acc=jnp.where(better, acc, s["best_acc"]),
                     best_loss=jnp.where(better, vloss, s["best_loss"]),
-                    best_epoch=jnp.where(better, s["epoch"], s["best_epoch"]),
-                    bad=jnp.where(better, 0, s["bad"] + 1), epoch=s["epoch"] + 1, key=key, train_loss=loss,
-                    eval_key=s["eval_key"])
+                    best_epoch=jnp.where(better, s["epoch"] - 1, s["best_epoch"]), bad=bad,
+                    epoch=s["epoch"] + step.astype(jnp.int32), key=jnp.where(step, key, s["key"]),
+                    train_loss=jnp.where(step, loss, s["train_loss"]), eval_key=s["eval_key"], evaluated=~step)
 
     return jax.lax.while_loop(cond, body, state)
 
