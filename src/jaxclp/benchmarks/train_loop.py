@@ -86,7 +86,7 @@ def _models(ds, x):
         out.append((name, gnn._tuned_build, (ds.graph, x), dict(num_classes=ds.num_classes, spec=spec), tuned))
     grid = gnn.tuned_grid("gcn")
     flags = jnp.asarray([grid[0].num_layers, grid[0].residual, grid[0].norm, grid[0].ffn], jnp.int32)
-    out.append(("gcn_tuned grid program, 1 plain", "grid", (ds.graph, x, flags),
+    out.append(("gcn_tuned grid program (1 plain block)", "grid", (ds.graph, x, flags),
                 dict(num_classes=ds.num_classes, spec=gnn._grid_union(grid)), tuned))
     return out
 
