@@ -184,11 +184,11 @@ def train_until(apply_fn, opt, until, patience, state: dict, labels, train_mask,
     without recording it again: the same fit, whatever the chunks."""
     labels = jnp.where(train_mask | val_mask, labels, 0)
 
-    def stopped(s):
-        return (patience > 0) & (s["bad"] >= patience)
+    def out_of_patience(bad):
+        return (patience > 0) & (bad >= patience)
 
     def cond(s):
-        return ~s["evaluated"] | ((s["epoch"] < until) & ~stopped(s))
+        return ~s["evaluated"] | ((s["epoch"] < until) & ~out_of_patience(s["bad"]))
 
     def body(s):
         key, sub = jax.random.split(s["key"])
@@ -198,7 +198,7 @@ def train_until(apply_fn, opt, until, patience, state: dict, labels, train_mask,
         better = fresh & ((s["epoch"] == 0) | (m > s["best_m"]) | ((m == s["best_m"]) & (vloss < s["best_loss"])))
         keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)
         bad = jnp.where(better, 0, jnp.where(fresh, s["bad"] + 1, s["bad"]))
-        step = (s["epoch"] < until) & ~((patience > 0) & (bad >= patience))
+        step = (s["epoch"] < until) & ~out_of_patience(bad)
         updates, opt_state = opt.update(grads, s["opt"], s["params"])
         take = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(step, a, b), new, old)
         return dict(params=take(optax.apply_updates(s["params"], updates), s["params"]),

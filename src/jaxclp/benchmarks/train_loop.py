@@ -69,34 +69,42 @@ def _previous_train(apply_fn, opt, epochs, patience, params, key, labels, train_
 
 
 def _models(ds, x):
-    """``(name, build, data, opts, cfg)`` of the models timed: the runner's depth-1 MLP prior, the tuned GCN's first
-    spec (one plain block), the tuned SAGE's last (five residual feed-forward blocks), and the tuned GCN grid's
-    program (:func:`jaxclp.gnn.fit_gnn_grid`: the union of its 8 specs, run as the first)."""
+    """``(name, make, data, cfg)`` of the models timed: the runner's depth-1 MLP prior, the tuned GCN's first spec
+    (one plain block), the tuned SAGE's last (five residual feed-forward blocks), and the tuned GCN grid's program
+    (:func:`jaxclp.gnn.fit_gnn_grid`: the union of its 8 specs, run as the first). ``make(key, data)`` gives
+    ``(apply_fn, initial params, dropout key)`` as the library's fit of that model does."""
+    import functools
+
+    import jax
     import jax.numpy as jnp
 
     from jaxclp import gnn
     from jaxclp.mlp import mlp_build
-    from jaxclp.train import TrainConfig
+    from jaxclp.train import TrainConfig, _built
+
+    def built(key, data, *, build, opts):
+        model, _, init_inputs, apply_fn = _built(build, data, opts)
+        init_key, drop_key = jax.random.split(key)
+        return apply_fn, model.init(init_key, *init_inputs, train=False), drop_key
+
+    def grid_candidate(key, data, *, opts):
+        graph, features, flags = data
+        return gnn._grid_model(key, graph, features, flags, **opts)
 
     cfg = TrainConfig(metric=ds.metric)
     tuned = gnn.tuned_train_config(cfg)
-    out = [("mlp depth 1", mlp_build, (x,), dict(num_classes=ds.num_classes, hidden=(64,), dropout=0.5), cfg)]
+    mlp = dict(num_classes=ds.num_classes, hidden=(64,), dropout=0.5)
+    out = [("mlp depth 1", functools.partial(built, build=mlp_build, opts=mlp), (x,), cfg)]
     for spec in (gnn.tuned_grid("gcn")[0], gnn.tuned_grid("sage")[-1]):
         name = f"{spec.conv}_tuned {spec.num_layers} {'residual' if spec.residual else 'plain'}"
-        out.append((name, gnn._tuned_build, (ds.graph, x), dict(num_classes=ds.num_classes, spec=spec), tuned))
+        opts = dict(num_classes=ds.num_classes, spec=spec)
+        out.append((name, functools.partial(built, build=gnn._tuned_build, opts=opts), (ds.graph, x), tuned))
     grid = gnn.tuned_grid("gcn")
     flags = jnp.asarray([grid[0].num_layers, grid[0].residual, grid[0].norm, grid[0].ffn], jnp.int32)
-    out.append(("gcn_tuned grid program (1 plain block)", "grid", (ds.graph, x, flags),
-                dict(num_classes=ds.num_classes, spec=gnn._grid_union(grid)), tuned))
+    opts = dict(num_classes=ds.num_classes, spec=gnn._grid_union(grid))
+    out.append(("gcn_tuned grid program (1 plain block)", functools.partial(grid_candidate, opts=opts),
+                (ds.graph, x, flags), tuned))
     return out
-
-
-def _grid_fit(key, data, opts):
-    """``(apply_fn, params, dropout key)`` of a tuned grid's candidate (:func:`jaxclp.gnn.fit_gnn_grid`'s program)."""
-    from jaxclp import gnn
-
-    graph, x, flags = data
-    return gnn._grid_model(key, graph, x, flags, **opts)
 
 
 def measure(name: str, repeats: int) -> list[dict]:
@@ -108,21 +116,16 @@ def measure(name: str, repeats: int) -> list[dict]:
 
     import jaxclp
     from jaxclp import priors
-    from jaxclp.train import _built, make_optimizer, train_full_batch, validation_metric
+    from jaxclp.train import make_optimizer, train_full_batch, validation_metric
 
     ds = jaxclp.datasets.load(name, root=C.data_root(), download=False, cache=False)
     sp = jaxclp.datasets.random_splits(ds.num_nodes, "medium", num_splits=1, seed=0)
     x = priors._gnn_features(ds.features, ds.num_nodes, name)
     y, tm, vm = jnp.asarray(ds.labels), jnp.asarray(sp.train[0]), jnp.asarray(sp.val[0])
     rows = []
-    for model_name, build, data, opts, cfg in _models(ds, x):
-        def fit(which, data, key, *, build=build, opts=tuple(sorted(opts.items())), cfg=cfg):
-            if build == "grid":
-                apply_fn, params, drop_key = _grid_fit(key, data, dict(opts))
-            else:
-                model, _, init_inputs, apply_fn = _built(build, data, dict(opts))
-                init_key, drop_key = jax.random.split(key)
-                params = model.init(init_key, *init_inputs, train=False)
+    for model_name, make, data, cfg in _models(ds, x):
+        def fit(which, data, key, *, make=make, cfg=cfg):
+            apply_fn, params, drop_key = make(key, data)
             if which == "before":
                 return _previous_train(apply_fn, make_optimizer(cfg), cfg.epochs, cfg.patience, params, drop_key,
                                        y, tm, vm, validation_metric(cfg.metric))
