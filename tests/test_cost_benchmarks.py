@@ -8,6 +8,7 @@ import pytest
 from jaxclp.benchmarks import cost, grid_budget, large_graph
 
 
+@pytest.mark.slow  # 24-30 s on 2 cores (a whole clp run profiled twice); in slow_tests
 def test_cost_profile_attributes_stages_and_compilations(monkeypatch, tmp_path):
     """One tiny graph through the runner's clp with two base predictors: every stage the pipeline runs appears,
     the stage walls sum to the run's wall, and compilation is counted where it happens."""
