@@ -124,9 +124,7 @@ def grid_trajectories(key, graph, x, y, train_mask, val_mask, labels, test_mask,
 def replay(specs: list[dict], rungs: tuple) -> dict:
     """Halving with ``rungs`` replayed on one grid's recorded trajectories: the chosen spec, its validation and
     test score, and the seconds the rule spends (each spec's seconds up to where it stops)."""
-    def at(rec, until):
-        return next(p for p in rec["points"] if p["until"] == until)
-
+    at = point_at
     stop_at = {j: None for j in range(len(specs))}  # None: to the end
     going = list(range(len(specs)))
     for r in rungs:
@@ -137,9 +135,21 @@ def replay(specs: list[dict], rungs: tuple) -> dict:
             if j not in keep:
                 stop_at[j] = r
         going = keep
-    final = [at(s, stop_at[j]) if stop_at[j] is not None else s["points"][-1] for j, s in enumerate(specs)]
+    return outcome(specs, stop_at)
+
+
+def point_at(rec: dict, until: int) -> dict:
+    """The recorded point of one spec's trajectory at the rung ``until``."""
+    return next(p for p in rec["points"] if p["until"] == until)
+
+
+def outcome(specs: list[dict], stop_at: dict) -> dict:
+    """One grid's result when spec ``j`` stops at the rung ``stop_at[j]`` (None: trained to the end): the spec
+    chosen on validation (the first with the best score, as ``tuned_gnn_prior``), its validation and test score,
+    and the seconds and epochs of all specs up to where they stop."""
+    final = [point_at(s, stop_at[j]) if stop_at[j] is not None else s["points"][-1] for j, s in enumerate(specs)]
     best = 0
-    for j, p in enumerate(final):  # the first spec with the best validation score, as tuned_gnn_prior
+    for j, p in enumerate(final):
         if np.isfinite(p["val"]) and not p["val"] <= final[best]["val"]:
             best = j
     return dict(spec=best, val=final[best]["val"], test=final[best]["test"],

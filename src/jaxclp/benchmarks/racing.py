@@ -62,8 +62,7 @@ def replay(specs: list[dict], floor: float | None, race: tuple = ()) -> dict:
     """Today's rule (gated halving) with racing against ``floor`` at the epochs ``race`` (None: no racing), replayed
     on one grid's recorded trajectories (:func:`jaxclp.benchmarks.halving.trajectories`): the chosen spec, its
     validation and test score, the seconds the rule spends (each spec's seconds up to where it stops)."""
-    def at(rec, until):
-        return next(p for p in rec["points"] if p["until"] == until)
+    from jaxclp.benchmarks.halving import outcome, point_at as at
 
     halve = HALVING_RUNGS if specs[0]["num_val"] >= HALVING_MIN_VAL else ()
     points = sorted(set(halve) | (set(race) if floor is not None else set()))
@@ -81,13 +80,7 @@ def replay(specs: list[dict], floor: float | None, race: tuple = ()) -> dict:
             if j not in keep:
                 stop_at[j] = r
         going = keep
-    final = [at(s, stop_at[j]) if stop_at[j] is not None else s["points"][-1] for j, s in enumerate(specs)]
-    best = 0
-    for j, p in enumerate(final):  # the first spec with the best validation score, as tuned_gnn_prior
-        if np.isfinite(p["val"]) and not p["val"] <= final[best]["val"]:
-            best = j
-    return dict(spec=best, val=final[best]["val"], test=final[best]["test"],
-                seconds=sum(p["seconds"] for p in final), epochs=sum(p["epoch"] for p in final))
+    return outcome(specs, stop_at)
 
 
 def references(table: str, dataset: str, split_kind: str) -> dict[int, dict]:
