@@ -10,7 +10,6 @@ def lis(event, dur, **kw):
 monitoring.register_event_duration_secs_listener(lis)
 from jaxclp.datasets import load
 from jaxclp.experiments import runner, methods
-import jaxclp
 from jaxclp.priors import fit_prior
 ds = load("texas", root=os.environ.get("JAXCLP_DATA", "../shared/datasets"))
 feats, _ = runner.node_features(ds)

@@ -30,9 +30,10 @@ The rule and its adoption criterion, written before this benchmark was run or it
 - The test score of the predictor chosen is reported beside it for the reader, read after the choice; it decides
   nothing.
 
-The replay is exact for the rule as implemented (:func:`jaxclp.gnn.fit_gnn_grid` ``floor``, ``race``): a spec's
-seconds are those of the epochs it runs (``halving.json``'s seconds so far at each rung), its validation score
-the best so far where it stops. Results: ``benchmarks/results/racing.{json,md}``.
+The rule is replayed, not implemented in :func:`jaxclp.gnn.fit_gnn_grid` (it was not adopted): a spec's seconds
+are those of the epochs it runs (``halving.json``'s seconds so far at each rung), its validation score the best so
+far where it stops, as :func:`jaxclp.benchmarks.halving.outcome` reads them. Results:
+``benchmarks/results/racing.{json,md}``.
 """
 
 from __future__ import annotations
@@ -46,24 +47,24 @@ from pathlib import Path
 import numpy as np
 
 from jaxclp.benchmarks import _common as C
+from jaxclp.benchmarks.halving import _grids, outcome, point_at
 
 ARMS = {"primary": ((50, 100, 200), 0.02), "fallback": ((100, 200), 0.03)}
 CHEAP = ("mlp", "link", "linkx", "gcn", "h2gcn")  # fitted before the tuned grids (CLP_PRIOR_CANDIDATES' order)
 TUNED = ("gcn_tuned", "sage_tuned")
-HALVING_RUNGS = (50, 100, 200)  # jaxclp.gnn.HALVING_RUNGS when the rule was written
-HALVING_MIN_VAL = 500  # jaxclp.gnn.HALVING_MIN_VAL
 MAX_VAL_DROP = 0.5  # points, per graph (mean over splits)
 MIN_SAVING = 0.25  # share of the tuned grids' seconds (splits after the first)
-HELD_OUT_RECORDS = {"acm": ("table_homophily", "dense"), "dblp": ("table_homophily", "dense"),
-                    "coauthor-cs": ("table_homophily", "medium"), "coauthor-physics": ("table_homophily", "medium")}
+HELD_OUT_TABLE = "table_homophily"  # holds clp records of the held-out graphs on these split kinds
+HELD_OUT_SPLITS = {"acm": "dense", "dblp": "dense", "coauthor-cs": "medium", "coauthor-physics": "medium"}
 
 
 def replay(specs: list[dict], floor: float | None, race: tuple = ()) -> dict:
     """Today's rule (gated halving) with racing against ``floor`` at the epochs ``race`` (None: no racing), replayed
     on one grid's recorded trajectories (:func:`jaxclp.benchmarks.halving.trajectories`): the chosen spec, its
     validation and test score, the seconds the rule spends (each spec's seconds up to where it stops)."""
-    from jaxclp.benchmarks.halving import outcome, point_at as at
+    from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS
 
+    at = point_at
     halve = HALVING_RUNGS if specs[0]["num_val"] >= HALVING_MIN_VAL else ()
     points = sorted(set(halve) | (set(race) if floor is not None else set()))
     stop_at = {j: None for j in range(len(specs))}
@@ -83,15 +84,15 @@ def replay(specs: list[dict], floor: float | None, race: tuple = ()) -> dict:
     return outcome(specs, stop_at)
 
 
-def references(table: str, dataset: str, split_kind: str) -> dict[int, dict]:
-    """``run -> {predictor: {"val", "test"}}`` from the ``clp`` records of ``results/TABLE`` (its references)."""
-    out = {}
+def references(table: str, splits: dict[str, str]) -> dict[str, dict[int, dict]]:
+    """``dataset -> run -> {predictor: {"val", "test"}}`` from the ``clp`` records of ``results/TABLE`` (their
+    references), for each dataset of ``splits`` on its split kind (read in one pass)."""
+    out = {g: {} for g in splits}
     for line in (Path("results") / table / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
-        if r.get("type") == "result" and r.get("method") == "clp" and r["dataset"] == dataset \
-                and r["split"] == split_kind:
+        if r.get("type") == "result" and r.get("method") == "clp" and splits.get(r["dataset"]) == r["split"]:
             ref = r["references"]
-            out[int(r["run"])] = ast.literal_eval(ref) if isinstance(ref, str) else ref
+            out[r["dataset"]][int(r["run"])] = ast.literal_eval(ref) if isinstance(ref, str) else ref
     return out
 
 
@@ -112,13 +113,6 @@ def validation_sizes(trajs: list[dict], split_kind: str = "medium") -> None:
             sp = runner.get_splits(ds, split_kind, 3, BASE_SEED.get(g, 0))
             sizes[g] = [int(np.asarray(v).sum()) for v in sp.val]
         t["num_val"] = sizes[g][t["split"]]
-
-
-def _grids(trajs: list[dict]) -> dict[tuple, list]:
-    grids: dict[tuple, list] = {}
-    for t in trajs:
-        grids.setdefault((t["graph"], t["split"], t["conv"]), []).append(t)
-    return {k: sorted(v, key=lambda t: t["spec"]) for k, v in grids.items()}
 
 
 def rows(trajs: list[dict], refs: dict[str, dict[int, dict]]) -> list[dict]:
@@ -255,8 +249,8 @@ def main(argv=None) -> int:
     medium_trajs = C.load_json(out / "halving.json")["trajectories"]
     held_trajs = C.load_json(out / "halving_held_out.json")["trajectories"]
     validation_sizes(medium_trajs)
-    refs = {g: references("table2", g, "medium") for g in dict.fromkeys(t["graph"] for t in medium_trajs)}
-    held_refs = {g: references(HELD_OUT_RECORDS[g][0], g, HELD_OUT_RECORDS[g][1]) for g in dict.fromkeys(t["graph"] for t in held_trajs)}
+    refs = references("table2", {t["graph"]: "medium" for t in medium_trajs})
+    held_refs = references(HELD_OUT_TABLE, {t["graph"]: HELD_OUT_SPLITS[t["graph"]] for t in held_trajs})
     medium, held = rows(medium_trajs, refs), rows(held_trajs, held_refs)
     summary = summarize(medium, held)
     summary["main_job"] = main_job_bound(summary["oracle"]["medium"]["per_graph"], out)
