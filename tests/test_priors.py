@@ -640,7 +640,7 @@ def test_split_context_time_limit_is_what_the_mlp_priors_left():
     assert dataclasses.replace(setup, mlp_seconds=4.0, time_limit=None).context(0).time_limit is None
 
 
-def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(monkeypatch):
+def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monkeypatch):
     """Under a time limit the runner's MLP priors are fitted in MLP_DEPTHS order, the first always, a further depth
     while (seconds so far + the last depth's seconds) per split fits MLP_TIME_SHARE of the limit; the depths left
     out are named (for the methods built on the prior) ahead of the candidates' own skipped names. Fake clock:
@@ -661,14 +661,14 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_half_the_limit_allows(mo
     monkeypatch.setattr(runner.time, "perf_counter", lambda: clock["t"])
     args = (jax.random.split(jax.random.key(0), 2), [0, 1], jnp.zeros((4, 2)), np.zeros((2, 4), np.int32),
             np.ones((2, 4), bool), np.ones((2, 4), bool), 3, jaxclp.TrainConfig())
-    assert runner.MLP_TIME_SHARE == 0.5
-    # limit 16 s per split: share 8; after depth 1: 5 + 5 = 10 > 8, stop
-    priors, secs, cut = runner.mlp_priors(*args, time_limit=16.0)
+    assert runner.MLP_TIME_SHARE == 0.25
+    # limit 32 s per split: share 8; after depth 1: 5 + 5 = 10 > 8, stop
+    priors, secs, cut = runner.mlp_priors(*args, time_limit=32.0)
     assert list(priors) == [1] and fitted == [1] and secs == 5.0 and cut == {}
-    assert deadlines == [0.5 * 16.0 * 2]  # the share of the limit, for the 2 splits fitted together
-    # limit 24: share 12; depth 2 fits (5 + 5 = 10), depth 3 does not (10 + 5 = 15)
+    assert deadlines == [0.25 * 32.0 * 2]  # the share of the limit, for the 2 splits fitted together
+    # limit 48: share 12; depth 2 fits (5 + 5 = 10), depth 3 does not (10 + 5 = 15)
     fitted.clear()
-    assert list(runner.mlp_priors(*args, time_limit=24.0)[0]) == [1, 2] and fitted == [1, 2]
+    assert list(runner.mlp_priors(*args, time_limit=48.0)[0]) == [1, 2] and fitted == [1, 2]
     fitted.clear()
     deadlines.clear()
     assert list(runner.mlp_priors(*args)[0]) == list(M.MLP_DEPTHS) and fitted == [1, 2, 3]

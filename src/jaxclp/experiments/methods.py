@@ -80,7 +80,7 @@ class Context:
             one only while its expected cost fits what remains), then CLP's candidates on the chosen one (the
             closed form always, the costlier kinds of :data:`GRID_COST` while they fit); what was left out is
             named in the record's ``skipped``. The runner passes what remains of the user's limit after the
-            split's share of the MLP priors (whose depths take at most half of it,
+            split's share of the MLP priors (whose depths take at most a quarter of it,
             :data:`jaxclp.experiments.runner.MLP_TIME_SHARE`). None: no limit.
         mlp_fit_seconds: seconds of one MLP prior fit on this split (the runner's mean over the depths it
             fitted, compilation included; 0 where unknown): under ``time_limit`` the first measurement of a

@@ -132,7 +132,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         epochs: maximal training epochs of the MLP and of the base predictors.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``; a comma
             string or a sequence); None: its own list.
-        time_limit: seconds ``clp`` may spend (>= 0): the MLP prior (its depths and epochs within half of it),
+        time_limit: seconds ``clp`` may spend (>= 0): the MLP prior (its depths and epochs within a quarter of it),
             its base predictors, then CLP's candidates on the chosen one (the first closed-form variant always;
             :attr:`jaxclp.experiments.methods.Context.time_limit`), and the refit if time is left; None: no limit.
         refit: after the choice, recompute the chosen configuration's propagation from every labelled node
