@@ -326,8 +326,9 @@ PREDICT_TIME_LIMIT = 60.0
 candidates on the chosen one): the MLP, LINK, LINKX, GCN and H2GCN fit within it on graphs of up to ~100k nodes on
 2 cores, the tuned GNNs' grids (8 fits each, one program) on small and medium graphs
 (``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium table's graphs); the MLP's
-training stops where a quarter of the limit runs out (:data:`jaxclp.experiments.runner.MLP_TIME_SHARE`); one closed-form CLP variant is always computed, the other variants and
-the spectral, per-step L1 and authors' candidates while they fit (``benchmarks/results/grid_budget.md``);
+training stops where a quarter of the limit runs out (:data:`jaxclp.experiments.runner.MLP_TIME_SHARE`); one
+closed-form CLP variant is always computed, the other variants and the spectral, per-step L1 and authors' candidates
+while they fit (``benchmarks/results/grid_budget.md``);
 ``--time-limit none`` lifts it."""
 
 
@@ -353,7 +354,8 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
     parser.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg,
                         default=None if time_limit is None else _DefaultLimit(time_limit),
                         help=f"seconds clp may spend {budget}: the MLP prior's depths and training epochs within "
-                             "a quarter of it (one depth always), base predictors cheap ones first, an expensive one only "
+                             "a quarter of it (one depth always), base predictors cheap ones first, an expensive one "
+                             "only "
                              "while it fits (one started stops training where the limit runs out), then CLP's "
                              "candidates while they fit (one closed-form variant always); "
                              "what was left out is named; 'none' for no limit (default: "

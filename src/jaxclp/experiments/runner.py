@@ -500,10 +500,8 @@ MLP_TIME_SHARE = 0.25
 """Under a time limit, the share of it (per split) the MLP priors may take: depths are fitted in
 :data:`MLP_DEPTHS` order, the first always, a further one only while the seconds so far plus the last depth's
 fit within this share; the rest of the limit is for ``clp``'s base predictors and CLP's candidates. A quarter
-(half until 2026-12-05): on a graph where one MLP fit costs much of the limit, a graph-aware predictor of the same cost
-(GCN) can still start; at arxiv's size (169k nodes) under ``predict``'s 60 s half left GCN out and ``predict`` chose
-LINK (0.715 on the hidden nodes; PyG's MLP + C&S 0.811), a quarter fits GCN (0.878):
-``benchmarks/results/mlp_time_share.md``."""
+(a half until 2026-12-05), so that where one MLP fit costs much of the limit a graph-aware predictor of the same cost
+(GCN) can still start: ``benchmarks/results/mlp_time_share.md``."""
 
 
 def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig,
