@@ -748,12 +748,15 @@ def test_a_deadline_stops_training_after_a_chunk_and_a_late_one_changes_nothing(
 
 def test_next_chunk_reads_the_clock_often_only_near_the_deadline():
     """Chunks of a deadline-bound fit: 25 epochs first (the rate is unknown), then half the time left at the last
-    chunk's rate, at least 25; a deadline at infinity (the runner's later splits) is one chunk."""
+    chunk's rate, at least 25, none (0) once 25 would end past it; a deadline at infinity (the runner's later
+    splits) is one chunk."""
     import math
 
     from jaxclp.train import DEADLINE_EPOCHS, next_chunk
 
     assert next_chunk(0, None, 100.0, 0.0) == DEADLINE_EPOCHS == 25
     assert next_chunk(25, 0.01, 100.0, 50.0) == 2500  # 0.5 * 50 s / 0.01 s per epoch
-    assert next_chunk(50, 1.0, 100.0, 99.0) == 25 and next_chunk(50, 1.0, 100.0, 120.0) == 25  # near / past
+    assert next_chunk(50, 1.0, 100.0, 70.0) == 25  # 30 s left: half of it holds 15 epochs, at least 25
+    assert next_chunk(50, 1.0, 100.0, 76.0) == 0  # 24 s left: 25 epochs would end past it, stop
+    assert next_chunk(50, 1.0, 100.0, 120.0) == 0  # past
     assert next_chunk(0, None, math.inf, 0.0) == next_chunk(25, 0.5, math.inf, 9.0) >= 2 ** 30

@@ -950,8 +950,8 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
             every spec trains to the end.
         deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds
             (every spec still training advances one round; :data:`jaxclp.train.DEADLINE_EPOCHS` epochs first, then
-            :func:`jaxclp.train.next_chunk`'s, rungs included), and training stops after the first round that ends
-            past ``deadline``: every spec keeps its best parameters so far, so the results are those of
+            :func:`jaxclp.train.next_chunk`'s, rungs included), and training stops where the next round would end
+            past ``deadline`` or the last one did: every spec keeps its best parameters so far, so the results are those of
             ``cfg.epochs`` cut to that round's end. A grid that ends before the deadline gives the results it
             gives without one, bit for bit.
 
@@ -998,8 +998,11 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     done, rate, t = 0, None, time.perf_counter()
     while True:
         until = min([r for r in rungs if r > done] + [cfg.epochs])
-        if deadline is not None:  # rounds of next_chunk's epochs, rungs included
-            until = min(until, done + next_chunk(done, rate, deadline, t))
+        if deadline is not None:  # rounds of next_chunk's epochs, rungs included; 0: the next would end past it
+            chunk = next_chunk(done, rate, deadline, t)
+            if chunk == 0:
+                break
+            until = min(until, done + chunk)
         for i in going:
             states[i] = _grid_until_jit(states[i], until, key, *data[i], y, tm, vm, flags[i], **static[i])
         if until == cfg.epochs:

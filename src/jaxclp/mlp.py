@@ -174,8 +174,9 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
                    dropout=0.5, cfg=TrainConfig(), deadline: float | None = None) -> MLPResult:
     """:func:`fit_mlp` vmapped over S splits: keys (S,), masks (S, n) -> prior (S, n, K).
 
-    ``deadline`` (a :func:`time.perf_counter` time; None: none): training stops at the first chunk of
-    :data:`MLP_CHUNK_EPOCHS` epochs that ends past it, and each split keeps its best parameters so far
+    ``deadline`` (a :func:`time.perf_counter` time; None: none): training goes in chunks
+    (:func:`jaxclp.train.next_chunk`) and stops where the next would end past it or the last one did, and each
+    split keeps its best parameters so far
     (``info.epochs_run`` says where it stopped); a fit that ends before the deadline is the fit without one
     (the same epochs and keys, :func:`jaxclp.train.train_until`).
 
@@ -223,13 +224,13 @@ later chunks are :func:`jaxclp.train.next_chunk`'s: half the time left at the me
 def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
                                 cfg, deadline: float) -> MLPResult:
     """:func:`fit_mlp_splits`' loop in chunks (:func:`jaxclp.train.next_chunk`; :func:`jaxclp.train.train_until`:
-    the same epochs with the same keys as one loop), stopped at the first chunk that ends past ``deadline``."""
+    the same epochs with the same keys as one loop), stopped where the next chunk would end past ``deadline`` or the last one did."""
     static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
     t = time.perf_counter()
     state = _mlp_start_jit(keys, features, labels, train_masks, val_masks, **static)
     done, rate = 0, None
-    while done < cfg.epochs:
-        until = min(done + next_chunk(done, rate, deadline, t), cfg.epochs)
+    while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
+        until = min(done + chunk, cfg.epochs)
         state = _mlp_until_jit(state, jnp.int32(until), keys, features, labels, train_masks, val_masks, **static)
         stopped = bool(jnp.all(train_stopped(state, cfg.patience)))  # waits for the chunk
         now = time.perf_counter()

@@ -249,13 +249,17 @@ def next_chunk(done: int, seconds_per_epoch: float | None, deadline: float, now:
     seconds, compilation included, are the cautious rate), then as many as half the time left holds at the last
     chunk's rate (at least :data:`DEADLINE_EPOCHS`), so the clock is read often only near the deadline and a far
     one (``math.inf``: the runner's later splits) costs one chunk: no look at the clock per 25 epochs on small
-    graphs, where each look costs as much as the epochs."""
+    graphs, where each look costs as much as the epochs. 0 (stop: the fit keeps its best parameters so far) once
+    :data:`DEADLINE_EPOCHS` epochs at that rate would end past the deadline: a fit then ends before the deadline
+    rather than up to one chunk after it (a GCN's 25 epochs on an arxiv-sized graph take over 10 s)."""
     left = deadline - now
     if not math.isfinite(left):
         return 1 << 30
     if seconds_per_epoch is None:
         return DEADLINE_EPOCHS
-    return max(DEADLINE_EPOCHS, int(0.5 * max(left, 0.0) / max(seconds_per_epoch, 1e-9)))
+    if left < DEADLINE_EPOCHS * seconds_per_epoch:
+        return 0
+    return max(DEADLINE_EPOCHS, int(0.5 * left / max(seconds_per_epoch, 1e-9)))
 
 _STEP_STATIC = ("build", "opts", "cfg")
 
@@ -301,10 +305,9 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
                     cfg: TrainConfig, deadline: float):
     """Trains the model ``build`` makes as jaxclp's fits do (``jax.random.split(key)`` into the initialisation and
     dropout keys, :func:`train_full_batch`'s loop), in chunks (:func:`next_chunk`: :data:`DEADLINE_EPOCHS` epochs
-    first, then half the time left at the measured rate), and stops after the first chunk that ends past
-    ``deadline`` (a :func:`time.perf_counter` time) with the best parameters so
-    far. A fit that ends before the deadline is the fit without one (the same epochs with the same keys,
-    :func:`train_until`).
+    first, then half the time left at the measured rate), and stops with the best parameters so far where the
+    next chunk would end past ``deadline`` (a :func:`time.perf_counter` time) or the last one did. A fit that
+    ends before the deadline is the fit without one (the same epochs with the same keys, :func:`train_until`).
 
     Args:
         build: ``build(*data, **opts) -> (module, inputs, init_inputs)`` (traceable; static under jit, so pass a
@@ -325,8 +328,8 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
     t = time.perf_counter()
     state = _step_start(key, data, labels, train_mask, val_mask, **static)
     done, rate = 0, None
-    while done < cfg.epochs:
-        until = min(done + next_chunk(done, rate, deadline, t), cfg.epochs)
+    while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
+        until = min(done + chunk, cfg.epochs)
         state = _step_until(state, jnp.int32(until), data, labels, train_mask, val_mask, **static)
         stopped = bool(train_stopped(state, cfg.patience))  # waits for the chunk
         now = time.perf_counter()

@@ -203,6 +203,7 @@ def _cost_targets_block(root: Path) -> str:
     slowest = max(cost, key=lambda c: c["clp_median_s"]) if cost else None
     big = _load(root, "large_graph")
     mine, pyg = big["jaxclp"], big["pyg_mlp_cs"]
+    behind = mine["accuracy"] < pyg["accuracy"]
     before = previous_totals(job)
     drift = (f"; the previous run took {before['seconds'] / 60:.0f} min for these graphs, median ratio "
              f"{before['median_ratio']:.2f} (this shared machine's speed drifts between days)" if before else "")
@@ -217,15 +218,16 @@ def _cost_targets_block(root: Path) -> str:
             ["`jaxclp predict --method clp`, arxiv-shaped graph", "≤ 2 min, ≤ 4 GiB, ≥ PyG MLP + C&S accuracy, faster",
              f"{mine['wall']:.0f} s, {mine['peak_gib']:.2f} GiB, accuracy {mine['accuracy']:.3f} (PyG {pyg['wall']:.0f} s, "
              f"{pyg['accuracy']:.3f})",
-             "met" if mine["wall"] <= 120 and mine["peak_gib"] <= 4 and mine["accuracy"] >= pyg["accuracy"]
-             and mine["wall"] < pyg["wall"] else "**missed**",
-             "; ".join(([f"{mine['wall'] - 120:.0f} s over 2 min: the depth-1 MLP's training and CLP's closed form on "
-                         "it (`large_graph_stages.md` times each)"] if mine["wall"] > 120 else [])
+             "met" if mine["wall"] <= 120 and mine["peak_gib"] <= 4 and not behind and mine["wall"] < pyg["wall"]
+             else "**missed**",
+             "; ".join(([f"{mine['wall'] - 120:.0f} s over 2 min (`large_graph.md` names what ran and what was left "
+                         "out)"] if mine["wall"] > 120 else [])
+                       + ([f"{mine['wall'] - pyg['wall']:.0f} s slower than PyG"] if mine["wall"] >= pyg["wall"] else [])
+                       + ([f"{mine['peak_gib'] - 4:.2f} GiB over 4 GiB"] if mine["peak_gib"] > 4 else [])
                        + ([f"accuracy {100 * (pyg['accuracy'] - mine['accuracy']):.1f} points below PyG: what fits in "
                            f"the {mine.get('time_limit') or 60:g} s limit (`large_graph.md` names what it left out) is "
                            "not the MLP trained to its end with CLP's closed form on it, nor a GNN prior"]
-                          if mine["accuracy"] < pyg["accuracy"] else [])
-                       + (_gcn_stage(root) if mine["accuracy"] < pyg["accuracy"] else []))]]
+                          + _gcn_stage(root) if behind else []))]]
     if (Path(root) / "benchmarks" / "results" / "cost_gpu.json").is_file():
         from jaxclp.benchmarks.cost import compile_ratios, main_conditions, ten_split_estimate
 
