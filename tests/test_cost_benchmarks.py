@@ -172,6 +172,45 @@ def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
     assert "The previous run took 8 s (0.1 min) for the same 1 graphs (commit abc)." in md
 
 
+def test_clp_time_limit_pairs_the_new_clp_records_with_the_committed_table():
+    """clp_time_limit's rows: the paired difference over the splits both hold, within the committed std or not,
+    and the best of the committed table with clp's records replaced by the new ones (hand-computed)."""
+    from jaxclp.benchmarks import clp_time_limit
+
+    old = {("g", "clp"): {0: 60.0, 1: 62.0, 2: 64.0}, ("g", "mlp"): {0: 61.0, 1: 63.0, 2: 65.0}}  # clp 62 ± 2
+    new = {("g", "clp"): {0: 59.0, 1: 60.0, 2: 58.0, 3: 59.0}}  # split 3 has no committed partner: not paired
+    seconds = {"g": {"clp": [30.0, 4.0, 5.0, 6.0]}}
+    [r] = clp_time_limit.paired_rows(new, old, seconds, ["g", "h"], ("mlp", "clp"))
+    assert (r["splits"], r["clp_new"], r["clp_old"], r["old_std"]) == (3, 59.0, 62.0, 2.0)
+    assert r["diff_mean"] == -3.0 and r["diff_std"] == pytest.approx(7 ** 0.5)  # diffs -1, -2, -6: (4 + 1 + 9) / 2
+    assert r["within_old"] is False  # |59 - 62| > 2
+    # the committed MLP (63 ± 2) is now the best; clp's new mean 59 is below 63 - 2
+    assert r["best"] == "mlp" and r["best_mean"] == 63.0 and r["within_best"] is False
+    assert (r["clp_median_s"], r["clp_max_s"]) == (5.5, 30.0)
+    md = clp_time_limit.markdown({"command": "c", "machine": _machine(), "limit": 20.0, "times": {"g": 61.0},
+                                  "rows": [r]})
+    assert "| g | 61 | 5.5 | 30.0 | 59.00 | 62.00 ± 2.00 | -3.00 ± 2.65 | **no** | mlp 63.00 | **no** |" in md
+    assert "1 graphs: `clp`'s median split at most 20 s on 1; within its committed std on 0" in md
+    assert clp_time_limit.summary([r], {"g": 61.0, "h": 59.0}) == {"graphs": 1, "fast": 1, "within_old": 0,
+                                                                    "within_best": 0, "minutes": 2.0}
+
+
+def test_cost_targets_note_counts_the_limited_clp_runs(tmp_path):
+    """The cost-targets row's note on clp under a time limit: graphs at most 20 s per split (median), within the
+    committed std, within one std of the best; nothing without the results file."""
+    from jaxclp.benchmarks import page_blocks
+
+    assert page_blocks._limited_clp(tmp_path) == ""
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    rows = [dict(clp_median_s=3.0, within_old=True, within_best=True),
+            dict(clp_median_s=20.5, within_old=True, within_best=False),
+            dict(clp_median_s=None, within_old=False, within_best=True)]
+    (tmp_path / "benchmarks" / "results" / "clp_time_limit.json").write_text(json.dumps({"limit": 20.0, "rows": rows}))
+    assert page_blocks._limited_clp(tmp_path) == (
+        "; with `--time-limit 20` (which leaves them out where they do not fit): 1 of 3 graphs, within its committed "
+        "std on 2 and within one std of the best method on 2 (`clp_time_limit.md`)")
+
+
 def test_test_suite_reads_each_pytest_summary_line():
     """test_suite's parser: the counts and seconds of each pytest run's last line, in order (as .ci/run prints)."""
     from jaxclp.benchmarks import test_suite

@@ -950,10 +950,10 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
             every spec trains to the end.
         deadline: a :func:`time.perf_counter` time (None: none). The specs then train in rounds
             (every spec still training advances one round; :data:`jaxclp.train.DEADLINE_EPOCHS` epochs first, then
-            :func:`jaxclp.train.next_chunk`'s, rungs included), and training stops where the next round would end
-            past ``deadline`` or the last one did: every spec keeps its best parameters so far, so the results are those of
-            ``cfg.epochs`` cut to that round's end. A grid that ends before the deadline gives the results it
-            gives without one, bit for bit.
+            :func:`jaxclp.train.next_chunk`'s, rungs included), and training stops where the next round would
+            end past ``deadline`` or the last one did: every spec keeps its best parameters so far, so the results
+            are those of ``cfg.epochs`` cut to that round's end. A grid that ends before the deadline gives the
+            results it gives without one, bit for bit.
 
     Returns:
         one :class:`GNNResult` per spec, in order; ``params`` holds the spec's own parameters

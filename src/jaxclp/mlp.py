@@ -224,7 +224,8 @@ later chunks are :func:`jaxclp.train.next_chunk`'s: half the time left at the me
 def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
                                 cfg, deadline: float) -> MLPResult:
     """:func:`fit_mlp_splits`' loop in chunks (:func:`jaxclp.train.next_chunk`; :func:`jaxclp.train.train_until`:
-    the same epochs with the same keys as one loop), stopped where the next chunk would end past ``deadline`` or the last one did."""
+    the same epochs with the same keys as one loop), stopped where the next chunk would end past ``deadline`` or
+    the last one did."""
     static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
     t = time.perf_counter()
     state = _mlp_start_jit(keys, features, labels, train_masks, val_masks, **static)
