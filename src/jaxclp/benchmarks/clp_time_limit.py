@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from jaxclp.benchmarks import _common as C
-from jaxclp.benchmarks.main_job import TABLE2, _scores, method_seconds
+from jaxclp.benchmarks.main_job import TABLE2, _scores, method_seconds, paired_clp
 
 
 def paired_rows(new: dict, old: dict, seconds: dict, graphs, methods) -> list[dict]:
@@ -35,11 +35,9 @@ def paired_rows(new: dict, old: dict, seconds: dict, graphs, methods) -> list[di
     own old records replaced by the new ones), with the new records' median and largest seconds per split."""
     rows = []
     for g in graphs:
-        runs = sorted(set(new.get((g, "clp"), {})) & set(old.get((g, "clp"), {})))
+        runs, n, o = paired_clp(new, old, g)
         if len(runs) < 2:
             continue
-        o = [old[(g, "clp")][r] for r in runs]
-        n = [new[(g, "clp")][r] for r in runs]
         d = [a - b for a, b in zip(n, o)]
         table = {m: old[(g, m)] for m in methods if m != "clp" and len(old.get((g, m), {})) >= 2}
         table["clp"] = new[(g, "clp")]

@@ -41,16 +41,20 @@ def _scores(path: Path) -> dict:
     return out
 
 
+def paired_clp(new: dict, old: dict, graph: str) -> tuple[list, list, list]:
+    """``(splits, new test %, old test %)`` of ``clp`` on ``graph`` over the splits both records hold, in order."""
+    runs = sorted(set(new.get((graph, "clp"), {})) & set(old.get((graph, "clp"), {})))
+    return runs, [new[(graph, "clp")][r] for r in runs], [old[(graph, "clp")][r] for r in runs]
+
+
 def compare(new: dict, old: dict, graphs, methods) -> list[dict]:
     """Per graph: ``clp``'s new and old mean over the splits both hold, the old std, whether the new mean is within
     it, the best method of the new records (mean) and whether ``clp`` is within one std (the best's) of it."""
     rows = []
     for g in graphs:
-        runs = sorted(set(new.get((g, "clp"), {})) & set(old.get((g, "clp"), {})))
+        runs, n, o = paired_clp(new, old, g)
         if len(runs) < 2:
             continue
-        o = [old[(g, "clp")][r] for r in runs]
-        n = [new[(g, "clp")][r] for r in runs]
         means = {m: statistics.mean(new[(g, m)].values()) for m in methods if len(new.get((g, m), {})) >= 2}
         best = max(means, key=means.get)
         rows.append({"graph": g, "splits": len(runs), "clp_new": statistics.mean(n), "clp_old": statistics.mean(o),
