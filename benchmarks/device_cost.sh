@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost benchmark (`python -m jaxclp.benchmarks.cost`) on a lent GPU machine, then `jaxclp reproduce` of stale
+# The cost benchmark (`python -m benchmarks.cost`) on a lent GPU machine, then `jaxclp reproduce` of stale
 # records with the time left, all inside one device call. From the repository root:
 #   benchmarks/device_cost.sh OUT [LIMIT_S]
 # Inputs carried with the call (gitignored): .whl/jraph-*.whl (no network there) and the datasets under
@@ -14,7 +14,7 @@
 #   2. reproduce: REPRO (space-separated TARGET:GRAPH items) with EXTRA_ARGS (default --replace-stale), one
 #      benchmarks/device_reproduce.sh process per item, all at once, until LIMIT_S minus a margin.
 # Everything comes back as OUT/results.tgz (the tool returns at most 8 files): cost JSONs, logs, and per item
-# TARGET_GRAPH/TARGET/results.jsonl (merge: `python -m jaxclp.benchmarks.merge_records DIR/TARGET_GRAPH TARGET`).
+# TARGET_GRAPH/TARGET/results.jsonl (merge: `python -m benchmarks.merge_records DIR/TARGET_GRAPH TARGET`).
 set -uo pipefail
 OUT=$1 LIMIT=${2:-540}
 PY=${PYTHON:-python3}
@@ -31,7 +31,7 @@ flax.__version__, 'optax', optax.__version__, 'jaxclp', jaxclp.__file__)"; nproc
 LANES=${LANES:-"deezer-europe,texas,cornell,brazil-airports squirrel,wisconsin,europe-airports minesweeper,actor,usa-airports wiki,twitch-en,twitch-ru,chameleon"}
 i=0
 for lane in $LANES; do
-  timeout "${COST_S:-300}" $PY -m jaxclp.benchmarks.cost --datasets "$lane" --runs "${RUNS:-2}" --tag "${TAG:-gpu_lane}$i" \
+  timeout "${COST_S:-300}" $PY -m benchmarks.cost --datasets "$lane" --runs "${RUNS:-2}" --tag "${TAG:-gpu_lane}$i" \
     > "$OUT/work/cost$i.log" 2>&1 &
   i=$((i + 1))
 done

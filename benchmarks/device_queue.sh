@@ -5,7 +5,7 @@
 #   benchmarks/device_queue.sh OUT LIMIT_S TARGET:DATASETS[:EXTRA_ARGS] [TARGET:DATASETS[:EXTRA_ARGS] ...]
 # e.g. benchmarks/device_queue.sh $OUT 540 table_homophily:coauthor-cs,coauthor-physics \
 #        table4:chameleon,squirrel,wiki:--replace-stale
-# Spec i writes OUT/qI/<target>/results.jsonl (merge each with `python -m jaxclp.benchmarks.merge_records FILES_AT/qI
+# Spec i writes OUT/qI/<target>/results.jsonl (merge each with `python -m benchmarks.merge_records FILES_AT/qI
 # TARGET`; OUT/qI/env.txt says how far it got). jaxclp is installed once (the first spec); the XLA cache is shared
 # by all specs and returned once, as OUT/xla-cache.tgz, by the last spec that ran.
 set -uo pipefail

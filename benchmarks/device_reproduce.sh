@@ -11,7 +11,7 @@
 # appends one record per finished (dataset, split, method), so a stopped run keeps what it finished. Data from
 # $JAXCLP_DATA_URL (default file://../shared/datasets). The new records are the lines of OUT/TARGET/results.jsonl
 # that results/TARGET/results.jsonl does not hold (header records included); append them there with
-# `python -m jaxclp.benchmarks.merge_records FILES_AT/OUT TARGET` (a figure target: TARGET = figures/records/<name>, one
+# `python -m benchmarks.merge_records FILES_AT/OUT TARGET` (a figure target: TARGET = figures/records/<name>, one
 # merge per records folder it uses, e.g. figures/records/synthetic for fig4/fig5). For a
 # re-run of a changed method (e.g. table2's `clp` after a revision) pass EXTRA_ARGS=--replace-stale; after merging,
 # run `jaxclp reproduce TARGET --out results --replace-stale --datasets DATASETS` here: it moves the old records
@@ -34,7 +34,7 @@ mkdir -p "$JAX_COMPILATION_CACHE_DIR" "$OUT"
 [ -f .devcache/xla-cache.tgz ] && tar xzf .devcache/xla-cache.tgz -C "$JAX_COMPILATION_CACHE_DIR" --skip-old-files \
   2>/dev/null && echo "xla cache seeded: $(ls "$JAX_COMPILATION_CACHE_DIR" | wc -l) entries" >> "$OUT/seed.txt"
 export JAXCLP_DATA_URL=${JAXCLP_DATA_URL:-file://$(cd .. && pwd)/shared/datasets}
-# Derived (†) features computed here and carried in .devdata/cache (`python -m jaxclp.benchmarks.dagger_blocks --cache
+# Derived (†) features computed here and carried in .devdata/cache (`python -m benchmarks.dagger_blocks --cache
 # .devdata/cache NAMES`): the device then uses this machine's arrays, so its † records join the CPU-made ones
 [ -d .devdata/cache ] && export JAXCLP_CACHE=${JAXCLP_CACHE:-$PWD/.devdata/cache}
 mkdir -p "$OUT/$TARGET"
@@ -43,7 +43,7 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then  # benchmarks/device_queue.sh installs on
   timeout 150 $PY -m pip install --no-deps --no-build-isolation -e . >> "$OUT/install.log" 2>&1
 fi
 { nvidia-smi -L; $PY -c "import jax, flax, optax; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"; } > "$OUT/env.txt" 2>&1
-$PY -m jaxclp.benchmarks.merge_records --seed "$OUT" "$TARGET" "$DATASETS"
+$PY -m benchmarks.merge_records --seed "$OUT" "$TARGET" "$DATASETS"
 start=$(date +%s)
 DS_ARGS=(--datasets "$DATASETS"); [ "$DATASETS" = "-" ] && DS_ARGS=()
 timeout "$LIMIT" $PY -m jaxclp reproduce "$TARGET" --out "$OUT" "${DS_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/run.log" 2>&1

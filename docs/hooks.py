@@ -1,6 +1,6 @@
 """MkDocs hook: serves committed files from outside ``docs/`` as pages, unchanged.
 
-``benchmarks/results/*.{md,png}`` (written by ``python -m jaxclp.benchmarks.run``) and ``results/**/*.{md,png}``
+``benchmarks/results/*.{md,png}`` (written by ``python -m benchmarks.run``) and ``results/**/*.{md,png}``
 (written by ``jaxclp reproduce`` / ``jaxclp summarize`` from the records) appear in the site under the same paths,
 so a page links them as ``../benchmarks/results/solvers.md`` or ``../results/table2/summary.md`` and the strict
 build checks those links (and theirs) like any other.

@@ -15,6 +15,7 @@ import jaxclp
 from jaxclp.experiments import runner
 from jaxclp.experiments.analyses import common, fig1, fig5, fig6
 from jaxclp.experiments.analyses.micro import load_dataset, micro_counts
+from jaxclp.homophily import node_homophily_per_node
 
 
 def test_homophily_bins_hand_example():
@@ -31,7 +32,7 @@ def test_micro_counts_hand_example():
     # path 0-1-2-3 plus isolated node 4; labels 0 0 1 1 0 -> h_v = 1, 1/2, 1/2, 1, undefined
     g = jaxclp.Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), 5)
     y = np.array([0, 0, 1, 1, 0])
-    h, has = jaxclp.node_homophily_per_node(g, y)
+    h, has = node_homophily_per_node(g, y)
     np.testing.assert_allclose(np.asarray(h)[:4], [1.0, 0.5, 0.5, 1.0])
     pred = np.array([0, 1, 1, 1, 1])  # node 1 and node 4 wrong
     c = micro_counts(pred, y, np.ones(5, bool), h, has)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxclp
+from jaxclp.baselines import fit_link
 import reference as ref
 
 
@@ -85,8 +86,8 @@ def test_link_learns_adjacency_rows():
     rng = np.random.default_rng(0)
     tm = rng.random(n) < 0.5
     vm = ~tm
-    out = jaxclp.fit_link(jax.random.key(0), g, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), 2,
-                          cfg=jaxclp.TrainConfig(epochs=200, patience=0))
+    out = fit_link(jax.random.key(0), g, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), 2,
+                   cfg=jaxclp.TrainConfig(epochs=200, patience=0))
     pred = np.asarray(out).argmax(1)
     assert (pred[2:] == y[2:]).mean() == 1.0
     np.testing.assert_allclose(np.asarray(out).sum(1), 1.0, atol=1e-6)

@@ -18,7 +18,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    from jaxclp.benchmarks import run
+    from benchmarks import run
 
     od = tmp_path_factory.mktemp("bench")
     env = {"JAXCLP_DATA": str(DATA)}  # end_to_end reads the published files in place (download=False, no cache)
@@ -84,7 +84,7 @@ def test_quick_end_to_end_reports_accuracy(quick_results):
 def test_speedups_gmres_before_and_after_agree():
     """benchmarks/speedups.py times jaxclp's GMRES kernel with the old and the new jax settings: both must solve
     the same systems (only the speed may differ)."""
-    from jaxclp.benchmarks import speedups
+    from benchmarks import speedups
 
     rows = speedups.gmres(dict(speedups.QUICK, repeats=1))
     assert [r["alpha"] for r in rows] == [0.5, 0.9, 0.99]
@@ -97,7 +97,7 @@ def test_graph_memory_quick_counts_products_and_memory(tmp_path):
     """benchmarks/graph_memory.py in quick mode (tiny graph, old constructor skipped): every worker runs, the solve's
     CSR products are counted (its iterations + the norm bound's two; neumann/jacobi measure the residual in their
     last iteration, other methods add one residual product) and the peak memory includes the process baseline."""
-    from jaxclp.benchmarks import graph_memory
+    from benchmarks import graph_memory
 
     payload = graph_memory.main(["--quick", "--skip-old", "--n", "3000", "--out", str(tmp_path)])
     assert not [r for r in payload["rows"] if "error" in r], payload["rows"]
@@ -114,7 +114,7 @@ def test_sharded_quick_fields_and_no_halo_on_one_device(tmp_path):
     """benchmarks/sharded.py on a tiny graph, P = 1 and 2 host devices (one subprocess each): the seeded generator
     is deterministic and skewed, every stage is recorded, one device has no halo, two devices exchange rows and
     the sharded pipeline gives the same compatibility and solve on both."""
-    from jaxclp.benchmarks import sharded
+    from benchmarks import sharded
 
     ei, labels, prior, train = sharded.generate(2000, 20000, 5, seed=3)
     ei2, labels2, _, _ = sharded.generate(2000, 20000, 5, seed=3)
@@ -153,7 +153,7 @@ def test_compile_time_recorder_attributes_compiles_to_stages():
     import jax.numpy as jnp
     from jax import monitoring
 
-    from jaxclp.benchmarks import compile_time as CT
+    from benchmarks import compile_time as CT
 
     rec = CT._Recorder()
     monitoring.register_event_duration_secs_listener(rec.on_duration)
@@ -178,7 +178,7 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     """benchmarks/compile_time.py --quick: CLP.fit + predict on a tiny graph in two fresh processes sharing a new
     persistent XLA cache: the first compiles (and writes the cache), the second reads the executables back.
     (Slow: two fresh processes, ~60 s at load in CI.)"""
-    from jaxclp.benchmarks import compile_time as CT
+    from benchmarks import compile_time as CT
 
     payload = CT.main(["--quick", "--out", str(tmp_path)])
     assert not payload["errors"], payload["rows"]
@@ -200,7 +200,7 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
 def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/gnn.py --quick (Texas, one block): both message-passing paths time a step and give the same
     logits (float32 rounding); the markdown names every row."""
-    from jaxclp.benchmarks import gnn
+    from benchmarks import gnn
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
     payload = gnn.main(["--quick", "--out", str(tmp_path)])
@@ -216,7 +216,7 @@ def test_sparse_features_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/sparse_features.py --quick (Texas): the planned CSR product and the segment sum give the same
     output and gradient, bitwise on CPU (same terms, same order; XLA:GPU's atomic scatter-adds reorder them:
     7.6e-6 on an H200 in float32), and both are timed."""
-    from jaxclp.benchmarks import sparse_features
+    from benchmarks import sparse_features
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
     payload = sparse_features.main(["--quick", "--out", str(tmp_path)])
@@ -231,7 +231,7 @@ def test_sparse_features_quick_paths_agree(tmp_path, monkeypatch):
 def test_quick_device_benchmark(tmp_path, monkeypatch):
     """The accelerator benchmark runs on whatever backend is default (CPU here): the edgewise engine computes
     the factored step, the closed form converges, CLP scores Texas, and the markdown holds each section."""
-    from jaxclp.benchmarks import device
+    from benchmarks import device
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
     payload = device.main(["--quick", "--out", str(tmp_path)])
@@ -250,7 +250,7 @@ def test_quick_device_benchmark(tmp_path, monkeypatch):
 
 
 def test_merge_records_appends_only_the_new_lines(tmp_path):
-    from jaxclp.benchmarks.merge_records import merge
+    from benchmarks.merge_records import merge
 
     dst = tmp_path / "results.jsonl"
     dst.write_text('{"a": 1}\n{"a": 2}\n')
@@ -270,7 +270,7 @@ def test_seed_records_for_a_device_run(tmp_path):
     records were not seeded and a device run recomputed one), every record for "-", figure records for a figure."""
     import json
 
-    from jaxclp.benchmarks.merge_records import seed
+    from benchmarks.merge_records import seed
 
     res = tmp_path / "results"
     (res / "table_homophily").mkdir(parents=True)
@@ -298,7 +298,7 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
     back)."""
     import json
 
-    from jaxclp.benchmarks.merge_records import complete_pairs
+    from benchmarks.merge_records import complete_pairs
 
     rec = lambda d, s, m, r, cfg: json.dumps({"type": "result", "dataset": d, "split": s, "method": m,  # noqa: E731
                                               "run": r, "config": cfg})
@@ -345,7 +345,7 @@ def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
     """benchmarks/rng.py --quick: a child with jaxclp's Threefry lowering and one with JAX's rolled
     lowering (JAXCLP_ROLLED_THREEFRY=1) really use different lowerings, draw the same bits and fit the same
     prior on Texas, and both are timed."""
-    from jaxclp.benchmarks import rng
+    from benchmarks import rng
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
     payload = rng.main(["--quick", "--out", str(tmp_path)])
@@ -362,7 +362,7 @@ def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
 
 def test_summary_indexes_the_other_results(tmp_path):
     """SUMMARY.md's index lists each other benchmark's markdown present, with its title, and nothing absent."""
-    from jaxclp.benchmarks import summary
+    from benchmarks import summary
 
     (tmp_path / "rng.md").write_text("# Dropout masks on CPU\n\nbody\n")
     (tmp_path / "gnn.md").write_text("intro\n## Tuned GNNs\n")
@@ -376,7 +376,7 @@ def test_summary_indexes_the_other_results(tmp_path):
 def test_file_reader_quick_paths_agree(tmp_path):
     """benchmarks/file_reader.py --quick: numpy's C reader and the line-by-line reader give the same edges,
     features and graph, and the result files are written."""
-    from jaxclp.benchmarks import file_reader
+    from benchmarks import file_reader
 
     payload = file_reader.main(["--quick", "--out", str(tmp_path)])
     assert all(payload[k]["equal"] for k in ("edges", "features", "load_file", "weighted", "gzip"))
@@ -394,7 +394,7 @@ def test_grid_memory_quick_same_choice(tmp_path):
     """benchmarks/grid_memory.py --quick: the whole grid, the library's and one pruned to its group bests (each in
     its own process) choose the same configuration with the same validation score; the pruned one stores far
     fewer candidates."""
-    from jaxclp.benchmarks import grid_memory
+    from benchmarks import grid_memory
 
     rows = {r["mode"]: r for r in grid_memory.main(["--quick", "--out", str(tmp_path)])["grid"]}
     assert set(rows) == {"whole", "lean27", "lean", "pruned"} and all("peak_gib" in r for r in rows.values())
@@ -410,7 +410,7 @@ def test_grid_memory_quick_same_choice(tmp_path):
 def test_alpha_chunks_quick(tmp_path):
     """benchmarks/alpha_chunks.py --quick: each method's all-at-once and one-alpha-at-a-time rows exist (fresh
     processes), their values agree to float32 rounding, and the markdown names both."""
-    from jaxclp.benchmarks import alpha_chunks
+    from benchmarks import alpha_chunks
 
     rows = alpha_chunks.main(["--quick", "--out", str(tmp_path)])["grid"]
     assert [(r["method"], r["chunk"]) for r in rows] == [("cg", 11), ("cg", 1), ("bicgstab", 11), ("bicgstab", 1)]
@@ -428,7 +428,7 @@ def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
     called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the
     norm_bounds/solve rows exist for every JAXCLP_GPU_SPMM value (the caller's value restored afterwards)."""
-    from jaxclp.benchmarks import gpu_spmm
+    from benchmarks import gpu_spmm
 
     monkeypatch.setenv("JAXCLP_GPU_SPMM", "xla")
     gpu_spmm.main(["--quick", "--out", str(tmp_path)])
@@ -449,8 +449,8 @@ def test_large_validation_crossfit_on_a_small_arxiv_shaped_graph(tmp_path, monke
     choice to a higher validation score, each fold scores the other half, and the adoption flag follows the
     held-out means."""
     import jaxclp.selection as S
-    from jaxclp.benchmarks import large_validation as LV
-    from jaxclp.benchmarks.large_graph import build
+    from benchmarks import large_validation as LV
+    from benchmarks.large_graph import build
 
     monkeypatch.setattr(S, "LARGE_VALIDATION", 1)
     monkeypatch.setattr(S, "MARGIN_SE", 0.0)
@@ -464,6 +464,6 @@ def test_large_validation_crossfit_on_a_small_arxiv_shaped_graph(tmp_path, monke
         assert row["prior_first_large"]["val"] >= row["prior_first"]["val"]
     m = out["held_out_mean"]
     assert out["adopted"] == (m["prior_first_large"] >= m["prior_first"])
-    from jaxclp.benchmarks import _common as C
+    from benchmarks import _common as C
 
     assert "adopted" in LV.markdown({"command": "c", "machine": C.machine_info(), **out})

@@ -309,14 +309,15 @@ def test_cli_run_two_processes(tmp_path):
 
 
 def test_cli_pass_through_subcommands_take_their_own_options(tmp_path, capsys, monkeypatch):
-    """`jaxclp bench --quick ...` and `jaxclp anchors --datasets ...` reach their own parsers (argparse's REMAINDER
-    alone refused a leading option), and `jaxclp anchors` runs end to end on a user's file."""
-    from jaxclp.benchmarks import run as bench_run
+    """`jaxclp anchors --datasets ...` reaches its own parser (argparse's REMAINDER alone refused a leading option),
+    and `jaxclp anchors` runs end to end on a user's file. There is no `jaxclp bench`: the benchmarks are not in
+    the installed package (`python -m benchmarks.run` from a clone)."""
     from test_anchors import _platonov_npz
 
-    seen = {}
-    monkeypatch.setattr(bench_run, "main", lambda rest: seen.setdefault("bench", rest) and 0)
-    assert cli.main(["bench", "--quick", "summary"]) == 0 and seen["bench"] == ["--quick", "summary"]
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--quick"])
+    assert e.value.code == 2
+    capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         cli.main(["anchors", "-h"])
     assert e.value.code == 0 and "usage: jaxclp anchors" in capsys.readouterr().out
@@ -643,3 +644,26 @@ def test_predict_has_a_default_time_budget_and_none_lifts_it():
     assert p.parse_args([*base, "--time-limit", "none"]).time_limit is None
     assert p.parse_args([*base, "--time-limit", "12.5"]).time_limit == 12.5
     assert p.parse_args(["run", "--graph", "e.csv", "--labels", "l.csv"]).time_limit == cli.RUN_TIME_LIMIT == 60.0
+
+
+def test_run_and_predict_plan_print_the_search_and_fit_nothing(tmp_path, capsys, monkeypatch):
+    """--plan prints clp's search plan for the graph (the steps in order, expected seconds, what the limit would
+    leave out) and exits 0 without fitting or writing anything."""
+    from jaxclp.experiments import methods
+
+    rng = np.random.default_rng(0)
+    edges = tmp_path / "edges.csv"
+    edges.write_text("".join(f"{u},{v}\n" for u, v in rng.integers(0, 40, size=(120, 2)) if u != v))
+    labels = tmp_path / "labels.csv"
+    labels.write_text("".join(f"{i},{i % 2}\n" for i in range(40)))
+    monkeypatch.setattr(methods, "fit_prior", lambda *a, **k: pytest.fail("--plan fitted a predictor"))
+    out = tmp_path / "out"
+    assert cli.main(["run", "--graph", str(edges), "--labels", str(labels), "--plan", "--time-limit", "4",
+                     "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "clp search plan (time limit 4 s per split)" in text and "base predictor  gcn_tuned" in text
+    assert "the limit would leave out:" in text and not out.exists()
+    assert cli.main(["predict", "--graph", str(edges), "--labels", str(labels), "--plan", "--priors", "link,gcn",
+                     "--out", str(tmp_path / "p.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "base predictor  link" in text and "gcn_tuned" not in text and not (tmp_path / "p.csv").exists()

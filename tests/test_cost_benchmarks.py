@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from jaxclp.benchmarks import cost, grid_budget, large_graph
+from benchmarks import cost, grid_budget, large_graph
 
 
 @pytest.mark.slow  # 24-30 s on 2 cores (a whole clp run profiled twice); in slow_tests
@@ -33,7 +33,7 @@ def test_cost_profile_attributes_stages_and_compilations(monkeypatch, tmp_path):
 def test_cost_merge_sets_runs_beside_the_compared_one(monkeypatch, tmp_path):
     """--merge keeps each row's conditions and machine, orders graphs as the medium table, and the comparison's
     first-split / steady-state seconds and ratios are the hand-computed ones."""
-    from jaxclp.benchmarks import _common as C
+    from benchmarks import _common as C
 
     machine = {"backend": "gpu", "devices": ["cuda:0"], "jax": "0.11.2"}
     row = lambda d, secs, comp: {"dataset": d, "method": "clp", "runs": len(secs), "wall": sum(secs) + 1.0,
@@ -68,7 +68,7 @@ def test_cost_merge_sets_runs_beside_the_compared_one(monkeypatch, tmp_path):
 
 
 def _machine():
-    from jaxclp.benchmarks import _common as C
+    from benchmarks import _common as C
 
     return C.machine_info()
 
@@ -96,7 +96,7 @@ def test_clp_rerun_pairs_records_by_dataset_and_split(tmp_path):
     difference, its std and the one-std bar are computed by hand here."""
     import json
 
-    from jaxclp.benchmarks import clp_rerun
+    from benchmarks import clp_rerun
 
     def rec(ds, run, test, seconds, method="clp", prior="mlp"):
         return json.dumps({"type": "result", "method": method, "dataset": ds, "run": run, "test": test,
@@ -122,11 +122,11 @@ def test_clp_rerun_pairs_records_by_dataset_and_split(tmp_path):
 
 
 def test_grid_budget_kinds_and_ratios():
-    """grid_budget names each clp_beliefs call's kind as methods.GRID_COST does, and its table gives each kind's
+    """grid_budget names each clp_beliefs call's kind as jaxclp.search.GRID_COST does, and its table gives each kind's
     seconds relative to the closed form's."""
     assert [grid_budget._kind(k) for k in ({}, {"l1_normalize": False}, {"l1_normalize": True},
                                            {"spectral_scale": True})] == ["closed", "closed", "l1", "spectral"]
-    from jaxclp.experiments.methods import GRID_COST
+    from jaxclp.search import GRID_COST
 
     assert set(GRID_COST) == {"closed", "spectral", "l1", "authors"} and GRID_COST["closed"] == 1.0
     payload = {"command": "c", "machine": _machine(), "priors": "gcn", "wall": 100.0,
@@ -140,7 +140,7 @@ def test_grid_budget_kinds_and_ratios():
 def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
     """main_job's report: clp's new and old means over the splits both hold, within the old std or not, the best
     method of the new records and clp within one std of it; the times file read as written."""
-    from jaxclp.benchmarks import main_job
+    from benchmarks import main_job
 
     old = {("g", "clp"): {0: 60.0, 1: 62.0, 2: 64.0}, ("h", "clp"): {0: 50.0, 1: 50.0}}  # g: mean 62, std 2
     new = {("g", "clp"): {0: 63.0, 1: 64.0, 2: 65.0, 3: 99.0},  # split 3 has no old partner: left out
@@ -175,7 +175,7 @@ def test_main_job_compares_clp_with_the_old_records_per_graph(tmp_path):
 def test_clp_time_limit_pairs_the_new_clp_records_with_the_committed_table():
     """clp_time_limit's rows: the paired difference over the splits both hold, within the committed std or not,
     and the best of the committed table with clp's records replaced by the new ones (hand-computed)."""
-    from jaxclp.benchmarks import clp_time_limit
+    from benchmarks import clp_time_limit
 
     old = {("g", "clp"): {0: 60.0, 1: 62.0, 2: 64.0}, ("g", "mlp"): {0: 61.0, 1: 63.0, 2: 65.0}}  # clp 62 ± 2
     new = {("g", "clp"): {0: 59.0, 1: 60.0, 2: 58.0, 3: 59.0}}  # split 3 has no committed partner: not paired
@@ -198,7 +198,7 @@ def test_clp_time_limit_pairs_the_new_clp_records_with_the_committed_table():
 def test_cost_targets_note_counts_the_limited_clp_runs(tmp_path):
     """The cost-targets row's note on clp under a time limit: graphs at most 20 s per split (median), within the
     committed std, within one std of the best; nothing without the results file."""
-    from jaxclp.benchmarks import page_blocks
+    from benchmarks import page_blocks
 
     assert page_blocks._limited_clp(tmp_path) == ""
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
@@ -213,7 +213,7 @@ def test_cost_targets_note_counts_the_limited_clp_runs(tmp_path):
 
 def test_test_suite_reads_each_pytest_summary_line():
     """test_suite's parser: the counts and seconds of each pytest run's last line, in order (as .ci/run prints)."""
-    from jaxclp.benchmarks import test_suite
+    from benchmarks import test_suite
 
     out = ("....\n1134 passed, 3 skipped, 2 warnings in 495.12s (0:08:15)\nnoise 5 passed in the text\n"
            "== 259 passed, 40 skipped in 53.0s ==\n")
@@ -226,8 +226,8 @@ def test_large_graph_stages_on_a_tiny_graph(tmp_path):
     """The stage table's pieces on a 0.5 % graph, 3 epochs: one row per prior, accuracies in [0, 1], a closed-form
     choice from clp's grid, and the report names PyG's accuracy where given."""
     import jaxclp
-    from jaxclp.benchmarks import _common as C
-    from jaxclp.benchmarks import large_graph_stages as S
+    from benchmarks import _common as C
+    from benchmarks import large_graph_stages as S
     from jaxclp.experiments.methods import ALPHAS
 
     facts = large_graph.build(tmp_path, scale=0.005)

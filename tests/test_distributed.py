@@ -40,7 +40,7 @@ WORKER = textwrap.dedent("""
     import numpy as np, jax.numpy as jnp, jaxclp
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh
-    from jaxclp import shard
+    from jaxclp import sharded_clp, sharded_graph
 
     assert (jax.process_count(), jax.process_index()) == (2, pid)
     assert len(jax.local_devices()) == 2 and len(jax.devices()) == 4
@@ -68,13 +68,13 @@ WORKER = textwrap.dedent("""
         b0 = np.asarray(jax.nn.softmax(jnp.asarray(rng.normal(size=(n, K)))))
         prior = np.asarray(jax.nn.softmax(jnp.asarray(rng.normal(size=(n, K)))))
         labels, train = rng.integers(0, K, n), rng.random(n) < 0.4
-        sg = shard.shard_graph(gr, mesh, "nodes", partition=part)
+        sg = jaxclp.shard_graph(gr, mesh, "nodes", partition=part)
         assert not sg.weights.is_fully_addressable  # the graph's arrays span both processes
         assert len(sg.weights.addressable_shards) == 2
-        out = shard.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9)
+        out = sharded_clp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9)
         if n % 4 == 0:
             assert out.sharding.spec == jax.sharding.PartitionSpec("nodes") and not out.is_fully_addressable
-        sol = shard.solve(sg, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
+        sol = sharded_clp.solve(sg, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
         results[name] = dict(
             propagate=host(out), public=host(jaxclp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9)),
             solve=host(sol.value), iterations=np.asarray(sol.iterations),
@@ -94,15 +94,15 @@ WORKER = textwrap.dedent("""
             close(r["compat"], jaxclp.estimate_compatibility(gr, prior, labels, train)[0], name + " compat")
             close(r["homophily"], jaxclp.edge_homophily(gr, labels), name + " homophily")
     # each process builds only its own shards from only its own edges (receiver on one of its shards)
-    assert shard.local_shards(mesh) == [2 * pid, 2 * pid + 1]
+    assert sharded_graph.local_shards(mesh) == [2 * pid, 2 * pid + 1]
     for gr in (g, g40):
         n = gr.num_nodes
         sr, rr, wr = (np.asarray(a) for a in (gr.senders, gr.receivers, gr.weights))
-        keep = np.isin(rr // -(-n // 4), shard.local_shards(mesh))
+        keep = np.isin(rr // -(-n // 4), sharded_graph.local_shards(mesh))
         assert 0 < keep.sum() < rr.size
-        sgl = shard.shard_graph_local(sr[keep], rr[keep], wr[keep], n, mesh, "nodes", symmetric=gr.symmetric)
+        sgl = jaxclp.shard_graph_local(sr[keep], rr[keep], wr[keep], n, mesh, "nodes", symmetric=gr.symmetric)
         assert not sgl.weights.is_fully_addressable
-        ref = shard.shard_graph(gr, mesh, "nodes")  # the whole graph on every process
+        ref = jaxclp.shard_graph(gr, mesh, "nodes")  # the whole graph on every process
         assert (sgl.block, sgl.halo, sgl.offsets, sgl.symmetric) == (ref.block, ref.halo, ref.offsets, ref.symmetric)
         for f in ("receivers", "senders", "senders_global", "weights", "num_edges", "send", "send_offsets",
                   "recv_slots", "order", "rank"):
@@ -113,7 +113,7 @@ WORKER = textwrap.dedent("""
             want = jaxclp.solve(gr, b0, H, b0, alpha=0.9, method="dense").value
             close(got, want, f"shard_graph_local n={n} solve", rtol=1e-8, atol=1e-10)
     try:
-        shard.shard_graph_local(np.array([0]), np.array([(1 - pid) * 20]), np.ones(1), 40, mesh, "nodes")
+        jaxclp.shard_graph_local(np.array([0]), np.array([(1 - pid) * 20]), np.ones(1), 40, mesh, "nodes")
         raise AssertionError("an edge of another process was accepted")
     except ValueError as err:
         assert "receivers" in str(err), err

@@ -15,6 +15,7 @@ import jaxclp
 from jaxclp.end_to_end import (EndToEndResult, belief_cross_entropy, clp_output, end_to_end_loss,
                                fed_compatibility, fit_end_to_end, label_trick_split)
 from jaxclp.mlp import MLP
+from jaxclp.solve import solve_operator
 
 N, K, D = 14, 3, 4
 
@@ -117,7 +118,7 @@ def _clp_rhs_only(graph, d, operator_d, labels, fed, H):
     """clp_output with the D inside B0 passed separately (same arithmetic)."""
     y = jax.nn.one_hot(labels, K, dtype=d.dtype)
     op = jaxclp.clp_operator(graph, jnp.where(fed[:, None], y, operator_d), H)
-    return jaxclp.solve_operator(op, d, alpha=0.8, method="neumann", **LOSS_KW).value
+    return solve_operator(op, d, alpha=0.8, method="neumann", **LOSS_KW).value
 
 
 # -------------------------------------------------------------------------------------- (b) label trick
@@ -239,7 +240,7 @@ def test_runner_method_clp_e2e(monkeypatch):
         calls.update(kw)
         return fit(*args, **(kw | dict(cfg=CFG, alphas=ALPHAS)))
 
-    monkeypatch.setattr("jaxclp.end_to_end.fit_end_to_end", spy)
+    monkeypatch.setattr("jaxclp.experiments.methods.fit_end_to_end", spy)
     labels_vis = jnp.where(tr | va, y, -1)
     ctx = M.Context(graph=ds.graph, features=x, labels=labels_vis, train=tr, val=va, num_classes=3,
                     metric="accuracy", key=jax.random.key(0), priors={1: None}, mlp_depth=1)

@@ -12,6 +12,8 @@ import jaxclp
 from jaxclp.experiments import runner
 from jaxclp.experiments.methods import select, visible_labels
 from jaxclp.experiments.summary import markdown
+from jaxclp.baselines import fit_link
+from jaxclp.gnn import fit_gcn, fit_h2gcn
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_mlp")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -87,7 +89,7 @@ def test_run_refuses_h2gcn_on_a_hub_graph_before_any_fit(tmp_path, monkeypatch):
     hours of the others), the header record not written."""
     from jaxclp import gnn
 
-    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 10)
+    monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 10)
     with pytest.raises(gnn.TwoHopTooLarge, match="--methods without h2gcn"):
         runner.run(_dataset(), "medium", ["mlp", "h2gcn"], 1, tmp_path, progress=False, epochs=5)
     assert not (tmp_path / runner.RESULTS_FILE).exists()
@@ -327,10 +329,10 @@ def test_link_gcn_h2gcn_routes_are_bit_identical():
     x = jax.numpy.asarray(ds.features, jax.numpy.float32)
     key = jax.random.key(3)
     cfg = jaxclp.TrainConfig(epochs=20, metric=ds.metric)
-    a = jaxclp.fit_link(key, ds.graph, y0, tr, va, ds.num_classes, cfg)
+    a = fit_link(key, ds.graph, y0, tr, va, ds.num_classes, cfg)
     b = fit_prior("link", key, ds.graph, x, y_vis, tr, va, ds.num_classes, cfg).prior
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    for name, fit in (("gcn", jaxclp.fit_gcn), ("h2gcn", jaxclp.fit_h2gcn)):
+    for name, fit in (("gcn", fit_gcn), ("h2gcn", fit_h2gcn)):
         a = fit(key, ds.graph, x, y0, tr, va, num_classes=ds.num_classes, cfg=cfg).prior
         b = fit_prior(name, key, ds.graph, x, y_vis, tr, va, ds.num_classes, cfg).prior
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
@@ -369,8 +371,10 @@ def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatc
         return sorted((json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs))
 
     out = {}
+    shared = M._cached
     for cache, methods in ((True, order), (False, order), (True, order[::-1])):
-        monkeypatch.setattr(M, "CACHE", cache)
+        # off: every method computes everything itself (no fit or grid shared through the split's cache)
+        monkeypatch.setattr(M, "_cached", shared if cache else lambda ctx, key, compute: compute())
         counts.clear()
         recs = runner.run(ds, "medium", methods, runs=1, out=tmp_path / f"{cache}{methods[0]}", progress=False)
         out[cache, methods[0]] = (strip(recs), dict(counts))
@@ -394,7 +398,7 @@ def test_link_early_stops_on_the_task_metric(monkeypatch):
     from jaxclp.experiments import methods, specs
 
     seen = []
-    monkeypatch.setattr(jaxclp, "fit_link", lambda *a, **k: seen.append(a[6]) or jnp.zeros((3, 2)))
+    monkeypatch.setattr(methods, "fit_link", lambda *a, **k: seen.append(a[6]) or jnp.zeros((3, 2)))
     ctx = methods.Context(graph=None, features=None, labels=jnp.zeros(3, jnp.int32), train=None, val=None,
                           num_classes=2, metric="roc_auc", key=None, priors={}, mlp_depth=1)
     methods.method_link(ctx)

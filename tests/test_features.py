@@ -11,6 +11,7 @@ import scipy.sparse as sp
 import jaxclp
 from jaxclp.features import SparseFeatures, as_features, matmul
 from jaxclp.mlp import MLP
+from jaxclp.mlp import fit_mlp_splits
 
 
 def _random_csr(rng, n=40, d=25, density=0.15):
@@ -171,9 +172,9 @@ def test_fit_mlp_and_splits_accept_scipy_sparse(rng):
     # (fit_mlp itself: sparse vs dense in test_clp_fit_on_scipy_csr)
     keys = jax.random.split(jax.random.key(1), 2)
     tms, vms = np.stack([tm, vm]), np.stack([vm, tm])
-    rs = jaxclp.fit_mlp_splits(keys, x, jnp.asarray(y), jnp.asarray(tms), jnp.asarray(vms), **kw)
-    rd = jaxclp.fit_mlp_splits(keys, jnp.asarray(x.toarray()), jnp.asarray(y), jnp.asarray(tms),
-                               jnp.asarray(vms), **kw)
+    rs = fit_mlp_splits(keys, x, jnp.asarray(y), jnp.asarray(tms), jnp.asarray(vms), **kw)
+    rd = fit_mlp_splits(keys, jnp.asarray(x.toarray()), jnp.asarray(y), jnp.asarray(tms),
+                        jnp.asarray(vms), **kw)
     assert rs.prior.shape == (2, len(y), 3)
     np.testing.assert_allclose(np.asarray(rs.prior), np.asarray(rd.prior), atol=1e-5)
     with pytest.raises(ValueError, match="features contains 1 NaN"):

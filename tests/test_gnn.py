@@ -11,9 +11,9 @@ import numpy as np
 import jaxclp
 import pytest
 
-from jaxclp.gnn import (GCN, H2GCN, GNNResult, aggregate, fit_gcn, fit_gcn_splits, fit_h2gcn, fit_h2gcn_splits,
-                        gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs,
-                        two_hop_graph)
+from jaxclp.gnn import (GCN, H2GCN, GNNResult, TwoHopTooLarge, aggregate, fit_gcn, fit_gcn_splits, fit_h2gcn,
+                        fit_h2gcn_splits, gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs,
+                        tuned_grid, two_hop_graph)
 from jaxclp.graph import Graph
 from jaxclp.train import TrainConfig
 
@@ -205,19 +205,19 @@ def test_two_hop_limit_and_blocks(monkeypatch):
     assert two_hop_graph(star, max_edges=870).num_edges == 870 == two_hop_graph(star, max_edges=None).num_edges
     with pytest.raises(gnn.TwoHopTooLarge, match="more than 869 pairs"):
         two_hop_graph(star, max_edges=869)
-    assert issubclass(jaxclp.TwoHopTooLarge, ValueError)
+    assert issubclass(TwoHopTooLarge, ValueError)
     g = Graph.from_edge_index(np.random.default_rng(0).integers(0, 200, (2, 1500)), 200, symmetrize=False)
     whole = two_hop_graph(g)
-    monkeypatch.setattr(gnn, "_TWO_HOP_BLOCK_WALKS", 37)
+    monkeypatch.setattr(gnn.two_hop, "_TWO_HOP_BLOCK_WALKS", 37)
     blocked = two_hop_graph(g)
     for f in ("senders", "receivers", "weights"):
         np.testing.assert_array_equal(np.asarray(getattr(blocked, f)), np.asarray(getattr(whole, f)))
     with pytest.raises(gnn.TwoHopTooLarge):  # the count stops in an early block
         two_hop_graph(g, max_edges=whole.num_edges - 1)
     with pytest.raises(gnn.TwoHopTooLarge):  # fit_h2gcn builds it with the default limit
-        monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 10)
-        jaxclp.fit_h2gcn(jax.random.key(0), star, np.eye(31, dtype=np.float32), np.arange(31) % 2,
-                         np.arange(31) < 10, np.arange(31) >= 20, num_classes=2)
+        monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 10)
+        fit_h2gcn(jax.random.key(0), star, np.eye(31, dtype=np.float32), np.arange(31) % 2,
+                  np.arange(31) < 10, np.arange(31) >= 20, num_classes=2)
 
 
 def test_check_two_hop_size_counts_only_past_the_walk_bound(monkeypatch):
@@ -229,9 +229,9 @@ def test_check_two_hop_size_counts_only_past_the_walk_bound(monkeypatch):
     gnn.check_two_hop_size(c4, max_edges=4)
     with pytest.raises(gnn.TwoHopTooLarge, match="more than 3 pairs"):
         gnn.check_two_hop_size(c4, max_edges=3)
-    monkeypatch.setattr(gnn, "_two_hop_pairs", lambda *a, **k: pytest.fail("counted within the walk bound"))
+    monkeypatch.setattr(gnn.two_hop, "_two_hop_pairs", lambda *a, **k: pytest.fail("counted within the walk bound"))
     gnn.check_two_hop_size(c4, max_edges=16)
-    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 16)  # the default limit is read at call time
+    monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 16)  # the default limit is read at call time
     gnn.check_two_hop_size(c4)
 
 
@@ -711,8 +711,8 @@ def test_symmetric_flag_follows_the_graph():
     n = 30
     ei = np.stack([rng.integers(0, n, 90), rng.integers(0, n, 90)])
     seen = []
-    orig = gnn.csr_matmul_symmetric
-    gnn.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
+    orig = gnn.layers.csr_matmul_symmetric
+    gnn.layers.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
     try:
         for symmetrize in (False, True):
             seen.clear()
@@ -723,13 +723,13 @@ def test_symmetric_flag_follows_the_graph():
             tm[:15] = True
             vm = ~tm
             jax.clear_caches()
-            jaxclp.fit_gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=(8,),
-                           cfg=jaxclp.TrainConfig(epochs=3))
-            jaxclp.fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=4,
-                             cfg=jaxclp.TrainConfig(epochs=3))
+            fit_gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=(8,),
+                    cfg=jaxclp.TrainConfig(epochs=3))
+            fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tm, vm, num_classes=3, hidden=4,
+                      cfg=jaxclp.TrainConfig(epochs=3))
             assert bool(seen) == (g.symmetric and symmetrize), (symmetrize, len(seen))
     finally:
-        gnn.csr_matmul_symmetric = orig
+        gnn.layers.csr_matmul_symmetric = orig
 
 
 def test_tuned_gcn_symmetric_path_equals_the_gather_path():
@@ -776,8 +776,8 @@ def test_fit_gnn_takes_the_symmetric_path_from_the_graph():
     g = jaxclp.Graph.from_edge_index(ei, n)
     x = rng.normal(size=(n, 5))
     seen = []
-    orig = gnn.csr_matmul_symmetric
-    gnn.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
+    orig = gnn.layers.csr_matmul_symmetric
+    gnn.layers.csr_matmul_symmetric = lambda *a: seen.append(1) or orig(*a)
     try:
         y = rng.integers(0, 3, n)
         tm = np.zeros(n, bool)
@@ -790,7 +790,7 @@ def test_fit_gnn_takes_the_symmetric_path_from_the_graph():
                     spec=GNNSpec(conv, hidden=8, num_layers=1, sep=sep), cfg=jaxclp.TrainConfig(epochs=1))
             assert bool(seen) == (want and bool(graph.symmetric)), (conv, sep, graph.symmetric, len(seen))
     finally:
-        gnn.csr_matmul_symmetric = orig
+        gnn.layers.csr_matmul_symmetric = orig
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -923,17 +923,15 @@ def test_sparse_enough_dense_features_enter_as_sparse(monkeypatch):
     np.testing.assert_allclose(np.asarray(ad.prior), np.asarray(a.prior), atol=2e-5)
 
 
-def test_h2gcn_keeps_the_two_hop_graph_while_the_graph_lives(monkeypatch):
-    """Fits on one Graph object build its 2-hop graph once (the runner fits H2GCN per split, and clp again as a
-    base predictor); the fits are bit for bit those with the 2-hop graph passed in; the memo is dropped with the
-    graph, and a 2-hop graph above TWO_HOP_MEMO_MAX_EDGES is rebuilt each time instead of held."""
-    import gc
-
+def test_h2gcn_takes_the_two_hop_graph_as_a_value(monkeypatch):
+    """The 2-hop graph is a value, not a cache: fit_h2gcn / fit_h2gcn_splits / h2gcn_normalized_graphs build it per
+    call where ``two_hop`` is omitted (nothing kept between calls: two fits, two builds) and never where it is
+    passed; the fits with it passed are bit for bit those without."""
     from jaxclp import gnn
 
     built = []
-    real = gnn.two_hop_graph
-    monkeypatch.setattr(gnn, "two_hop_graph", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = gnn.two_hop.two_hop_graph
+    monkeypatch.setattr(gnn.two_hop, "two_hop_graph", lambda *a, **k: built.append(1) or real(*a, **k))
     rng = np.random.default_rng(3)
     g = Graph.from_edge_index(rng.integers(0, 30, (2, 90)), 30, symmetrize=True, self_loops="drop")
     x = rng.normal(size=(30, 4)).astype(np.float32)
@@ -942,22 +940,31 @@ def test_h2gcn_keeps_the_two_hop_graph_while_the_graph_lives(monkeypatch):
     cfg = TrainConfig(epochs=3)
     a = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg)
     b = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, ~tr & ~va, tr, num_classes=3, hidden=8, cfg=cfg)
-    assert len(built) == 1
-    c = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, ~tr & ~va, tr, num_classes=3, hidden=8, cfg=cfg,
-                  two_hop=real(g))
-    np.testing.assert_array_equal(np.asarray(b.prior), np.asarray(c.prior))
-    assert not np.array_equal(np.asarray(a.prior), np.asarray(b.prior))  # other masks: another fit
-    key = id(g)
-    assert key in gnn._TWO_HOP_MEMO
-    del g, a, b, c
-    gc.collect()
-    assert key not in gnn._TWO_HOP_MEMO
-    g2 = Graph.from_edge_index(rng.integers(0, 30, (2, 90)), 30, symmetrize=True, self_loops="drop")
-    monkeypatch.setattr(gnn, "TWO_HOP_MEMO_MAX_EDGES", 0)
+    assert len(built) == 2  # one build per call: no state between them
+    two_hop = real(g)
     built.clear()
-    for _ in range(2):
-        fit_h2gcn(jax.random.PRNGKey(0), g2, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg)
-    assert len(built) == 2 and id(g2) not in gnn._TWO_HOP_MEMO
+    a2 = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg, two_hop=two_hop)
+    b2 = fit_h2gcn(jax.random.PRNGKey(0), g, x, y, ~tr & ~va, tr, num_classes=3, hidden=8, cfg=cfg,
+                   two_hop=two_hop)
+    for got, want in ((a2, a), (b2, b)):
+        np.testing.assert_array_equal(np.asarray(got.prior), np.asarray(want.prior))
+    assert not np.array_equal(np.asarray(a.prior), np.asarray(b.prior))  # other masks: another fit
+    keys = jax.random.split(jax.random.PRNGKey(1), 2)
+    tms, vms = np.stack([tr, ~tr & ~va]), np.stack([va, tr])
+    s2 = fit_h2gcn_splits(keys, g, x, y, tms, vms, num_classes=3, hidden=8, cfg=cfg, two_hop=two_hop)
+    hops = h2gcn_normalized_graphs(g, two_hop)
+    assert not built  # passed: never built
+    s1 = fit_h2gcn_splits(keys, g, x, y, tms, vms, num_classes=3, hidden=8, cfg=cfg)
+    np.testing.assert_array_equal(np.asarray(s1.prior), np.asarray(s2.prior))
+    for got, want in zip(h2gcn_normalized_graphs(g), hops):
+        for f in ("senders", "receivers", "edges"):
+            np.testing.assert_array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(want, f)))
+    assert len(built) == 2
+    with pytest.raises(ValueError, match="two_hop has 5 nodes"):
+        fit_h2gcn(jax.random.PRNGKey(0), g, x, y, tr, va, num_classes=3, hidden=8, cfg=cfg,
+                  two_hop=Graph.from_edge_index(np.zeros((2, 0), np.int64), 5))
+    p = jaxclp.fit_prior("h2gcn", jax.random.PRNGKey(0), g, x, y, tr, va, 3, cfg, hidden=8, two_hop=two_hop)
+    np.testing.assert_array_equal(np.asarray(p.prior), np.asarray(a.prior))  # the prior's option, passed through
 
 
 def _grid_problem(n=30, seed=0):
@@ -980,8 +987,8 @@ def test_fit_gnn_grid_trains_each_spec_as_fit_gnn(conv, sep):
     from jaxclp.gnn import fit_gnn_grid
 
     g, x, y, tm, vm = _grid_problem()
-    specs = [s._replace(dropout=0.0, hidden=8) for s in jaxclp.tuned_grid(conv, sep, depths=(3,),
-                                                                          plain_depths=(1,))]
+    specs = [s._replace(dropout=0.0, hidden=8) for s in tuned_grid(conv, sep, depths=(3,),
+                                                                   plain_depths=(1,))]
     cfg = TrainConfig(lr=0.01, epochs=25, patience=10, weight_decay=0.0)
     fits = fit_gnn_grid(jax.random.key(3), g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
     for spec, got in zip(specs, fits):
@@ -998,21 +1005,21 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
     from jaxclp import gnn
 
     g, x, y, tm, vm = _grid_problem(n=40, seed=2)
-    specs = jaxclp.tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
+    specs = tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
     cfg = TrainConfig(lr=0.01, epochs=60, patience=15, weight_decay=0.0)
     key = jax.random.key(0)
     full = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg)
     rungs = (5, 10, 20)
     half = gnn.fit_gnn_grid(key, g, x, y, tm, vm, num_classes=3, specs=specs, cfg=cfg, rungs=rungs)
     # the same specs cut at each rung, to read the scores halving ranked on
-    st = dict(num_classes=3, spec=gnn._grid_union(specs), cfg=cfg)
+    st = dict(num_classes=3, spec=gnn.grid._grid_union(specs), cfg=cfg)
     xf = jnp.asarray(x, jnp.float32)
 
     def cut_at(r, s):
         f = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
-        state = gnn._grid_start_jit(key, g, xf, y, tm, vm, f, **st)
-        state = gnn._grid_until_jit(state, r, key, g, xf, y, tm, vm, f, **st)
-        return gnn._grid_outcome_jit(state, key, g, xf, f, **st)
+        state = gnn.grid._grid_start_jit(key, g, xf, y, tm, vm, f, **st)
+        state = gnn.grid._grid_until_jit(state, r, key, g, xf, y, tm, vm, f, **st)
+        return gnn.grid._grid_outcome_jit(state, key, g, xf, f, **st)
 
     cut = {r: [cut_at(r, s) for s in specs] for r in rungs}
     going = list(range(len(specs)))
@@ -1066,11 +1073,11 @@ def test_halving_replay_is_what_fit_gnn_grid_does():
     validation score and its epochs are those of fit_gnn_grid(..., rungs) chosen as tuned_gnn_prior chooses; the
     full replay (no rungs) is the plain grid's; and every spec's end point is its plain fit."""
     from jaxclp import gnn
-    from jaxclp.benchmarks import halving
+    from benchmarks import halving
 
     g, x, y, tm, vm = _grid_problem(n=40, seed=2)
     te = ~(tm | vm)
-    specs = jaxclp.tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
+    specs = tuned_grid("gcn", depths=(1, 2, 3), plain_depths=(1, 2), hidden=8)
     cfg = TrainConfig(lr=0.01, epochs=60, patience=15, weight_decay=0.0)
     key = jax.random.key(0)
     xf = jnp.asarray(x, jnp.float32)
@@ -1100,16 +1107,16 @@ def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
     from jaxclp.features import as_input_features
 
     g, x, y, tm, vm = _grid_problem(n=26, seed=1)
-    specs = jaxclp.tuned_grid("sage", depths=(1, 2, 4), plain_depths=(1, 3), hidden=12)
+    specs = tuned_grid("sage", depths=(1, 2, 4), plain_depths=(1, 3), hidden=12)
     specs.append(specs[0]._replace(hidden=4))
-    before = gnn._fit_grid_jit._cache_size()
+    before = gnn.grid._fit_grid_jit._cache_size()
     fits = gnn.fit_gnn_grid(jax.random.key(0), g, x, y, tm, vm, num_classes=3, specs=specs,
                             cfg=TrainConfig(epochs=15, patience=0))
-    assert gnn._fit_grid_jit._cache_size() - before == 2
+    assert gnn.grid._fit_grid_jit._cache_size() - before == 2
     gt = gnn.tuned_gnn_graph(g, "sage", False, nodes=as_input_features(x, jnp.float32))
     plan = jaxclp.sparse.transpose_plan(gt.senders, gt.receivers, g.num_nodes)
     for spec, r in zip(specs, fits):
-        logits = jax.jit(functools.partial(gnn._model(spec, 3, True).apply, train=False))(r.params, gt, plan)
+        logits = jax.jit(functools.partial(gnn.models._model(spec, 3, True).apply, train=False))(r.params, gt, plan)
         np.testing.assert_allclose(np.asarray(jax.nn.softmax(logits, -1)), np.asarray(r.prior), atol=1e-5)
     depths = [int(r.info.epochs_run) for r in fits]
     assert depths == [15] * len(specs)

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 import reference as ref
-from jaxclp import Graph, edge_values, spmm, spmm_transpose
+from jaxclp.graph import Graph, edge_values, spmm, spmm_transpose
 
 NORMS = ("sym", "row", "none")
 # Semantics tests: a wrong normalization/orientation is an O(1) error, so 1e-6 is a sharp test (and it

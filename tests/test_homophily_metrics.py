@@ -7,6 +7,7 @@ import pytest
 import jaxclp
 import reference as ref
 from jaxclp.homophily import compatibility_counts
+from jaxclp.homophily import node_homophily_per_node
 
 
 def _graph(rng, n=50, k=3):
@@ -20,7 +21,7 @@ def test_edge_and_node_homophily(rng):
     und = {(min(a, b), max(a, b)) for a, b in zip(s, r) if a != b}
     expected = np.mean([y[a] == y[b] for a, b in und])
     assert float(jaxclp.edge_homophily(g, jnp.asarray(y))) == pytest.approx(expected, abs=1e-12)
-    h, ok = jaxclp.node_homophily_per_node(g, jnp.asarray(y))
+    h, ok = node_homophily_per_node(g, jnp.asarray(y))
     for v in range(g.num_nodes):
         nb = [a for a, b in zip(s, r) if b == v and a != v]
         assert bool(ok[v]) == (len(nb) > 0)

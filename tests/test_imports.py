@@ -215,7 +215,7 @@ def test_package_has_no_import_cycle():
 # ----------------------------------------------------------------------------------------- one pipeline
 STAGES = ("jaxclp.baselines", "jaxclp.clp", "jaxclp.compatibility", "jaxclp.operator", "jaxclp.propagate",
           "jaxclp.solve")
-SHARDING = ("jaxclp.shard", "jaxclp.sharded_graph", "jaxclp.halo", "jaxclp.plan", "jaxclp.partition")
+SHARDING = ("jaxclp.sharded_clp", "jaxclp.sharded_graph", "jaxclp.halo", "jaxclp.halo_plan", "jaxclp.partition")
 GRAPH_TYPES = {"Graph", "ShardedGraph", "GraphLike"}
 
 
@@ -231,7 +231,7 @@ def test_stages_neither_import_the_sharding_modules_nor_test_the_graph_type():
                 names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
                 names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
                 assert not names & GRAPH_TYPES, f"{path.name}:{node.lineno} tests the graph's type"
-    # and the sharding modules never reach back into the stages (only jaxclp.shard, the entry points, does)
+    # and the sharding modules never reach back into the stages (only jaxclp.sharded_clp, the stages, does)
     for mod in SHARDING[1:]:
         assert not graph[mod] & set(STAGES), (mod, sorted(graph[mod] & set(STAGES)))
 
@@ -247,3 +247,146 @@ def test_graph_implements_the_protocol():
     assert g.to_internal(x) is x and g.from_internal(x) is x
     np.testing.assert_allclose(np.asarray(g.spmm(g.edge_values("none"), x)), np.asarray(g.to_dense()) @ x)
     np.testing.assert_allclose(np.asarray(g.spmm_linear(g.edge_values("none"), x)), np.asarray(g.to_dense()) @ x)
+
+
+# ----------------------------------------------------------------------------------------- imports at the top
+MAX_FUNCTION_LEVEL_IMPORTS = 10
+"""Function-level imports of the package's own modules allowed outside ``benchmarks`` folders: a few, for optional
+heavy dependencies (the compiled extension, plotting, docs hooks); everything else imports at module top."""
+
+
+def _function_level_jaxclp_imports(root: Path = PACKAGE) -> list[str]:
+    """``file:line`` of every import of ``jaxclp`` / ``jaxclp.*`` (or a relative import) written inside a function
+    (its parent chain holds a FunctionDef / AsyncFunctionDef), in the package's modules outside any ``benchmarks``
+    folder; imports under ``if TYPE_CHECKING:`` are not run and do not count."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if "benchmarks" in path.relative_to(root).parts:
+            continue
+
+        def visit(node, in_function):
+            if _type_checking_block(node):
+                children = node.orelse
+            else:
+                children = list(ast.iter_child_nodes(node))
+            if isinstance(node, ast.Import):
+                ours = any(a.name == "jaxclp" or a.name.startswith("jaxclp.") for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                ours = node.level > 0 or mod == "jaxclp" or mod.startswith("jaxclp.")
+            else:
+                ours = False
+            if ours and in_function:
+                out.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+            in_function = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for child in children:
+                visit(child, in_function)
+
+        visit(ast.parse(path.read_text(), str(path)), False)
+    return out
+
+
+def test_few_function_level_imports_of_the_package(tmp_path):
+    """Modules import the package's modules at their top: a lazy import hides the layering (and costs a dict
+    look-up per call); at most :data:`MAX_FUNCTION_LEVEL_IMPORTS` remain, for optional heavy dependencies."""
+    root = _write(tmp_path, {
+        "__init__.py": "import jaxclp.a\n",
+        "a.py": "def f():\n    import jaxclp.b\n    from . import c\n    import numpy\n"
+                "    if TYPE_CHECKING:\n        from jaxclp import d\n",
+        "b.py": "class C:\n    async def g(self):\n        from jaxclp.c import x\n",
+        "benchmarks/run.py": "def main():\n    from jaxclp import a\n",
+    })
+    assert _function_level_jaxclp_imports(root) == ["jaxclp/a.py:2", "jaxclp/a.py:3", "jaxclp/b.py:3"]
+    found = _function_level_jaxclp_imports()
+    assert len(found) <= MAX_FUNCTION_LEVEL_IMPORTS, (
+        f"{len(found)} function-level imports of jaxclp modules (at most {MAX_FUNCTION_LEVEL_IMPORTS}): "
+        "move them to the module's top, or fix the layering they hide:\n" + "\n".join(found))
+
+
+# ----------------------------------------------------------------------------------------- no identity-keyed state
+_CONTAINERS = {"dict", "set", "list", "defaultdict", "OrderedDict", "WeakKeyDictionary", "WeakValueDictionary",
+               "WeakSet"}
+
+
+def _module_containers(tree: ast.Module) -> dict[str, int]:
+    """Names bound at module level to a mutable container (a dict / set / list display or a call of one of
+    :data:`_CONTAINERS`) -> line."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            func = value.func if isinstance(value, ast.Call) else None
+            name = getattr(func, "id", None) or getattr(func, "attr", None)
+            if isinstance(value, (ast.Dict, ast.Set, ast.List)) or name in _CONTAINERS:
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    out.update({n.id: node.lineno for n in ast.walk(t) if isinstance(n, ast.Name)})
+    return out
+
+
+def identity_keyed_state(root: Path = PACKAGE) -> list[str]:
+    """``file:line`` of every use of ``id(...)`` or of :mod:`weakref` in a module of ``root`` (outside any
+    ``benchmarks`` folder) that also binds a mutable container at module level: state keyed by object identity
+    (a memo ``{id(graph): (weakref.ref(graph), value)}``), which a value passed by the caller should replace."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "benchmarks" in path.relative_to(root.parent).parts:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        containers = _module_containers(tree)
+        if not containers:
+            continue
+        where = path.relative_to(root.parent.parent) if root == PACKAGE else path.relative_to(root.parent)
+        for node in sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")), key=lambda n: n.lineno):
+            is_id = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id"
+            is_weakref = (isinstance(node, ast.Name) and node.id == "weakref") or (
+                isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                    "weakref" in (a.name, getattr(node, "module", None)) for a in node.names))
+            if is_id or is_weakref:
+                what = "id(...)" if is_id else "weakref"
+                found.append(f"{where}:{node.lineno}: {what}, with module-level container(s) "
+                             + ", ".join(f"{k} (line {v})" for k, v in sorted(containers.items(), key=lambda kv: kv[1])))
+    return found
+
+
+def test_checker_sees_identity_keyed_state(tmp_path):
+    root = _write(tmp_path, {
+        "__init__.py": "",
+        "memo.py": "import weakref\n_MEMO: dict[int, tuple] = {}\n\ndef f(g):\n    return _MEMO.get(id(g))\n",
+        "local.py": "def f(xs):\n    seen = {}\n    return [seen.setdefault(id(x), x) for x in xs]\n",  # no module state
+        "benchmarks/b.py": "_C = {}\n\ndef f(g):\n    _C[id(g)] = g\n",  # benchmarks are left out
+    })
+    got = identity_keyed_state(root)
+    assert [line.split(":")[:2] for line in got] == [["jaxclp/memo.py", "1"], ["jaxclp/memo.py", "5"]], got
+    assert "_MEMO (line 2)" in got[0]
+
+
+def test_no_module_level_state_keyed_by_object_identity():
+    """No module of the package keeps a module-level memo keyed by ``id(...)`` (or held by weak references): such
+    state is hidden from the caller, lives as long as an object happens to, and makes a call's cost depend on what
+    ran before. A value the caller builds once and passes (e.g. H2GCN's ``two_hop=``) replaces it."""
+    found = identity_keyed_state()
+    if found:
+        pytest.fail("module-level state keyed by object identity (pass a value instead):\n" + "\n".join(found))
+
+
+def test_the_library_never_imports_the_benchmarks():
+    """Nothing under src/jaxclp imports the clone's ``benchmarks`` package (nor a ``jaxclp.benchmarks``): the
+    benchmarks import the library, never the reverse, and they are not in the wheel (tests/test_packaging.py)."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "jaxclp"
+    assert not (src / "benchmarks").exists()
+
+    def hit(name):
+        return name in ("benchmarks", "jaxclp.benchmarks") or name.startswith(("benchmarks.", "jaxclp.benchmarks."))
+
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            if any(hit(n) for n in names):
+                found.append(f"{path.relative_to(src.parent)}:{node.lineno}")
+    assert found == [], found

@@ -9,6 +9,7 @@ import scipy.sparse as sps
 
 from jaxclp import datasets as D
 from jaxclp.datasets.files import read_labels_file
+from jaxclp.graph import edge_values
 
 
 def _platonov(path, n=6, with_masks=True):
@@ -367,9 +368,8 @@ def test_weighted_edge_list(tmp_path):
         a[r, s] = w
     want = np.array([[0, 3, 0, 0], [3, 0, 0.5, 0], [0, 0.5, 0, 4], [0, 0, 4, 0]])  # 0-1 listed twice: max(2, 3)
     np.testing.assert_allclose(a, want)
-    import jaxclp
     deg = want.sum(1)
-    np.testing.assert_allclose(_dense(ds.graph, jaxclp.edge_values(ds.graph, "sym")),
+    np.testing.assert_allclose(_dense(ds.graph, edge_values(ds.graph, "sym")),
                                want / np.sqrt(np.outer(deg, deg)), rtol=1e-6)
     with pytest.warns(UserWarning, match=r"the third column \('w'\) is ignored"):
         unweighted = D.load_file(e, labels=lab)

@@ -7,6 +7,8 @@ import pytest
 
 import jaxclp
 from jaxclp.mlp import mlp_param_count
+from jaxclp.mlp import fit_mlp_splits
+from jaxclp.nonlinear import nonlinear_grid
 
 FAST = dict(epochs=60, patience=20)
 
@@ -49,8 +51,8 @@ def test_fit_mlp_splits_equals_single_fits():
     keys = jax.random.split(jax.random.key(1), 2)
     tms = np.stack([tm, vm])
     vms = np.stack([vm, tm])
-    rs = jaxclp.fit_mlp_splits(keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(tms), jnp.asarray(vms),
-                               num_classes=3, cfg=cfg)
+    rs = fit_mlp_splits(keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(tms), jnp.asarray(vms),
+                        num_classes=3, cfg=cfg)
     for i in range(2):
         r = jaxclp.fit_mlp(keys[i], x, jnp.asarray(y), jnp.asarray(tms[i]), jnp.asarray(vms[i]), num_classes=3,
                            cfg=cfg)
@@ -67,16 +69,16 @@ def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():
     cfg = jaxclp.TrainConfig(epochs=3 * MLP_CHUNK_EPOCHS + 5, patience=0)
     keys = jax.random.split(jax.random.key(1), 2)
     args = (keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.stack([tm, vm])), jnp.asarray(np.stack([vm, tm])))
-    whole = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg)
+    whole = fit_mlp_splits(*args, num_classes=3, cfg=cfg)
     import time
 
     for far_deadline in (float("inf"), time.perf_counter() + 1e6):  # one chunk; 25 epochs, then the rest
-        far = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=far_deadline)
+        far = fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=far_deadline)
         np.testing.assert_array_equal(far.info.epochs_run, [cfg.epochs] * 2)
         np.testing.assert_array_equal(far.info.best_epoch, whole.info.best_epoch)
         np.testing.assert_allclose(far.prior, whole.prior, atol=1e-6)
-    spent = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=0.0)
-    short = jaxclp.fit_mlp_splits(*args, num_classes=3, cfg=cfg._replace(epochs=MLP_CHUNK_EPOCHS))
+    spent = fit_mlp_splits(*args, num_classes=3, cfg=cfg, deadline=0.0)
+    short = fit_mlp_splits(*args, num_classes=3, cfg=cfg._replace(epochs=MLP_CHUNK_EPOCHS))
     np.testing.assert_array_equal(spent.info.epochs_run, [MLP_CHUNK_EPOCHS] * 2)
     np.testing.assert_array_equal(spent.info.best_epoch, short.info.best_epoch)
     np.testing.assert_allclose(spent.prior, short.prior, atol=1e-6)
@@ -321,7 +323,7 @@ def test_nonlinear_option_adds_the_nonlinear_grid_and_takes_it_only_when_better(
     g, x, y, tm, vm = _data(h=0.9)
     d = _noisy_prior(y, 3, 0.3, 2)
     m = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), nonlinear=True).fit(g, None, y, tm, vm)
-    ref = jaxclp.nonlinear_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
+    ref = nonlinear_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
     ref_scores = [_val_accuracy(np.asarray(b), y, vm) for b in ref.beliefs]
     keys = [("nonlinear", s, a, p, e, w) for s, a, p, e, w in ref.configs]
     assert len(ref.configs) == 4 * 10 * 2 * 2  # starts x alphas 0.1..1 x posts x weights, echo off
@@ -346,7 +348,7 @@ def test_nonlinear_option_adds_the_nonlinear_grid_and_takes_it_only_when_better(
     np.testing.assert_array_equal(np.asarray(m2.beliefs_), np.asarray(plain.beliefs_))
     with pytest.raises(ValueError, match="nonlinear must be a bool or a dict"):
         jaxclp.CLP(nonlinear="yes")
-    with pytest.raises(ValueError, match=r"nonlinear: unknown jaxclp.nonlinear_grid option\(s\) \['alpha'\]"):
+    with pytest.raises(ValueError, match=r"nonlinear: unknown jaxclp.nonlinear.nonlinear_grid option\(s\) \['alpha'\]"):
         jaxclp.CLP(nonlinear={"alpha": (0.1,)})
     from jax.sharding import Mesh
 

@@ -100,7 +100,7 @@ def test_nonlinear_layers_match_reference_loop(rng, post, echo, weight, directed
 
 def test_nonlinear_sym_weight_is_edge_values_sym_on_undirected(rng):
     g, *_ = _problem(rng, directed=False)
-    np.testing.assert_allclose(np.asarray(nonlinear_values(g, "sym")), np.asarray(jaxclp.edge_values(g, "sym")),
+    np.testing.assert_allclose(np.asarray(nonlinear_values(g, "sym")), np.asarray(jaxclp.graph.edge_values(g, "sym")),
                                rtol=1e-14)
 
 
@@ -240,76 +240,3 @@ def test_nonlinear_grid_chunks_give_the_same_grid(rng, monkeypatch):
         assert key == ("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post", post,
                        "echo", echo, "layer", int(res.layer[i]))
         np.testing.assert_array_equal(np.asarray(b), np.asarray(res.beliefs[i]))
-
-
-# ------------------------------------------------------------------ the deprecated "authors" names
-RENAMED_TOP_LEVEL = {"authors_grid": "nonlinear_grid", "authors_propagate": "nonlinear_propagate",
-                     "authors_starts": "nonlinear_starts", "AuthorsResult": "NonlinearResult"}
-RENAMED_IN_MODULE = RENAMED_TOP_LEVEL | {"authors_values": "nonlinear_values", "AUTHORS_ALPHAS": "NONLINEAR_ALPHAS"}
-
-
-@pytest.mark.parametrize("old,new", sorted(RENAMED_TOP_LEVEL.items()))
-def test_deprecated_top_level_names_warn_and_are_the_new_objects(old, new):
-    assert old not in jaxclp.__all__ and new in jaxclp.__all__
-    with pytest.warns(DeprecationWarning, match=rf"jaxclp\.{old} is deprecated .* use jaxclp\.{new}") as seen:
-        got = getattr(jaxclp, old)
-    assert got is getattr(jaxclp, new)
-    assert seen[0].filename == __file__  # attributed to the caller
-    with pytest.warns(DeprecationWarning, match=rf"use jaxclp\.{new}"):
-        exec(f"from jaxclp import {old} as imported", namespace := {})
-    assert namespace["imported"] is getattr(jaxclp, new)
-    with pytest.raises(AttributeError, match="no attribute 'authors_nothing'"):
-        jaxclp.authors_nothing
-
-
-def test_deprecated_module_warns_and_reexports_the_new_names(monkeypatch):
-    import importlib
-    import sys
-    import warnings
-
-    import jaxclp.nonlinear as nonlinear
-
-    # imported afresh (and dropped again after); not hasattr(jaxclp, "authors"), which would import it
-    monkeypatch.delitem(sys.modules, "jaxclp.authors", raising=False)
-    monkeypatch.delitem(vars(jaxclp), "authors", raising=False)
-    with pytest.warns(DeprecationWarning, match=r"module jaxclp\.authors is deprecated .* use jaxclp\.nonlinear"):
-        authors = importlib.import_module("jaxclp.authors")
-    monkeypatch.delitem(sys.modules, "jaxclp.authors")
-    monkeypatch.delitem(vars(jaxclp), "authors")
-    with pytest.warns(DeprecationWarning, match=r"module jaxclp\.authors is deprecated"):
-        assert jaxclp.authors.__name__ == "jaxclp.authors"  # the package attribute imports it
-    for old, new in RENAMED_IN_MODULE.items():
-        with pytest.warns(DeprecationWarning, match=rf"jaxclp\.authors\.{old} is deprecated .* "
-                                                    rf"use jaxclp\.nonlinear\.{new}"):
-            assert getattr(authors, old) is getattr(nonlinear, new)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new names and the unchanged ones (STARTS, ...) do not warn
-        for name in authors.__all__:
-            assert getattr(authors, name) is getattr(nonlinear, name)
-    with pytest.raises(AttributeError):
-        authors.nonlinear_nothing
-
-
-def test_deprecated_clp_authors_argument_maps_to_nonlinear(rng):
-    g, edges, prior, labels, train, val = _problem(rng)
-    options = {"alphas": (0.5, 1.0), "num_layers": 3}
-    with pytest.warns(DeprecationWarning, match=r"CLP\(authors=\.\.\.\) is deprecated .* CLP\(nonlinear=\.\.\.\)") \
-            as seen:
-        old = jaxclp.CLP(prior=prior, alphas=(0.5,), authors=options)
-    assert seen[0].filename == __file__
-    new = jaxclp.CLP(prior=prior, alphas=(0.5,), nonlinear=options)
-    assert old.nonlinear == new.nonlinear == options
-    old.fit(g, None, labels, train, val)
-    new.fit(g, None, labels, train, val)
-    assert old.val_scores_ == new.val_scores_ and any(k[0] == "nonlinear" for k in old.val_scores_)
-    assert (old.method_, old.normalization_, old.nonlinear_) == (new.method_, new.normalization_, new.nonlinear_)
-    np.testing.assert_array_equal(np.asarray(old.beliefs_), np.asarray(new.beliefs_))
-    with pytest.warns(DeprecationWarning):
-        assert jaxclp.CLP(authors=True).nonlinear is True
-    with pytest.warns(DeprecationWarning):
-        assert jaxclp.CLP(authors=False).nonlinear is False
-    assert jaxclp.CLP().nonlinear is False
-    for both in ({"nonlinear": True, "authors": True}, {"nonlinear": False, "authors": True},
-                 {"nonlinear": True, "authors": False}):
-        with pytest.raises(ValueError, match="pass nonlinear or its deprecated name authors, not both"):
-            jaxclp.CLP(**both)

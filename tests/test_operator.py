@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import reference as ref
-from jaxclp import FactoredOperator, Graph, clp_operator, edge_values, edge_weights, lp_operator, spectral_radius
+from jaxclp import Graph, clp_operator, edge_weights, spectral_radius
+from jaxclp.graph import edge_values
+from jaxclp.operator import FactoredOperator, lp_operator
 
 NORMS = ("sym", "row", "none")
 RTOL = 1e-6  # semantic errors are O(1); independent of how Ahat's float rounding is done

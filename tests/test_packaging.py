@@ -1,4 +1,5 @@
-"""Install hygiene: the runner and benchmarks live under the ``jaxclp`` name, nothing generic is top-level."""
+"""Install hygiene: the library and its runner live under the ``jaxclp`` name, nothing generic is top-level; the
+benchmarks are the clone's top-level ``benchmarks`` package, never installed and never imported by ``jaxclp``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import ast
 import tomllib
 import zipfile
 from pathlib import Path
@@ -29,9 +31,12 @@ def test_declared_packages_are_all_under_jaxclp():
     assert st["packages"]["find"]["where"] == ["src"] and "package-dir" not in st
     assert cfg["project"]["scripts"]["jaxclp"] == "jaxclp.experiments.cli:main"
     found = {str(p.parent.relative_to(REPO / "src")).replace("/", ".") for p in (REPO / "src").rglob("__init__.py")}
-    assert {"jaxclp", "jaxclp.experiments", "jaxclp.benchmarks", "jaxclp.datasets"} <= found
+    assert {"jaxclp", "jaxclp.experiments", "jaxclp.datasets"} <= found
     assert all(p == "jaxclp" or p.startswith("jaxclp.") for p in found), found
     assert not (REPO / "jaxclp").exists() and not (REPO / "experiments").exists()
+    # the benchmarks: a package of the clone (python -m benchmarks.NAME from its root), not of the wheel
+    assert "jaxclp.benchmarks" not in found and (REPO / "benchmarks" / "__init__.py").is_file()
+    assert "jaxclp.benchmarks" not in st.get("package-data", {})
 
 
 def test_clone_named_jaxclp_does_not_shadow(tmp_path):
@@ -47,20 +52,43 @@ def test_clone_named_jaxclp_does_not_shadow(tmp_path):
 
 
 def test_installed_names(tmp_path):
-    # From a directory outside the repository: only the jaxclp names import.
-    code = ("import importlib.util as u, jaxclp.experiments.runner, jaxclp.benchmarks.run;"
-            "print(u.find_spec('experiments') is None, u.find_spec('benchmarks') is None)")
+    # From a directory outside the repository: only the jaxclp names import (no benchmarks, under any name).
+    code = ("import importlib.util as u, jaxclp.experiments.runner;"
+            "print(u.find_spec('experiments') is None, u.find_spec('benchmarks') is None, "
+            "u.find_spec('jaxclp.benchmarks') is None)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True"]
+    assert done.stdout.split() == ["True", "True", "True"]
     done = subprocess.run([sys.executable, "-m", "jaxclp", "--help"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "reproduce" in done.stdout, done.stderr
 
 
 # ------------------------------------------------------------------------------------------- the built wheel
+def imports_benchmarks(source: str) -> list[int]:
+    """The lines of ``source`` (Python) that import the clone's ``benchmarks`` package or ``jaxclp.benchmarks``
+    (``import benchmarks``, ``import benchmarks.x``, ``from benchmarks import ...``, ``from benchmarks.x import``)."""
+    hit = lambda name: name in ("benchmarks", "jaxclp.benchmarks") or name.startswith(("benchmarks.",
+                                                                                      "jaxclp.benchmarks."))
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(hit(a.name) for a in node.names):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                hit(node.module) or (node.module == "jaxclp" and any(a.name == "benchmarks" for a in node.names))):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_imports_benchmarks_sees_each_form():
+    src = ("import benchmarks\nimport benchmarks.run as r\nfrom benchmarks import cost\nfrom benchmarks.x import y\n"
+           "from jaxclp.benchmarks import z\nfrom jaxclp import benchmarks\nimport jaxclp\nfrom . import benchmarks\n"
+           "x = 'import benchmarks'\n")
+    assert imports_benchmarks(src) == [1, 2, 3, 4, 5, 6]
+
+
 def _graph_files(folder: Path) -> tuple[Path, Path, int]:
     """A 36-node graph of three planted communities (edge list CSV) and its labels CSV, a third unlabelled."""
     rng = np.random.default_rng(0)
@@ -131,6 +159,11 @@ def test_wheel_installs_in_a_fresh_venv_and_predicts(tmp_path):
     if shutil.which("c++") or shutil.which("g++"):
         assert kernels, "a C++ compiler is here but the wheel has no kernel:\n" + built.stderr[-3000:]
     assert {"jaxclp/__init__.py", "jaxclp/experiments/cli.py"} <= set(names)
+    # the benchmarks stay in the clone: no file of them in the wheel, no module of the wheel importing them
+    assert not [n for n in names if n.startswith(("jaxclp/benchmarks/", "benchmarks/"))]
+    with zipfile.ZipFile(wheel) as z:
+        importing = {n: imports_benchmarks(z.read(n).decode()) for n in names if n.endswith(".py")}
+    assert not {n: lines for n, lines in importing.items() if lines}, importing
     t_build = time.perf_counter() - t0
 
     venv = tmp_path / "venv"

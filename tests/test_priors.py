@@ -10,9 +10,12 @@ import pytest
 import scipy.sparse as sp
 
 import jaxclp
+from jaxclp import search
 from jaxclp import priors as P
 from jaxclp.experiments import methods as M
 from jaxclp.experiments import runner
+from jaxclp.features import as_features
+from jaxclp.gnn import GNNSpec, fit_gnn_grid, tuned_grid
 
 TINY = jaxclp.TrainConfig(epochs=4, patience=0)
 
@@ -81,7 +84,7 @@ def test_linkx_forward_matches_numpy(spec):
     assert out.shape == (5, 2)
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
     # sparse features give the same output as dense ones
-    xs = jaxclp.as_features(sp.csr_matrix(x))
+    xs = as_features(sp.csr_matrix(x))
     np.testing.assert_allclose(np.asarray(model.apply(params, adj, xs, train=False)), ref, rtol=1e-6, atol=1e-6)
     # dropout is active in training only (MLP_f's hidden layers)
     out_train = model.apply(params, adj, jnp.asarray(x), train=True, rngs={"dropout": jax.random.key(1)})
@@ -123,15 +126,15 @@ def test_tuned_gnn_prior_is_the_best_validation_spec():
     ties), fitted with the tuned recipe's lr / weight decay and cfg's epochs; sparse features give the same."""
     g, x, y, tm, vm = _tiny()
     y_vis = np.where(tm | vm, y, -1)
-    grid = jaxclp.tuned_grid("sage", depths=(1,), plain_depths=(1, 2), hidden=8)
+    grid = tuned_grid("sage", depths=(1,), plain_depths=(1, 2), hidden=8)
     assert [(s.num_layers, s.residual, s.ffn, s.dropout) for s in grid] == [(1, False, False, 0.2),
                                                                              (2, False, False, 0.2),
                                                                              (1, True, True, 0.2)]
     cfg = jaxclp.TrainConfig(epochs=6, patience=0, lr=0.5, weight_decay=0.1)
     r = P.fit_prior("sage_tuned", jax.random.key(1), g, x, y_vis, tm, vm, 3, cfg, grid=grid)
     fit_cfg = cfg._replace(lr=1e-3, weight_decay=0.0)
-    refs = jaxclp.fit_gnn_grid(jax.random.key(1), g, x, jnp.asarray(y_vis), tm, vm, num_classes=3, specs=grid,
-                               cfg=fit_cfg)
+    refs = fit_gnn_grid(jax.random.key(1), g, x, jnp.asarray(y_vis), tm, vm, num_classes=3, specs=grid,
+                        cfg=fit_cfg)
     scores = [float(np.mean(np.asarray(f.prior)[vm].argmax(1) == y[vm])) for f in refs]
     i = int(np.argmax(scores))  # argmax: the first maximum
     assert r.name == "sage_tuned" and r.choice == grid[i] and r.val_score == pytest.approx(scores[i])
@@ -148,14 +151,14 @@ def test_tuned_gnn_prior_is_the_best_validation_spec():
 
 
 def test_tuned_grid_is_the_documented_recipe():
-    grid = jaxclp.tuned_grid("gcn")
+    grid = tuned_grid("gcn")
     assert [(s.num_layers, s.residual, s.norm, s.ffn) for s in grid] == (
         [(d, False, False, False) for d in (1, 2, 3)] + [(d, True, True, True) for d in (1, 2, 3, 4, 5)])
     assert all((s.hidden, s.dropout, s.conv, s.sep) == (64, 0.2, "gcn", False) for s in grid)
     assert M.gnn_grid("gcn") == grid and M.gnn_train_config("accuracy") == jaxclp.gnn.tuned_train_config(
         jaxclp.TrainConfig())
     with pytest.raises(ValueError, match="spec.conv must be one of"):
-        jaxclp.tuned_grid("gin")
+        tuned_grid("gin")
 
 
 @pytest.mark.cpu_bitwise
@@ -355,16 +358,16 @@ def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runn
     """clp revision 1: GNN priors also on sparse features; a tuned GNN prior's candidates are methods.gnn_grid's
     (the grid the spec hash reads), with prior_train_config's epochs and the tuned learning rate."""
     g, x, y, tm, vm = _tiny()
-    ctx = dataclasses.replace(_context(g, x, y, tm, vm), features=jaxclp.as_features(sp.csr_matrix(x)))
+    ctx = dataclasses.replace(_context(g, x, y, tm, vm), features=as_features(sp.csr_matrix(x)))
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
-    tiny = [jaxclp.GNNSpec(conv="sage", hidden=8, num_layers=1, dropout=0.2)]
+    tiny = [GNNSpec(conv="sage", hidden=8, num_layers=1, dropout=0.2)]
     monkeypatch.setattr(M, "gnn_grid", lambda conv, sep=False: [s._replace(conv=conv) for s in tiny])
     out = M.fit_base_priors(ctx, ("gcn", "sage_tuned"))
     assert set(out) == {"gcn", "sage_tuned"}
     # the reference fit on the context's own (sparse) features: the same program, so equal bit for bit (sparse vs
     # dense features fit alike: tests/test_gnn.py::test_sparse_features_fit_like_dense)
-    ref, = jaxclp.fit_gnn_grid(ctx.key, g, ctx.features, ctx.labels, tm, vm, num_classes=3, specs=tiny,
-                               cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
+    ref, = fit_gnn_grid(ctx.key, g, ctx.features, ctx.labels, tm, vm, num_classes=3, specs=tiny,
+                        cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
     np.testing.assert_array_equal(np.asarray(out["sage_tuned"]), np.asarray(ref.prior))
     assert ("fit", "sage_tuned", TINY) in ctx.cache  # fitted once per split, shared by the methods
 
@@ -377,14 +380,14 @@ def test_base_priors_leave_h2gcn_out_where_its_two_hop_graph_is_too_large(monkey
     g, x, y, tm, vm = _tiny()
     ctx = _context(g, x, y, tm, vm)
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
-    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", 5)
+    monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 5)
     said = []
     with M.reporting(said.append), pytest.warns(UserWarning, match="h2gcn left out.*more than 5 pairs"):
         out = M.fit_base_priors(ctx, ("mlp", "link", "h2gcn"))
     assert set(out) == {"mlp", "link"} and any("h2gcn left out" in t for t in said)
     with pytest.raises(gnn.TwoHopTooLarge):
         M.fit_base_priors(ctx, ("h2gcn",))
-    monkeypatch.setattr(gnn, "MAX_TWO_HOP_EDGES", None)  # no limit: fitted
+    monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", None)  # no limit: fitted
     assert set(M.fit_base_priors(ctx, ("mlp", "h2gcn"))) == {"mlp", "h2gcn"}
 
 
@@ -474,8 +477,8 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
         fitted.append(name)
         return P.PriorResult(prior=jnp.full((len(y), 3), 1 / 3), name=name, val_score=0.0)
 
-    monkeypatch.setattr(P, "fit_prior", fake_fit)
-    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(M, "fit_prior", fake_fit)
+    monkeypatch.setattr(search.time, "perf_counter", lambda: clock["t"])
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     names = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
     # unit = max(1/0.5, 4/2, 2/1, 4/2) = 2 s; at t = 11 the tuned GNNs' 6 * 2 = 12 s exceed the 9 s left
@@ -483,11 +486,12 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     assert fitted == ["link", "linkx", "gcn", "h2gcn"]
     assert cands.skipped == ["gcn_tuned", "sage_tuned"]
     assert list(cands.references) == ["mlp", "link", "linkx", "gcn", "h2gcn"]
-    # the first split of a graph decides: a later split (fits now compiled and 100x faster) leaves out the same
+    # the first split of a run decides (its decisions handed on as a value): a later split (fits now compiled and 100x faster) leaves out the same
     for s in seconds:
         seconds[s] /= 100
     fitted.clear()
-    again = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={}), priors=names, **small)
+    again = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={},
+                                                     decisions=cands.search.decisions()), priors=names, **small)
     assert fitted == ["link", "linkx", "gcn", "h2gcn"] and again.skipped == ["gcn_tuned", "sage_tuned"]
     for s in seconds:
         seconds[s] *= 100
@@ -521,14 +525,14 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
         return P.PriorResult(prior=jnp.full((len(y), 3), 1 / 3), name=name, val_score=0.0,
                              stopped_at=25 if kwargs.get("deadline", np.inf) < np.inf else None)
 
-    monkeypatch.setattr(P, "fit_prior", fake_cut)
+    monkeypatch.setattr(M, "fit_prior", fake_cut)
     clock["t"] = 100.0
     tuned = M.dataclasses.replace(ctx, time_limit=5.0, base_priors=("gcn_tuned",), cache={})
     first = M.method_clp_prior(tuned, **small)
     assert calls == [("gcn_tuned", M.prior_train_config(ctx).epochs, 105.0)]
     assert first.skipped == ["gcn_tuned epochs after 25"]
     calls.clear()
-    later = M.method_clp_prior(M.dataclasses.replace(tuned, cache={}), **small)
+    later = M.method_clp_prior(M.dataclasses.replace(tuned, cache={}, decisions=first.search.decisions()), **small)
     assert calls == [("gcn_tuned", 25, np.inf)] and later.skipped == ["gcn_tuned epochs after 25"]
 
 
@@ -548,7 +552,7 @@ def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(mon
         return real(*args, **kwargs)
 
     monkeypatch.setattr(M, "method_clp", timed)
-    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(search.time, "perf_counter", lambda: clock["t"])
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     for limit, left_out in ((15.0, 1), (25.0, 0)):  # the chosen grid ends at t = 10; the other's would at 20
         clock["t"] = 0.0
@@ -582,36 +586,36 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
 
     monkeypatch.setattr(jaxclp, "clp_beliefs", timed_beliefs)
     monkeypatch.setattr(M, "nonlinear_grid", timed_nonlinear)
-    monkeypatch.setattr(M.time, "perf_counter", lambda: clock["t"])
+    monkeypatch.setattr(search.time, "perf_counter", lambda: clock["t"])
 
     # a far deadline: the whole grid, same keys in the same order, same beliefs
-    left = []
-    far = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=1e9, left_out=left)
-    assert list(far) == list(full) and left == []
+    far_search = search.Search(1e9)
+    far = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=far_search)
+    assert list(far) == list(full) and far_search.skipped == []
     assert all(np.array_equal(np.asarray(far[k]), np.asarray(full[k])) for k in full)
 
     # unit = 6 s (closed form); at t = 6: spectral 2.8 x 6 = 16.8 s fits before 24, then at t = 22.8 the L1
     # variants' 21.6 s and the authors' 49.2 s do not
     start = clock["t"]
-    left = []
-    part = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=start + 24.0, left_out=left,
-                        decision_key=("test",))
+    first = search.Search(24.0)
+    part = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=first)
+    left = first.skipped
     assert abs(clock["t"] - start - (6.0 + 4 * 4.2)) < 1e-9
     assert left == ["clp L1 variants", "clp authors' step"]
     kept = [k for k in full if k[3] is False]  # ("normalization", norm, "l1", l1, ...): closed and spectral
     assert list(part) == kept and len(kept) == 6 * 9 + 4 * 11
     # the next split of the same graph (100x faster now) leaves out the same kinds
     clock["scale"] = 0.01
-    left = []
-    again = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=clock["t"] + 24.0, left_out=left,
-                         decision_key=("test",))
-    assert list(again) == kept and left == ["clp L1 variants", "clp authors' step"]
+    later = search.Search(24.0, first.decisions())
+    again = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=later)
+    assert list(again) == kept and later.skipped == ["clp L1 variants", "clp authors' step"]
     clock["scale"] = 1.0
 
     # deadline 3.5 s: the closed-form variants (1 s each) while one more fits: 3 of 6, in their order; then the
     # whole closed form is estimated at 6 s, so no costlier kind fits either
-    start, left = clock["t"], []
-    few = M.method_clp(M.dataclasses.replace(ctx, cache={}), deadline=start + 3.5, left_out=left)
+    start, short = clock["t"], search.Search(3.5)
+    few = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=short)
+    left = short.skipped
     assert abs(clock["t"] - start - 3.0) < 1e-9
     closed = [k for k in full if k[3] is False and "/rho" not in k[1]]
     assert list(few) == closed[:3 * 9] and [k[1] + "/" + k[5] for k in closed[::9]][:4] == [
@@ -661,7 +665,7 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monke
     monkeypatch.setattr(runner.time, "perf_counter", lambda: clock["t"])
     args = (jax.random.split(jax.random.key(0), 2), [0, 1], jnp.zeros((4, 2)), np.zeros((2, 4), np.int32),
             np.ones((2, 4), bool), np.ones((2, 4), bool), 3, jaxclp.TrainConfig())
-    assert runner.MLP_TIME_SHARE == 0.25
+    assert search.MLP_TIME_SHARE == 0.25
     # limit 32 s per split: share 8; after depth 1: 5 + 5 = 10 > 8, stop
     priors, secs, cut = runner.mlp_priors(*args, time_limit=32.0)
     assert list(priors) == [1] and fitted == [1] and secs == 5.0 and cut == {}
@@ -671,7 +675,7 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monke
     assert list(runner.mlp_priors(*args, time_limit=48.0)[0]) == [1, 2] and fitted == [1, 2]
     fitted.clear()
     deadlines.clear()
-    assert list(runner.mlp_priors(*args)[0]) == list(M.MLP_DEPTHS) and fitted == [1, 2, 3]
+    assert list(runner.mlp_priors(*args)[0]) == list(search.MLP_DEPTHS) and fitted == [1, 2, 3]
     assert deadlines == [None] * 3
     # the depths a context lacks are named for the methods on the prior only, before the candidates' skipped
     ctx = M.Context(graph=None, features=None, labels=None, train=None, val=None, num_classes=3,
@@ -703,7 +707,7 @@ def test_tuned_prior_halving_setting_is_read_from_one_place(monkeypatch):
     real = gnn.fit_gnn_grid
     monkeypatch.setattr(gnn, "fit_gnn_grid",
                         lambda *a, **k: seen.append((k["rungs"], k["rungs_min_val"])) or real(*a, **k))
-    grid = [jaxclp.GNNSpec(conv="gcn", hidden=4, num_layers=1)]
+    grid = [GNNSpec(conv="gcn", hidden=4, num_layers=1)]
     cfg = jaxclp.TrainConfig(epochs=3, patience=0)
     before = method_hash("clp")
     monkeypatch.setattr(P, "TUNED_RUNGS", (1, 2))

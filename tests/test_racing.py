@@ -1,6 +1,6 @@
-"""jaxclp.benchmarks.racing: the racing rule replayed on hand-made trajectories (hand-computed outcomes)."""
+"""benchmarks.racing: the racing rule replayed on hand-made trajectories (hand-computed outcomes)."""
 
-from jaxclp.benchmarks import halving, racing
+from benchmarks import halving, racing
 from jaxclp.gnn import HALVING_RUNGS
 
 

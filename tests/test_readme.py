@@ -105,15 +105,16 @@ def test_library_extensions_example_runs(tmp_path):
 
 
 def _page_blocks():
-    from jaxclp.benchmarks.page_blocks import BLOCKS
+    from benchmarks.page_blocks import BLOCKS
 
     return BLOCKS
 
 
 def test_results_pages_match_the_records():
     """The generated result tables of the results pages (between ``<!-- jaxclp:NAME -->`` markers) equal their
-    rendering from the committed records: numbers cannot be pasted by hand or drift (``python -m
-    jaxclp.experiments.results_tables`` regenerates them)."""
+    rendering from the committed records and benchmark results: numbers cannot be pasted by hand or drift
+    (``python -m benchmarks.pages`` regenerates them)."""
+    from benchmarks import pages as bench_pages
     from jaxclp.experiments import results_tables as tables
 
     pages = tables.pages(REPO)
@@ -121,17 +122,15 @@ def test_results_pages_match_the_records():
     text = "".join(p.read_text() for p in pages)
     for name in ("table2", "ablation", "table4-sparse", "table4-dense", "table_gnn", "clp-paired", "clp-paired-sparse",
                  "clp-paired-dense", "clp-paired-table5", "anchors", *tables.TABLES, *tables.PAIRED,
-                 *_page_blocks()):
+                 *tables.RECORD_BLOCKS, *_page_blocks()):
         assert text.count(f"<!-- jaxclp:{name} -->") == 1, name  # every table once, on some page
     from jaxclp.experiments.reproduce import GNN_METHODS
 
     assert tuple(m for m, _ in tables.TABLES["table_gnn"].columns) == GNN_METHODS  # the target's methods, in order
-    from jaxclp.experiments.page_values import Sources
-
-    src = Sources(REPO)  # one reader for every page, as the command uses
+    src = bench_pages.sources(REPO)  # one reader for every page, as the command uses
     for page in pages:
-        assert tables.render(page.read_text(), REPO, src) == page.read_text(), (
-            f"{page.name}: tables differ from results/: run python -m jaxclp.experiments.results_tables")
+        assert bench_pages.render(page.read_text(), REPO, src) == page.read_text(), (
+            f"{page.name}: tables differ from results/: run python -m benchmarks.pages")
     assert "<!-- jaxclp:" not in README.read_text()  # the README shows no result table (the docs do)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from jaxclp import _rng
+from jaxclp.priors import linkx_prior
 
 # Random123's known-answer vectors for threefry2x32_20 (also jax's own random_test): (key, counter) -> output
 KAT = [((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
@@ -293,7 +294,7 @@ def _pinned_hashes() -> dict:
     y = rng.integers(0, 3, n)
     tm, vm = np.zeros(n, bool), np.zeros(n, bool)
     tm[:400], vm[400:600] = True, True
-    r = jaxclp.linkx_prior(jax.random.PRNGKey(1), g, x, y, tm, vm, 3, TrainConfig(epochs=8, patience=8))
+    r = linkx_prior(jax.random.PRNGKey(1), g, x, y, tm, vm, 3, TrainConfig(epochs=8, patience=8))
     out["linkx_prior"] = sha(r.prior)
     out["linkx_summary"] = [round(float(v), 5) for v in np.concatenate([np.asarray(r.prior, np.float64).sum(0),
                                                                         np.asarray(r.prior, np.float64)[:4].ravel()])]

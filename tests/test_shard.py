@@ -1,4 +1,5 @@
-"""Node-sharded graphs (jaxclp.shard): partition and halo plan on the host, products on a device mesh.
+"""Node-sharded graphs (jaxclp.partition, jaxclp.halo_plan, jaxclp.sharded_graph, jaxclp.halo, jaxclp.sharded_clp):
+partition and halo plan on the host, products on a device mesh.
 
 Host tests check the plan (node order, blocks, send lists, the [local | halo] sender encoding) against
 hand-computed cases and a dense reference. The device test runs in ONE fresh process with four forced host
@@ -18,7 +19,8 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp import shard
+from jaxclp import halo, halo_plan, sharded_clp, sharded_graph
+from jaxclp.partition import _structure, node_order
 from reference import host_devices_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +100,7 @@ def _check_plan_against_dense(graph, plan):
 
 def test_plan_path_graph_hand_computed():
     g = _path_graph(6)
-    plan = shard.build_plan(g, 2)
+    plan = halo_plan.build_plan(g, 2)
     assert (plan.block, plan.halo) == (3, 1)
     np.testing.assert_array_equal(plan.counts, [3, 3])
     # shard 0 holds nodes 0..2 and reads node 3 (row 0 of shard 1); shard 1 reads node 2 (row 2 of shard 0)
@@ -121,18 +123,18 @@ def test_plan_padding_and_shard_without_edges():
     # n = 7 over 4 shards: b = 2, the last shard has 1 node, 1 padding row; nodes 4..6 are isolated
     ei = np.array([[0, 1, 2], [1, 2, 3]])
     g = jaxclp.Graph.from_edge_index(ei, 7)
-    plan = shard.build_plan(g, 4)
+    plan = halo_plan.build_plan(g, 4)
     assert plan.block == 2
     np.testing.assert_array_equal(plan.counts, [2, 2, 2, 1])
     np.testing.assert_array_equal(plan.num_edges, [3, 3, 0, 0])
     np.testing.assert_array_equal(plan.order, [0, 1, 2, 3, 4, 5, 6, -1])
     _check_plan_against_dense(g, plan)
     # more shards than nodes: empty shards are all padding
-    plan = shard.build_plan(g, 8)
+    plan = halo_plan.build_plan(g, 8)
     assert plan.block == 1 and plan.counts.tolist() == [1] * 7 + [0]
     _check_plan_against_dense(g, plan)
     # no edge crosses shards: no halo at all
-    plan = shard.build_plan(jaxclp.Graph.from_edge_index(np.array([[0, 2], [1, 3]]), 4), 2)
+    plan = halo_plan.build_plan(jaxclp.Graph.from_edge_index(np.array([[0, 2], [1, 3]]), 4), 2)
     assert plan.offsets == () and plan.send_offsets.shape == (2, 0) and plan.send_counts.sum() == 0
     _check_plan_against_dense(jaxclp.Graph.from_edge_index(np.array([[0, 2], [1, 3]]), 4), plan)
 
@@ -146,7 +148,7 @@ def test_plan_random_graph_against_dense(partition, balance):
     w = rng.uniform(0.5, 2.0, 120)
     g = jaxclp.Graph.from_edge_index(np.stack([s, r]), n, weights=w, symmetrize=False, self_loops="keep")
     for P in (1, 3, 4):
-        _check_plan_against_dense(g, shard.build_plan(g, P, partition=partition, balance=balance))
+        _check_plan_against_dense(g, halo_plan.build_plan(g, P, partition=partition, balance=balance))
 
 
 def test_rcm_and_bfs_recover_a_relabelled_path():
@@ -155,10 +157,10 @@ def test_rcm_and_bfs_recover_a_relabelled_path():
     n, P = 40, 4
     labels = np.random.default_rng(0).permutation(n)
     g = _path_graph(n, labels)
-    none = shard.build_plan(g, P)
+    none = halo_plan.build_plan(g, P)
     assert none.send_counts.sum() > 20
     for partition in ("rcm", "bfs"):
-        plan = shard.build_plan(g, P, partition=partition)
+        plan = halo_plan.build_plan(g, P, partition=partition)
         assert plan.halo == 1
         want = np.zeros((P, P), int)
         for p in range(P - 1):
@@ -173,7 +175,7 @@ def test_bfs_order_components_and_isolated_nodes():
     # two components (a triangle 5-6-7 and an edge 1-3) and isolated nodes 0, 2, 4, 8
     ei = np.array([[5, 6, 7, 1], [6, 7, 5, 3]])
     g = jaxclp.Graph.from_edge_index(ei, 9)
-    order, parts = shard.node_order(g, "bfs")
+    order, parts = node_order(g, "bfs")
     assert parts is None
     assert sorted(order[:3].tolist()) == [5, 6, 7]  # largest component first, contiguous
     assert sorted(order[3:5].tolist()) == [1, 3]
@@ -186,8 +188,8 @@ def test_balance_edges_evens_out_a_skewed_graph():
     hub = np.stack([np.arange(1, 61), np.zeros(60, int)])
     chain = np.stack([np.arange(1, n - 1), np.arange(2, n)])
     g = jaxclp.Graph.from_edge_index(np.concatenate([hub, chain], axis=1), n, symmetrize=False)
-    rows = shard.build_plan(g, 4, balance="rows")
-    edges = shard.build_plan(g, 4, balance="edges")
+    rows = halo_plan.build_plan(g, 4, balance="rows")
+    edges = halo_plan.build_plan(g, 4, balance="edges")
     assert rows.num_edges.max() == 60 + 14  # the hub and the chain edges into nodes 2..15
     assert edges.num_edges.max() < rows.num_edges.max()
     assert edges.num_edges.max() <= 62  # the hub's shard: its 60 edges and about the hub alone
@@ -197,19 +199,19 @@ def test_balance_edges_evens_out_a_skewed_graph():
 def test_plan_bad_arguments():
     g = _path_graph(5)
     with pytest.raises(ValueError, match="partition"):
-        shard.build_plan(g, 2, partition="spectral")
+        halo_plan.build_plan(g, 2, partition="spectral")
     with pytest.raises(ValueError, match="num_shards"):
-        shard.build_plan(g, 0)
+        halo_plan.build_plan(g, 0)
     with pytest.raises(ValueError, match="balance"):
-        shard.build_plan(g, 2, balance="nodes")
+        halo_plan.build_plan(g, 2, balance="nodes")
     with pytest.raises(ValueError, match="order"):
-        shard.build_plan(g, 2, order=[0, 1, 2, 3, 3])
+        halo_plan.build_plan(g, 2, order=[0, 1, 2, 3, 3])
 
 
 def test_metis_missing_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis -> ImportError
     with pytest.raises(ImportError, match=r"jaxclp\[scale\]"):
-        shard.node_order(_path_graph(5), "metis", 2)
+        node_order(_path_graph(5), "metis", 2)
 
 
 def test_metis_partition():
@@ -218,7 +220,7 @@ def test_metis_partition():
     a = [(i, j) for i in range(20) for j in range(i + 1, 20)]
     ei = np.array(a + [(i + 20, j + 20) for i, j in a] + [(0, 20)]).T
     g = jaxclp.Graph.from_edge_index(ei, 40)
-    plan = shard.build_plan(g, 2, partition="metis")
+    plan = halo_plan.build_plan(g, 2, partition="metis")
     assert plan.send_counts.sum() == 2
     _check_plan_against_dense(g, plan)
 
@@ -230,12 +232,12 @@ def test_plan_index_dtypes_and_parallel_edges_in_input_order():
     g = jaxclp.Graph.from_edge_index(ei, 4, weights=np.array([1.0, 2.0, 5.0, 3.0, 6.0, 7.0]), symmetrize=False,
                                      deduplicate=False)
     for P in (1, 2):
-        plan = shard.build_plan(g, P)
+        plan = halo_plan.build_plan(g, P)
         for name in ("receivers", "senders", "senders_global", "order", "rank", "send", "send_offsets",
                      "recv_slots"):
             assert getattr(plan, name).dtype == np.int32, name
         _check_plan_against_dense(g, plan)
-    plan = shard.build_plan(g, 2)  # shard 0: rows 0, 1; the edges 1 -> 0 (weights 1, 2, 3 in input order)
+    plan = halo_plan.build_plan(g, 2)  # shard 0: rows 0, 1; the edges 1 -> 0 (weights 1, 2, 3 in input order)
     np.testing.assert_array_equal(plan.receivers[0, :4], [0, 0, 0, 1])
     np.testing.assert_array_equal(plan.weights[0, :4], [1.0, 2.0, 3.0, 5.0])
 
@@ -248,7 +250,7 @@ def test_structure_keeps_an_edge_with_many_parallel_copies():
     assert g.symmetric
     s, r = np.asarray(g.senders), np.asarray(g.receivers)
     for sym in (True, False):
-        a = shard._structure(s, r, 3, sym)
+        a = _structure(s, r, 3, sym)
         np.testing.assert_array_equal(a.toarray(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
         assert a.has_sorted_indices
 
@@ -262,9 +264,9 @@ def test_local_csr_tables_rebuild_each_shard_and_its_transpose():
 
     rng = np.random.default_rng(3)
     g = jaxclp.Graph.from_edge_index(rng.integers(0, 30, (2, 80)), 30)
-    plan = shard.build_plan(g, 3, partition="rcm")
+    plan = halo_plan.build_plan(g, 3, partition="rcm")
     b, S = plan.block, plan.send_offsets.shape[1]
-    indptr, t_perm, t_indptr = shard._csr_tables(plan.receivers, plan.senders, b, S)
+    indptr, t_perm, t_indptr = sharded_graph._csr_tables(plan.receivers, plan.senders, b, S)
     assert indptr.shape == (3, b + 1) and t_perm.shape == plan.senders.shape and t_indptr.shape == (3, b + S + 1)
     for q in range(3):
         rows = np.repeat(np.arange(b), np.diff(indptr[q]))
@@ -277,9 +279,9 @@ def test_local_csr_tables_rebuild_each_shard_and_its_transpose():
         np.add.at(got_t, (t_rows, plan.receivers[q, t_perm[q]]), plan.weights[q, t_perm[q]])
         np.testing.assert_array_equal(got_t, want.T)
     # shard_graph stores the same tables (one device: P = 1, no halo)
-    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
-    p1 = shard.build_plan(g, 1, partition="rcm")
-    for got, want in zip((sg.indptr, sg.t_perm, sg.t_indptr), shard._csr_tables(p1.receivers, p1.senders,
+    sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    p1 = halo_plan.build_plan(g, 1, partition="rcm")
+    for got, want in zip((sg.indptr, sg.t_perm, sg.t_indptr), sharded_graph._csr_tables(p1.receivers, p1.senders,
                                                                                  p1.block, 0)):
         np.testing.assert_array_equal(np.asarray(got), want)
 
@@ -295,7 +297,7 @@ def test_clp_beliefs_rejects_a_variant_that_does_not_exist_on_both_paths(kw, mat
     from jax.sharding import Mesh
 
     g = _path_graph(12)
-    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
     prior = np.full((12, 3), 1 / 3, np.float32)
     labels, train = np.arange(12) % 3, np.arange(12) < 6
     for gr in (g, sg):
@@ -320,16 +322,16 @@ def test_sharded_product_memory_does_not_scale_with_edges_times_classes(path):
     n, m = 1500, 40000
     K = 16 if path == "kernel" else 24  # another shape: the jitted products trace anew on the XLA path
     g = jaxclp.Graph.from_edge_index(rng.integers(0, n, (2, m)), n)
-    sg = shard.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
-    ev = shard.edge_values(sg, "sym")
+    sg = jaxclp.shard_graph(g, Mesh(np.array(jax.devices()[:1]), ("nodes",)), "nodes", partition="rcm")
+    ev = sharded_graph.edge_values(sg, "sym")
     x = rng.normal(size=(n, K))
-    xi = shard.to_internal(sg, jnp.asarray(x))
+    xi = sharded_graph.to_internal(sg, jnp.asarray(x))
     a = np.zeros((n, n))
-    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(jaxclp.edge_values(g, "sym")))
-    op = shard.ShardedOperator(sg, ev, xi, 2.0 * xi)
+    np.add.at(a, (np.asarray(g.receivers), np.asarray(g.senders)), np.asarray(jaxclp.graph.edge_values(g, "sym")))
+    op = sharded_clp.ShardedOperator(sg, ev, xi, 2.0 * xi)
     edges_k = sg.weights.shape[1] * K * 8
-    calls = {"spmm": (lambda v, x_: shard.sharded_spmm(sg, v, x_), a @ x),
-             "spmm_transpose": (lambda v, x_: shard.sharded_spmm_transpose(sg, v, x_), a.T @ x),
+    calls = {"spmm": (lambda v, x_: halo.sharded_spmm(sg, v, x_), a @ x),
+             "spmm_transpose": (lambda v, x_: halo.sharded_spmm_transpose(sg, v, x_), a.T @ x),
              "matvec": (lambda v, x_: op._replace(values=v).matvec(x_), x * (a @ (2 * x * x))),
              "rmatvec": (lambda v, x_: op._replace(values=v).rmatvec(x_), 2 * x * (a.T @ (x * x)))}
     ctx = sparse.xla_path() if path == "xla" else contextlib.nullcontext()
@@ -342,7 +344,8 @@ def test_sharded_product_memory_does_not_scale_with_edges_times_classes(path):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
         # the gradient through the local CSR (csr_matmul's rule, rectangular b x (b + S)) = the transpose
         w = rng.normal(size=(n, K))
-        gx = jax.grad(lambda x_: jnp.sum(shard.to_internal(sg, jnp.asarray(w)) * shard.sharded_spmm(sg, ev, x_)))(xi)
+        wi = sharded_graph.to_internal(sg, jnp.asarray(w))
+        gx = jax.grad(lambda x_: jnp.sum(wi * halo.sharded_spmm(sg, ev, x_)))(xi)
         np.testing.assert_allclose(np.asarray(gx)[np.asarray(sg.rank)], a.T @ w, rtol=1e-12, atol=1e-12)
 
 
@@ -354,7 +357,7 @@ SCRIPT = textwrap.dedent("""
     jax.config.update("jax_enable_x64", True)
     import numpy as np, jax.numpy as jnp, jaxclp
     from jax.sharding import Mesh, PartitionSpec as P
-    from jaxclp import shard
+    from jaxclp import halo, sharded_clp, sharded_graph
     assert len(jax.devices()) == 4
     mesh = Mesh(np.array(jax.devices()), ("nodes",))
     ROWS = P("nodes")
@@ -407,48 +410,49 @@ SCRIPT = textwrap.dedent("""
         n = g.num_nodes
         x = rng.normal(size=(n, K))
         xv = rng.normal(size=n)
-        sg = shard.shard_graph(g, mesh, "nodes", partition=part, balance=balance)
+        sg = jaxclp.shard_graph(g, mesh, "nodes", partition=part, balance=balance)
         if gname == "empty_shards" and part == "none":
             assert (np.asarray(sg.weights) != 0).sum(axis=1).tolist() == [g.num_edges, 0, 0, 0]
             assert sg.offsets == ()
         tag = f"{gname}/{part}/{balance}"
-        xi = shard.to_internal(sg, x)
+        xi = sharded_graph.to_internal(sg, x)
         assert xi.shape == (sg.padded_nodes, K) and xi.sharding.spec == ROWS, xi.sharding
         pad = np.asarray(sg.order) < 0
         assert not np.asarray(xi)[pad].any()
-        close(shard.from_internal(sg, xi), x, tag + " round trip")
-        close(user(sg, shard.in_degree(sg)), dense_ahat(g, "none").sum(1), tag + " d_in")
-        d_out = shard.out_degree(sg)
+        close(sharded_graph.from_internal(sg, xi), x, tag + " round trip")
+        close(user(sg, sharded_graph.in_degree(sg)), dense_ahat(g, "none").sum(1), tag + " d_in")
+        d_out = sharded_graph.out_degree(sg)
         assert d_out.sharding.spec == ROWS
         close(user(sg, d_out), dense_ahat(g, "none").sum(0), tag + " d_out")
         full = part == "rcm" and balance == "rows"  # every normalization and both exchanges, once per graph
         for norm in (("sym", "row", "none") if full else ("sym",)):
             a = dense_ahat(g, norm)
-            ev = shard.edge_values(sg, norm)
+            ev = sharded_graph.edge_values(sg, norm)
             assert ev.shape == sg.weights.shape and ev.sharding.spec == ROWS
             if full:
-                ev_ag = shard.edge_values(sg, norm, exchange="allgather")
+                ev_ag = sharded_graph.edge_values(sg, norm, exchange="allgather")
                 close(ev, ev_ag, tag + " edge values halo vs allgather")
                 for ex in ("all_to_all", "allgather"):
-                    close(user(sg, shard.out_degree(sg, exchange=ex)), dense_ahat(g, "none").sum(0), tag + " d_out")
+                    close(user(sg, sharded_graph.out_degree(sg, exchange=ex)), dense_ahat(g, "none").sum(0),
+                          tag + " d_out")
             for ex in ("ppermute", "all_to_all", "allgather") if full else ("ppermute",):
-                y = shard.sharded_spmm(sg, ev, xi, exchange=ex)
-                yt = shard.sharded_spmm_transpose(sg, ev, xi, exchange=ex)
+                y = halo.sharded_spmm(sg, ev, xi, exchange=ex)
+                yt = halo.sharded_spmm_transpose(sg, ev, xi, exchange=ex)
                 assert y.sharding.spec == ROWS and yt.sharding.spec == ROWS, (y.sharding, yt.sharding)
                 close(user(sg, y), a @ x, f"{tag}/{norm}/{ex} spmm")
                 close(user(sg, yt), a.T @ x, f"{tag}/{norm}/{ex} spmm_transpose")
             if full:
-                gv = jaxclp.edge_values(g, norm)
-                close(user(sg, shard.sharded_spmm(sg, ev, xi)),
-                      jaxclp.spmm(g, gv, jnp.asarray(x)), tag + " vs jaxclp.spmm")
-                close(user(sg, shard.sharded_spmm_transpose(sg, ev, xi)),
-                      jaxclp.spmm_transpose(g, gv, jnp.asarray(x)), tag + " vs jaxclp.spmm_transpose")
-                vi = shard.to_internal(sg, xv)  # a vector (n,)
-                close(user(sg, shard.sharded_spmm(sg, ev, vi)), a @ xv, tag + " vector")
-                close(user(sg, shard.sharded_spmm_transpose(sg, ev, vi)), a.T @ xv,
+                gv = jaxclp.graph.edge_values(g, norm)
+                close(user(sg, halo.sharded_spmm(sg, ev, xi)),
+                      jaxclp.graph.spmm(g, gv, jnp.asarray(x)), tag + " vs jaxclp.graph.spmm")
+                close(user(sg, halo.sharded_spmm_transpose(sg, ev, xi)),
+                      jaxclp.graph.spmm_transpose(g, gv, jnp.asarray(x)), tag + " vs jaxclp.graph.spmm_transpose")
+                vi = sharded_graph.to_internal(sg, xv)  # a vector (n,)
+                close(user(sg, halo.sharded_spmm(sg, ev, vi)), a @ xv, tag + " vector")
+                close(user(sg, halo.sharded_spmm_transpose(sg, ev, vi)), a.T @ xv,
                       tag + " vector transpose")
                 evk = ev[..., None] * jnp.arange(1.0, K + 1)  # per-class (P, E, K) values
-                close(user(sg, shard.sharded_spmm(sg, evk, xi)),
+                close(user(sg, halo.sharded_spmm(sg, evk, xi)),
                       (a @ x) * np.arange(1.0, K + 1), tag + " per-class values")
 
     # the factored operator, propagate and solve against the unsharded library
@@ -458,14 +462,14 @@ SCRIPT = textwrap.dedent("""
     prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, K))))
     H = jnp.asarray(rng.dirichlet(np.ones(K), size=K))
     H = (H + H.T) / 2  # a symmetric compatibility; rows need not sum to one here
-    sg = shard.shard_graph(g, mesh, "nodes", partition="bfs")
-    op = shard.clp_operator(sg, shard.to_internal(sg, b0), H, normalization="sym")
+    sg = jaxclp.shard_graph(g, mesh, "nodes", partition="bfs")
+    op = sharded_clp.clp_operator(sg, sharded_graph.to_internal(sg, b0), H, normalization="sym")
     ref = jaxclp.clp_operator(g, b0, H, normalization="sym")
     z = jnp.asarray(rng.normal(size=(n, K)))
-    mv = op.matvec(shard.to_internal(sg, z))
+    mv = op.matvec(sharded_graph.to_internal(sg, z))
     assert mv.sharding.spec == ROWS
-    close(shard.from_internal(sg, mv), ref.matvec(z), "matvec")
-    close(shard.from_internal(sg, op.rmatvec(shard.to_internal(sg, z))), ref.rmatvec(z), "rmatvec")
+    close(sharded_graph.from_internal(sg, mv), ref.matvec(z), "matvec")
+    close(sharded_graph.from_internal(sg, op.rmatvec(sharded_graph.to_internal(sg, z))), ref.rmatvec(z), "rmatvec")
     # the FactoredOperator protocol: jaxclp.operator's own functions take the sharded operator as it is
     from jaxclp.operator import a_priori_bound, norm_bounds, operator_spectral_radius, spectral_scale
     for got_, want_ in zip(norm_bounds(op), norm_bounds(ref)):
@@ -474,20 +478,21 @@ SCRIPT = textwrap.dedent("""
     assert a_priori_bound(op._replace(left=2 * op.left), "sym") == float("inf")
     (sc, rho_sc), (sc_ref, rho_ref) = spectral_scale(op), spectral_scale(ref)
     np.testing.assert_allclose(np.asarray(rho_sc), np.asarray(rho_ref), rtol=1e-9)
-    np.testing.assert_allclose(np.asarray(shard.from_internal(sg, sc.matvec(shard.to_internal(sg, z)))),
+    np.testing.assert_allclose(np.asarray(sharded_graph.from_internal(sg, sc.matvec(sharded_graph.to_internal(sg, z)))),
                                np.asarray(sc_ref.matvec(z)), rtol=1e-9, atol=1e-12)
     info = operator_spectral_radius(op, tol=1e-10)
     np.testing.assert_allclose(np.asarray(info.rho), np.asarray(operator_spectral_radius(ref, tol=1e-10).rho),
                                rtol=1e-9)
     # the exchange is static data of the operator: a jit argument, one product per exchange
-    op_a2a = shard.clp_operator(sg, shard.to_internal(sg, b0), H, normalization="sym", exchange="all_to_all")
+    op_a2a = sharded_clp.clp_operator(sg, sharded_graph.to_internal(sg, b0), H, normalization="sym",
+                                      exchange="all_to_all")
     assert op_a2a.exchange == "all_to_all"
     assert len(jax.tree_util.tree_leaves(op_a2a)) == len(jax.tree_util.tree_leaves(sg)) + 3  # not a leaf
-    close(shard.from_internal(sg, jax.jit(lambda o, x: o.matvec(x))(op_a2a, shard.to_internal(sg, z))),
+    close(sharded_graph.from_internal(sg, jax.jit(lambda o, x: o.matvec(x))(op_a2a, sharded_graph.to_internal(sg, z))),
           ref.matvec(z), "matvec all_to_all under jit")
     for norm in ("none", "sym"):
         got, want = (f(gr, b0, H, normalization=norm, tol=1e-10)
-                     for f, gr in ((shard.spectral_radius, sg), (jaxclp.spectral_radius, g)))
+                     for f, gr in ((sharded_clp.spectral_radius, sg), (jaxclp.spectral_radius, g)))
         for field in ("rho", "lower", "upper", "row_sum_bound", "col_sum_bound"):
             np.testing.assert_allclose(np.asarray(getattr(got, field)), np.asarray(getattr(want, field)),
                                        rtol=1e-9, err_msg=f"spectral_radius {norm} {field}")
@@ -496,68 +501,68 @@ SCRIPT = textwrap.dedent("""
     for gname in ("undirected_n37", "directed_loops"):  # loops are excluded, padding edges never counted
         gg = graphs[gname]
         lab = rng.integers(-1, 2, gg.num_nodes)  # -1: unlabelled ends, not counted
-        hom = shard.edge_homophily(shard.shard_graph(gg, mesh, "nodes", partition="bfs"), lab)
+        hom = sharded_clp.edge_homophily(jaxclp.shard_graph(gg, mesh, "nodes", partition="bfs"), lab)
         close(hom, jaxclp.edge_homophily(gg, lab), "edge_homophily " + gname)
-    h_got, info = shard.estimate_compatibility(sg, prior, labels, train)
+    h_got, info = sharded_clp.estimate_compatibility(sg, prior, labels, train)
     h_want, _ = jaxclp.estimate_compatibility(g, prior, labels, train)
     assert float(np.abs(np.asarray(h_want) - np.eye(K) / K).max()) > 0.01 and bool(info.converged)
     close(h_got, h_want, "estimate_compatibility")
     for l1 in (False, True):
         for norm in ("sym", "row"):
-            got = shard.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9, normalization=norm, l1_normalize=l1)
+            got = sharded_clp.propagate(sg, b0, H, prior, alpha=0.8, num_iters=9, normalization=norm, l1_normalize=l1)
             want = jaxclp.propagate(g, b0, H, prior, alpha=0.8, num_iters=9, normalization=norm, l1_normalize=l1)
             close(got, want, f"propagate l1={l1} {norm}")
     want = jaxclp.solve(g, b0, H, prior, alpha=0.9, method="dense").value
     for method in ("neumann", "bicgstab", "cg", "auto"):
-        sol = shard.solve(sg, b0, H, prior, alpha=0.9, method=method, tol=1e-11)
+        sol = sharded_clp.solve(sg, b0, H, prior, alpha=0.9, method=method, tol=1e-11)
         np.testing.assert_allclose(np.asarray(sol.value), np.asarray(want), rtol=1e-8, atol=1e-10,
                                    err_msg=method)
         assert bool(sol.converged.all()) and sol.value.shape == (n, K)
     unsh = jaxclp.solve(g, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
-    sol = shard.solve(sg, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
+    sol = sharded_clp.solve(sg, b0, H, prior, alpha=0.9, method="neumann", tol=1e-11)
     np.testing.assert_array_equal(np.asarray(sol.iterations), np.asarray(unsh.iterations))
     close(sol.rho_bound, unsh.rho_bound, "rho bound")
     # self-loops: jacobi differs from neumann and still matches the dense solve
     gl = graphs["directed_loops"]
-    sgl = shard.shard_graph(gl, mesh, "nodes", partition="rcm")
+    sgl = jaxclp.shard_graph(gl, mesh, "nodes", partition="rcm")
     bl = jax.nn.softmax(jnp.asarray(rng.normal(size=(gl.num_nodes, K))))
     wl = jaxclp.solve(gl, bl, H, bl, alpha=0.9, normalization="row", method="dense").value
-    sol = shard.solve(sgl, bl, H, bl, alpha=0.9, normalization="row", method="jacobi", tol=1e-11)
+    sol = sharded_clp.solve(sgl, bl, H, bl, alpha=0.9, normalization="row", method="jacobi", tol=1e-11)
     np.testing.assert_allclose(np.asarray(sol.value), np.asarray(wl), rtol=1e-8, atol=1e-10)
     # divergence is reported as in jaxclp.propagate
     try:
-        shard.propagate(sgl, bl, H * 50, bl, alpha=0.9, normalization="none")
+        sharded_clp.propagate(sgl, bl, H * 50, bl, alpha=0.9, normalization="none")
         raise AssertionError("no divergence error")
     except ValueError as err:
         assert "diverges" in str(err), err
 
     # n divisible by the device count: user-order results stay row-sharded
     g40 = graphs["empty_shards"]
-    sg40 = shard.shard_graph(g40, mesh, "nodes", partition="rcm")
+    sg40 = jaxclp.shard_graph(g40, mesh, "nodes", partition="rcm")
     b40 = jax.nn.softmax(jnp.asarray(rng.normal(size=(40, K))))
-    out = shard.propagate(sg40, b40, H, b40, alpha=0.5, num_iters=3)
+    out = sharded_clp.propagate(sg40, b40, H, b40, alpha=0.5, num_iters=3)
     assert out.sharding.spec == ROWS, out.sharding
     close(out, jaxclp.propagate(g40, b40, H, b40, alpha=0.5, num_iters=3), "propagate n=40")
 
     # the halo product moves only the send lists (one all-to-all), never the whole state
-    ev = shard.edge_values(sg, "sym")
-    xi = shard.to_internal(sg, z)
-    hlo = {ex: jax.jit(lambda v, x, ex=ex: shard.sharded_spmm(sg, v, x, exchange=ex)).lower(ev, xi).compile().as_text()
-           for ex in shard.EXCHANGES}
+    ev = sharded_graph.edge_values(sg, "sym")
+    xi = sharded_graph.to_internal(sg, z)
+    hlo = {ex: jax.jit(lambda v, x, ex=ex: halo.sharded_spmm(sg, v, x, exchange=ex)).lower(ev, xi).compile().as_text()
+           for ex in halo.EXCHANGES}
     collectives = ("collective-permute", "all-to-all", "all-gather")
-    for ex, op in zip(shard.EXCHANGES, collectives):
+    for ex, op in zip(halo.EXCHANGES, collectives):
         assert op in hlo[ex] and not any(o in hlo[ex] for o in collectives if o != op), ex
     assert hlo["ppermute"].count(" collective-permute(") == len(sg.offsets) > 0  # one round per offset
     # the ShardedGraph is a pytree: it passes through jax.jit as an argument
-    jitted = jax.jit(lambda sg_, v, x: shard.sharded_spmm(sg_, v, x))(sg, ev, xi)
+    jitted = jax.jit(lambda sg_, v, x: halo.sharded_spmm(sg_, v, x))(sg, ev, xi)
     assert jitted.sharding.spec == ROWS
-    close(jitted, shard.sharded_spmm(sg, ev, xi), "jit with the graph as argument")
+    close(jitted, halo.sharded_spmm(sg, ev, xi), "jit with the graph as argument")
     # a bad argument names itself
-    for call, word in ((lambda: shard.to_internal(sg, z[:5]), "x"),
-                       (lambda: shard.sharded_spmm(sg, ev[:, :3], xi), "values"),
-                       (lambda: shard.sharded_spmm(sg, ev, xi, exchange="p2p"), "exchange"),
-                       (lambda: shard.shard_graph(g, mesh, "rows"), "axis"),
-                       (lambda: shard.solve(sg, b0, H, prior, alpha=0.9, method="dense"), "method")):
+    for call, word in ((lambda: sharded_graph.to_internal(sg, z[:5]), "x"),
+                       (lambda: halo.sharded_spmm(sg, ev[:, :3], xi), "values"),
+                       (lambda: halo.sharded_spmm(sg, ev, xi, exchange="p2p"), "exchange"),
+                       (lambda: jaxclp.shard_graph(g, mesh, "rows"), "axis"),
+                       (lambda: sharded_clp.solve(sg, b0, H, prior, alpha=0.9, method="dense"), "method")):
         try:
             call()
             raise AssertionError(f"no error for {word}")
@@ -565,12 +570,12 @@ SCRIPT = textwrap.dedent("""
             assert word in str(err), err
 
     # shard_graph_local (one process: every shard is local) from raw edges == shard_graph of the Graph
-    assert shard.local_shards(mesh) == [0, 1, 2, 3]
+    assert sharded_graph.local_shards(mesh) == [0, 1, 2, 3]
     for gname in ("directed_loops", "undirected_n37"):
         gg = graphs[gname]
-        ref = shard.shard_graph(gg, mesh, "nodes")
+        ref = jaxclp.shard_graph(gg, mesh, "nodes")
         perm = rng.permutation(gg.num_edges)  # the input order does not matter
-        loc = shard.shard_graph_local(*(np.asarray(a)[perm] for a in (gg.senders, gg.receivers, gg.weights)),
+        loc = jaxclp.shard_graph_local(*(np.asarray(a)[perm] for a in (gg.senders, gg.receivers, gg.weights)),
                                       gg.num_nodes, mesh, "nodes", symmetric=gg.symmetric)
         assert (loc.block, loc.halo, loc.offsets, loc.symmetric) == (ref.block, ref.halo, ref.offsets, ref.symmetric)
         for f in ("receivers", "senders", "senders_global", "weights", "num_edges", "send", "send_offsets",
@@ -578,7 +583,7 @@ SCRIPT = textwrap.dedent("""
             np.testing.assert_array_equal(np.asarray(getattr(loc, f)), np.asarray(getattr(ref, f)), err_msg=f)
             assert getattr(loc, f).sharding == getattr(ref, f).sharding, f
     try:
-        shard.shard_graph_local([0], [37], [1.0], 37, mesh, "nodes")
+        jaxclp.shard_graph_local([0], [37], [1.0], 37, mesh, "nodes")
         raise AssertionError("no error for an out-of-range id")
     except ValueError as err:
         assert "node ids" in str(err), err
@@ -656,11 +661,12 @@ SCRIPT = textwrap.dedent("""
 
     # with a real halo (4 shards): no (E, K) temporary per device in either exchange, product or transpose
     gm = jaxclp.Graph.from_edge_index(rng.integers(0, 1200, (2, 30000)), 1200)
-    sgm = shard.shard_graph(gm, mesh, "nodes", partition="rcm")
-    evm, xm = shard.edge_values(sgm, "sym"), shard.to_internal(sgm, jnp.asarray(rng.normal(size=(1200, 16))))
+    sgm = jaxclp.shard_graph(gm, mesh, "nodes", partition="rcm")
+    evm = sharded_graph.edge_values(sgm, "sym")
+    xm = sharded_graph.to_internal(sgm, jnp.asarray(rng.normal(size=(1200, 16))))
     assert sgm.offsets
     for ex in ("ppermute", "all_to_all"):
-        for f in (shard.sharded_spmm, shard.sharded_spmm_transpose):
+        for f in (halo.sharded_spmm, halo.sharded_spmm_transpose):
             temp = jax.jit(lambda v, x, f=f, ex=ex: f(sgm, v, x, exchange=ex)).lower(evm, xm).compile(
             ).memory_analysis().temp_size_in_bytes
             assert temp < sgm.weights.shape[1] * 16 * 8 / 2, (ex, f.__name__, temp, sgm.weights.shape)
@@ -675,14 +681,13 @@ BASELINES_SCRIPT = textwrap.dedent("""
     jax.config.update("jax_enable_x64", True)
     import numpy as np, jax.numpy as jnp, jaxclp
     from jax.sharding import Mesh
-    from jaxclp import shard
     FULL = sys.argv[1] == "full"  # the slow test: every variant; else one of each kind
     mesh = Mesh(np.array(jax.devices()), ("nodes",))
     rng = np.random.default_rng(0)
     n, K = 37, 3  # n not divisible by 4: a padding row; nodes 30..36 isolated
     s, r = rng.integers(0, 30, 90), rng.integers(0, 30, 90)
     g = jaxclp.Graph.from_edge_index(np.stack([s, r]), n, weights=rng.uniform(0.5, 2, 90))
-    sg = shard.shard_graph(g, mesh, "nodes", partition="bfs")
+    sg = jaxclp.shard_graph(g, mesh, "nodes", partition="bfs")
     labels, train = rng.integers(0, K, n), rng.random(n) < 0.4
     val = ~train & (rng.random(n) < 0.5)
     prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, K))))
@@ -706,7 +711,7 @@ BASELINES_SCRIPT = textwrap.dedent("""
         iterated += [dict(alpha=1.0, num_layers=3), dict(alpha=A2, clamp=(0.1, 0.6)),
                      dict(alpha=0.7, clamp=(0.0, 1.0), reset_mask=train)]
     for kw in iterated:
-        got, want = (jaxclp.propagate_labels(gr, x0, tol=1e-10, **kw) for gr in (sg, g))
+        got, want = (jaxclp.baselines.propagate_labels(gr, x0, tol=1e-10, **kw) for gr in (sg, g))
         assert got.method == want.method == "iterate" and got.value.shape == want.value.shape
         for f in ("value", "iterations", "residual", "relative_residual", "rho_bound", "converged"):
             close(getattr(got, f), getattr(want, f), f"propagate_labels {sorted(kw)} {f}", rtol=1e-10)
@@ -716,8 +721,8 @@ BASELINES_SCRIPT = textwrap.dedent("""
         closed += [dict(alpha=A2), dict(alpha=0.8, reset_mask=train, normalization="row", method="bicgstab"),
                    dict(alpha=0.9, method="jacobi")]
     for kw in closed:
-        got = jaxclp.propagate_labels(sg, x0, tol=1e-11, **kw)
-        want = jaxclp.propagate_labels(g, x0, tol=1e-11, **(kw | dict(method="dense")))
+        got = jaxclp.baselines.propagate_labels(sg, x0, tol=1e-11, **kw)
+        want = jaxclp.baselines.propagate_labels(g, x0, tol=1e-11, **(kw | dict(method="dense")))
         close(got.value, want.value, f"propagate_labels {sorted(kw)}", rtol=1e-8, atol=1e-10)
         for f in ("converged", "rho_bound", "residual"):
             assert getattr(got, f).shape == getattr(want, f).shape, f
@@ -791,7 +796,7 @@ BASELINES_SCRIPT = textwrap.dedent("""
     np.testing.assert_array_equal(a.predict(), b.predict())
 
     # what the sharded path does not have raises, naming the option and ShardedGraph
-    raises(lambda: jaxclp.propagate_labels(sg, x0, alpha=0.5, method="dense"), "method", "ShardedGraph")
+    raises(lambda: jaxclp.baselines.propagate_labels(sg, x0, alpha=0.5, method="dense"), "method", "ShardedGraph")
     raises(lambda: jaxclp.correct_and_smooth(sg, prior, labels, train, alpha_correct=0.5, alpha_smooth=0.5,
                                              method="gmres"), "method", "ShardedGraph")
     raises(lambda: jaxclp.clp_beliefs(sg, prior, labels, train, method="dense"), "method", "ShardedGraph")
@@ -832,7 +837,7 @@ def test_sharded_products_on_four_devices():
 def test_halo_benchmark_quick(tmp_path):
     """benchmarks/halo.py in quick mode (host plans only): RCM finds the locality of a geometric graph (few
     rows received, far fewer bytes than an all-gather); a random graph has none to find."""
-    from jaxclp.benchmarks import halo
+    from benchmarks import halo
 
     payload = halo.main(["--quick", "--out", str(tmp_path)])
     rows = {(r["graph"], r["partition"]): r for r in payload["plans"] if r["num_shards"] == 8}

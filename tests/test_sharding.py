@@ -1,7 +1,7 @@
 """Multi-device: the class axis and the alpha axis shard over devices with unchanged results.
 
 Runs in a fresh process with two forced host CPU devices (``XLA_FLAGS`` must be set before jax starts), in
-float32 as a user would. Host "devices" share the cores and give no speed-up (``python -m jaxclp.benchmarks.speedups``),
+float32 as a user would. Host "devices" share the cores and give no speed-up (``python -m benchmarks.speedups``),
 so this checks correctness and that outputs keep their sharding, which is what GPU/TPU meshes need.
 """
 

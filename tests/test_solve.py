@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference as ref
-from jaxclp import METHODS, Graph, solve
+from jaxclp import Graph, solve
+from jaxclp.solve import METHODS
 
 N = 40
 K = 5

@@ -1,6 +1,6 @@
 """Gradients through the closed-form solve (implicit differentiation) for every method and normalization.
 
-Before this change, ``jax.grad`` through :func:`jaxclp.solve_operator` failed for every method but "dense" and
+Before this change, ``jax.grad`` through :func:`jaxclp.solve.solve_operator` failed for every method but "dense" and
 "gmres" (``lax.while_loop`` is not reverse-differentiable). Checks: directional central finite differences in
 float64 w.r.t. the prior, b0, H, the edge values and alpha, and equality with the dense method's gradient.
 """
@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp import FactoredOperator, Graph, solve_operator
-from jaxclp.operator import operator_spectral_radius, spectral_scale
+from jaxclp import Graph
+from jaxclp.operator import FactoredOperator, operator_spectral_radius, spectral_scale
+from jaxclp.graph import edge_values
+from jaxclp.solve import METHODS, solve_operator
 
 N, K = 9, 3
 EPS = 1e-6
@@ -51,7 +53,7 @@ def _loss(graph, method, scale, w, prior, b0, H, values, alpha):
 def _setup(directed, normalization, alpha, seed, spectral):
     graph = _graph(directed)
     prior, b0, H = _inputs(seed)
-    values = jaxclp.edge_values(graph, normalization).astype(jnp.float64)
+    values = edge_values(graph, normalization).astype(jnp.float64)
     scale = None
     if spectral:  # the scale is a constant of the solve (spectral_scale uses stop_gradient)
         _, scale = spectral_scale(FactoredOperator(graph, values, b0, b0 @ H))
@@ -91,7 +93,7 @@ def _slow_gmres(methods, keep=True):
     return [pytest.param(m, marks=pytest.mark.slow) if (m == "gmres" and not keep) else m for m in methods]
 
 
-@pytest.mark.parametrize("method", _slow_gmres(jaxclp.METHODS, keep=False))
+@pytest.mark.parametrize("method", _slow_gmres(METHODS, keep=False))
 @pytest.mark.parametrize("normalization", ["sym", "row", "none"])
 def test_grad_matches_finite_differences_undirected(method, normalization):
     if method == "cg" and normalization == "row":
@@ -99,7 +101,7 @@ def test_grad_matches_finite_differences_undirected(method, normalization):
     _check(False, method, normalization, alpha=0.3 if normalization == "none" else 0.7)
 
 
-@pytest.mark.parametrize("method", [m for m in jaxclp.METHODS if m != "cg"])
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "cg"])
 def test_grad_matches_finite_differences_directed(method):
     """gmres runs here (directed, the nonsymmetric adjoint); undirected gmres cases are marked slow."""
     _check(True, method, "sym", alpha=0.8, seed=3)

@@ -102,3 +102,27 @@ def test_tuned_gnn_grid_uses_platonovs_blocks_and_its_hash_sees_them(monkeypatch
     assert not any(s.ffn for s in methods.gnn_grid("sage"))
     after = {m: specs.method_hash(m) for m in methods.METHODS}
     assert {m for m in before if before[m] != after[m]} == set(tuned) | {"clp"}
+
+
+def test_a_changed_numeric_default_changes_every_method_hash(monkeypatch):
+    """The method hash derives from the numeric stages' defaults (Sinkhorn's tolerance here): changing one changes
+    the hash of every method, so records made with the old default are stale without a REVISIONS bump; the
+    current defaults are the snapshot the committed records were made with (their hashes unchanged)."""
+    import importlib
+    import inspect
+
+    assert specs.changed_numerics() == {}
+    before = {m: specs.method_hash(m) for m in ("clp", "clp_mlp", "lp", "gcn")}
+    sk = importlib.import_module("jaxclp.sinkhorn")
+    real = sk.sinkhorn
+    params = [p.replace(default=1e-5) if p.name == "tol" else p for p in inspect.signature(real).parameters.values()]
+
+    def looser(*args, **kwargs):
+        return real(*args, **kwargs)
+
+    looser.__signature__ = inspect.Signature(params)
+    monkeypatch.setattr(sk, "sinkhorn", looser)
+    assert specs.changed_numerics() == {"sinkhorn.sinkhorn": {"tol": 1e-5, "max_iters": 100000, "smoothing": 1e-6}}
+    after = {m: specs.method_hash(m) for m in before}
+    assert all(after[m] != before[m] for m in before)
+    assert specs.method_spec("clp")["grid"]["numerics"]["sinkhorn.sinkhorn"]["tol"] == 1e-5

@@ -8,8 +8,9 @@ import pytest
 
 import reference as ref
 import jaxclp
-from jaxclp import FactoredOperator, Graph, solve_operator
+from jaxclp import Graph
 from jaxclp.operator import spectral_scale
+from jaxclp.solve import solve_operator
 
 N, K = 14, 3
 

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 import jaxclp
+from jaxclp.mlp import fit_mlp_splits
+from jaxclp.operator import lp_operator
+from jaxclp.solve import solve_operator
 import reference as ref
 
 FAST = jaxclp.TrainConfig(epochs=5, patience=0)
@@ -54,9 +57,9 @@ def test_fit_mlp_ignores_labels_outside_masks_and_checks_splits():
     ys = np.stack([y_hidden, y_hidden])
     ys[1, np.flatnonzero(vm)[0]] = 99
     with pytest.raises(ValueError, match=r"labels\[1\] on val_mask nodes"):
-        jaxclp.fit_mlp_splits(jax.random.split(jax.random.key(0), 2), x, jnp.asarray(ys),
-                              jnp.asarray(np.stack([tm, tm])), jnp.asarray(np.stack([vm, vm])), num_classes=3,
-                              cfg=FAST)
+        fit_mlp_splits(jax.random.split(jax.random.key(0), 2), x, jnp.asarray(ys),
+                       jnp.asarray(np.stack([tm, tm])), jnp.asarray(np.stack([vm, vm])), num_classes=3,
+                       cfg=FAST)
     with pytest.raises(ValueError, match="num_classes must be an integer >= 2"):
         jaxclp.fit_mlp(jax.random.key(0), x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), num_classes=1)
 
@@ -205,6 +208,6 @@ def test_clp_metric_is_checked_and_selects_the_mlp_too():
 
 def test_solve_operator_refuses_integer_prior_naming_it():
     g = jaxclp.Graph.from_edge_index(np.array([[0, 1, 2], [1, 2, 0]]), 3)
-    op = jaxclp.lp_operator(g, 2)
+    op = lp_operator(g, 2)
     with pytest.raises(ValueError, match="prior must be a floating-point"):
-        jaxclp.solve_operator(op, np.ones((3, 2), np.int32), alpha=0.5)
+        solve_operator(op, np.ones((3, 2), np.int32), alpha=0.5)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from jaxclp.features import SparseFeatures
+
 
 def is_concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in xs)
@@ -67,7 +69,6 @@ def masked_labels(y, num_nodes: int, k: int, train_mask, val_mask=None, *, name:
 
 def features(x, num_nodes: int | None = None, name: str = "features") -> None:
     """(n, d) dense or :class:`jaxclp.features.SparseFeatures`, finite values (checked when concrete)."""
-    from jaxclp.features import SparseFeatures
     if isinstance(x, SparseFeatures):
         if num_nodes is not None and x.shape[0] != num_nodes:
             raise ValueError(f"{name} must have shape ({num_nodes}, ?) (one row per node); got {x.shape}")

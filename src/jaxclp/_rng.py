@@ -5,7 +5,7 @@ two 32-bit words with Threefry-2x32 (20 rounds). JAX lowers that hash on CPU as 
 4 rounds, a ``while`` over whole arrays, kept since 2019 for compile time, jax-ml/jax#1175), and on every other
 platform unrolled or as a fused kernel. On CPU the rolled loop makes each round a separate pass over memory: a
 4-block GNN step on Coauthor-CS spent most of its forward pass in its 12 dropout masks (18333 x 64 each); the
-same masks unrolled take ~8-10x less time (``benchmarks/results/rng.md``: ``python -m jaxclp.benchmarks.rng``).
+same masks unrolled take ~8-10x less time (``benchmarks/results/rng.md``: ``python -m benchmarks.rng``).
 
 **Scoped by construction.** Importing jaxclp changes nothing in JAX: JAX's ``threefry2x32`` primitive keeps
 its own lowering for every caller. jaxclp defines a PRNG implementation of its own, :data:`FAST_THREEFRY`

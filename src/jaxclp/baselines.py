@@ -1,7 +1,7 @@
 """Baselines on the same machinery: LP, C&S, CLP* and LINK.
 
 LP and both C&S stages are label propagation ``X = (1-a) (I - a Ahat)^{-1} X0``, i.e. the CLP solver with
-the operator ``Ahat`` itself (:func:`jaxclp.lp_operator`); every function accepts a scalar alpha or a 1-D
+the operator ``Ahat`` itself (:func:`jaxclp.operator.lp_operator`); every function accepts a scalar alpha or a 1-D
 vector of alphas (solved together) and returns arrays with a leading alpha axis in the latter case.
 
 Edge weights: ``Ahat`` is built from ``graph.weights`` (the weights given to ``Graph.from_edge_index`` etc.)
@@ -11,7 +11,7 @@ with the normalization applied on top of them, using weighted degrees: ``"sym"``
 matrix itself, without normalization, and normalize only unweighted graphs.)
 
 Closed form or iteration. Without the options below LP is the exact fixed point (the linear solve of
-:func:`jaxclp.solve_operator`, to relative residual ``tol``). With ``num_layers``, ``clamp`` or a per-step
+:func:`jaxclp.solve.solve_operator`, to relative residual ``tol``). With ``num_layers``, ``clamp`` or a per-step
 reset the propagation is the iteration PyG runs::
 
     X_{t+1} = post((1 - a) X0 + a Ahat X_t),  X_0 = X0,

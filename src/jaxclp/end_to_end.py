@@ -7,7 +7,7 @@ Here the MLP is trained THROUGH the propagation: the loss is the cross-entropy o
     A^F_k = diag(B0[:, k]) Ahat diag((B0 H)[:, k]),    B0 = M_fed * Y + (1 - M_fed) * D
 
 on training nodes, differentiated through the linear solve (implicit differentiation:
-:func:`jaxclp.solve_operator` wraps every solver in ``jax.lax.custom_linear_solve``, so the gradient costs one
+:func:`jaxclp.solve.solve_operator` wraps every solver in ``jax.lax.custom_linear_solve``, so the gradient costs one
 adjoint solve, ``A^F_k.T``, and the solver loops are never unrolled).
 
 Label trick. CLP feeds the training labels into ``B0`` (and ``H``); for a training node ``r`` whose own label
@@ -45,8 +45,8 @@ Choices (documented here once):
   cross-entropy of the row-normalized beliefs.
 * Updates whose gradient has a NaN/inf entry are skipped (counted in ``EndToEndResult.nonfinite_steps``).
 * Features: dense (float32; float64 runs the fine-tuning in float64), scipy.sparse or
-  :class:`jaxclp.SparseFeatures` (the MLP's sparse first layer, never densified). The model is the library's
-  MLP (:class:`jaxclp.MLP`); LINKX or a GNN prior is not offered here.
+  :class:`jaxclp.features.SparseFeatures` (the MLP's sparse first layer, never densified). The model is the library's
+  MLP (:class:`jaxclp.mlp.MLP`); LINKX or a GNN prior is not offered here.
 
 Cost per epoch: the MLP forward and backward, two Sinkhorn estimates of ``H`` (K x K), and three Neumann
 solves (the label-trick forward, its adjoint, and the all-fed validation prediction), each a few K-wide SpMMs.
@@ -375,7 +375,7 @@ def fit_end_to_end(
             paper's prior with this key); the end-to-end steps use ``jax.random.fold_in(key, 1)``.
         graph: the graph (a :class:`jaxclp.Graph`).
         features: (n, d) node features: dense (float32, or float64 with x64 on: the fine-tuning then runs in
-            float64), scipy.sparse or :class:`jaxclp.SparseFeatures` (never densified).
+            float64), scipy.sparse or :class:`jaxclp.features.SparseFeatures` (never densified).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool; at least 2 training nodes (one fed, one scored) and 1 validation node.
         num_classes: K >= 2.

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
-import warnings
 from typing import Sequence
 
 import jax
@@ -15,13 +13,15 @@ from jaxclp import _checks
 from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compatibility import initial_beliefs
+from jaxclp.datasets.splits import holdout_split
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import check_metric
 from jaxclp.selection import first_best, prior_first, validation_scores
 from jaxclp.operator import spectral_radius
 from jaxclp.mlp import MLPResult
-from jaxclp.priors import DEADLINE_PRIORS, PRIORS, PriorBudget, check_time_limit, fit_prior
+from jaxclp.priors import DEADLINE_PRIORS, PRIORS, fit_prior
+from jaxclp.search import Search, SearchPlan, check_time_limit
 from jaxclp.train import TrainConfig
 
 
@@ -54,7 +54,7 @@ def _prior_graph(graph, source):
 
 
 NONLINEAR_OPTIONS = ("alphas", "starts", "posts", "echo", "weights", "num_layers")
-"""The :func:`jaxclp.nonlinear_grid` options ``CLP(nonlinear={...})`` passes on."""
+"""The :func:`jaxclp.nonlinear.nonlinear_grid` options ``CLP(nonlinear={...})`` passes on."""
 
 
 def _is_prior_list(prior) -> bool:
@@ -168,10 +168,9 @@ class CLP:
         nonlinear: also try the nonlinear propagation step (:mod:`jaxclp.nonlinear`, the step of the authors'
             code: the propagated term L1-normalized per node before mixing, start x alpha up to 1 x clamp/softmax
             x adjacency weight, each at its best validation layer of 20; the echo term off unless asked), as the
-            runner's ``clp`` does; True, or a dict of :func:`jaxclp.nonlinear_grid` options (``alphas``,
+            runner's ``clp`` does; True, or a dict of :func:`jaxclp.nonlinear.nonlinear_grid` options (``alphas``,
             ``starts``, ``posts``, ``echo``, ``weights``, ``num_layers``); None (the default) or False: off.
             Taken only where it scores strictly higher on validation than the paper's update.
-        authors: deprecated name of ``nonlinear`` (a DeprecationWarning; passing both is a ValueError).
         spectral_scale: propagate with each class operator divided by its spectral radius, ``A^F_k / rho(A^F_k)``
             (:func:`jaxclp.clp_beliefs`): alpha then means the same on every graph and every alpha < 1 converges
             (extend ``alphas`` toward 1, e.g. 0.95, 0.99); linear update only (a grid skips it with
@@ -224,7 +223,7 @@ class CLP:
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
-                 spectral_scale=False, nonlinear=None, time_limit: float | None = None, authors=None):
+                 spectral_scale=False, nonlinear=None, time_limit: float | None = None):
         check_metric(metric)
         self.time_limit = check_time_limit(time_limit)
         several = _check_priors(prior)
@@ -248,19 +247,13 @@ class CLP:
             if not isinstance(v, (bool, np.bool_)):
                 raise ValueError(f"spectral_scale must be a bool or a list of bools; got {spectral_scale!r}")
         self.spectral_scale = spectral_scale
-        if authors is not None:  # the deprecated name of nonlinear
-            if nonlinear is not None:
-                raise ValueError("pass nonlinear or its deprecated name authors, not both")
-            warnings.warn("CLP(authors=...) is deprecated and will be removed in the next release; use "
-                          "CLP(nonlinear=...)", DeprecationWarning, stacklevel=2)
-            nonlinear = authors
         nonlinear = False if nonlinear is None else nonlinear
         if not isinstance(nonlinear, (bool, dict)):
-            raise ValueError(f"nonlinear must be a bool or a dict of jaxclp.nonlinear_grid options; "
+            raise ValueError(f"nonlinear must be a bool or a dict of jaxclp.nonlinear.nonlinear_grid options; "
                              f"got {nonlinear!r}")
         unknown = sorted(set(nonlinear) - set(NONLINEAR_OPTIONS)) if isinstance(nonlinear, dict) else []
         if unknown:
-            raise ValueError(f"nonlinear: unknown jaxclp.nonlinear_grid option(s) {unknown}; choose from "
+            raise ValueError(f"nonlinear: unknown jaxclp.nonlinear.nonlinear_grid option(s) {unknown}; choose from "
                              f"{list(NONLINEAR_OPTIONS)}")
         self.nonlinear = nonlinear
         self.num_iters = num_iters
@@ -274,13 +267,41 @@ class CLP:
         if num_classes is not None:
             _checks.num_classes(num_classes)
 
+    def plan(self, graph=None, features=None, prior=None) -> SearchPlan:
+        """What :meth:`fit` will try, in order, with its expected cost (:class:`jaxclp.search.SearchPlan`), before
+        anything runs: the priors (cheap first under ``time_limit``), then CLP's candidates on the chosen one.
+
+        Args:
+            graph: optional; with it the plan carries expected seconds (a rough model of the graph's size,
+                :func:`jaxclp.search.estimate_unit_seconds`) and says what ``time_limit`` would leave out.
+            features: optional (n, d) features (their width enters the estimate).
+            prior: overrides the constructor's ``prior`` as in :meth:`fit`.
+
+        Returns:
+            A :class:`jaxclp.search.SearchPlan`; ``print(plan)`` shows it.
+        """
+        source = self.prior if prior is None else prior
+        several = _check_priors(source)
+        names = tuple(p if isinstance(p, str) else f"given prior {i}"
+                      for i, p in enumerate([source] if several is None else several))
+        kinds = ("closed",) + (("authors",) if self.nonlinear not in (None, False) else ())
+        combos = itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
+                                   _as_list(self.prior_source), _as_list(self.spectral_scale))
+        fields = dict(priors=names, mlp_depths=(), grid_kinds=kinds, time_limit=self.time_limit,
+                      closed_variants=tuple(f"{n}{'/l1' if l1 else ''}/{s}{'/rho' if sc else ''}"
+                                            for n, l1, s, sc in combos))
+        if graph is None:
+            return SearchPlan(**fields)
+        width = 1 if features is None else int(np.shape(features)[1])
+        return SearchPlan.for_graph(graph, width, self.cfg.epochs, **fields)
+
     def fit(self, graph: Graph, features, labels, train_mask=None, val_mask=None, *, key=None, prior=None,
             val_fraction: float = 0.2) -> "CLP":
         """Fits the prior, estimates H and selects alpha and the variant on validation.
 
         Args:
             graph: the graph (n nodes), or a :class:`jaxclp.ShardedGraph` (:func:`jaxclp.shard_graph`): then H, the
-                selection and the beliefs run on the node-sharded graph (:func:`jaxclp.shard.clp_beliefs`;
+                selection and the beliefs run on the node-sharded graph (:func:`jaxclp.sharded_clp.clp_beliefs`;
                 ``method`` "auto", "neumann", "jacobi", "bicgstab" or "cg") and every result is in the user's node
                 order. The prior must not need the graph: "mlp", an (n, K) array or a fitted ``predict_proba``
                 object (other names and callables raise ValueError naming ``prior``).
@@ -311,8 +332,6 @@ class CLP:
             raise ValueError("pass both train_mask and val_mask, or neither (then every labelled node is used, "
                              "val_fraction of them for validation)")
         if train_mask is None:
-            from jaxclp.datasets.splits import holdout_split
-
             y_all = _checks.integer_labels("labels", labels)
             _checks.shape("labels", y_all, (n,))
             train_mask, val_mask = holdout_split(y_all, val_fraction, self.seed)
@@ -342,28 +361,27 @@ class CLP:
         y = np.where(seen, np.searchsorted(self.classes_, np.where(seen, y_user, self.classes_[0])), 0)
         y = jnp.asarray(y, jnp.int32)
         key = jax.random.key(self.seed) if key is None else key
-        fits, cut = [], []
-        budget = PriorBudget(self.time_limit)
-        deadline = None if self.time_limit is None else budget.start + self.time_limit
-        for src in sources:  # every prior from the same key, cheap first under time_limit
-            if not budget.allows(src):
-                continue
-            t0 = time.perf_counter()
+        search = Search(self.time_limit)  # the same budget as the runner's clp (jaxclp.search)
+        fitted_by = {}
+
+        def fit(i, deadline, epochs):  # every prior from the same key, cheap first under time_limit
+            src = sources[i]
             prior_graph = _prior_graph(graph, src)
             if isinstance(src, str):
                 options = (dict(hidden=self.hidden, dropout=self.dropout) if src == "mlp" else {}) | self.prior_options
-                if deadline is not None and src in DEADLINE_PRIORS:
+                if deadline is not None:
                     options["deadline"] = deadline
-                fits.append(fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k,
-                                      self.cfg, **options))
-                if fits[-1].stopped_at is not None:
-                    cut.append(f"{src} epochs after {fits[-1].stopped_at}")
+                res = fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
+                                **options)
             else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
-                fits.append(fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
-                                      self.cfg, classes=self.classes_))
-            jax.block_until_ready(fits[-1].prior)
-            budget.spent(src, time.perf_counter() - t0)
-        self.skipped_priors_ = list(budget.skipped) + cut
+                res = fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
+                                self.cfg, classes=self.classes_)
+            fitted_by[i] = res
+            return jax.block_until_ready(res.prior), res.stopped_at
+
+        search.fit_priors(sources, fit, clocked=DEADLINE_PRIORS)
+        fits = [fitted_by[i] for i in sorted(fitted_by)]
+        self.skipped_priors_ = search.skipped
         # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"
         # compares like with like (PriorResult.val_score may be float64 where CLP's scores are float32)
         prior_scores = validation_scores(self.metric, [jnp.asarray(f.prior) for f in fits], y, vm)
@@ -375,8 +393,8 @@ class CLP:
             return [c[0] for c in grids[i]]
 
         choice = prior_first(prior_scores, candidate_scores, keep_prior=several is not None, num_val=int(vm.sum()),
-                             metric=self.metric, deadline=deadline)
-        self.skipped_priors_ += [f"clp on {fits[p].name}" for p in choice.left_out]  # other priors' grids: past it
+                             metric=self.metric, deadline=search.deadline,
+                             decide=lambda p, fits_in_time: search.other_grid(fits[p].name, fits_in_time))
         self.prior_index_ = choice.prior
         fitted = fits[self.prior_index_]
         self.prior_fit_ = fitted
@@ -424,8 +442,8 @@ class CLP:
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
         if self.nonlinear is not False:  # True or a dict of options (an empty dict: the defaults)
             if not graph.has_edge_list:
-                raise ValueError("nonlinear=True needs the unsharded graph (jaxclp.nonlinear_grid); it is not "
-                                 "supported for a ShardedGraph")
+                raise ValueError("nonlinear=True needs the unsharded graph (jaxclp.nonlinear.nonlinear_grid); it is "
+                                 "not supported for a ShardedGraph")
             options = {"echo": (False,)} | (self.nonlinear if isinstance(self.nonlinear, dict) else {})
             ares = nonlinear_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
             scores = validation_scores(self.metric, ares.beliefs, y, vm)

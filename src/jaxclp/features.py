@@ -20,6 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxclp.graph import _counting_sort
+from jaxclp.sparse import TransposePlan, csr_matmul_planned, host_row_pointers
+
 
 @jax.tree_util.register_pytree_node_class
 class SparseFeatures:
@@ -65,8 +68,6 @@ class SparseFeatures:
         """The same features with their :class:`jaxclp.sparse.TransposePlan` built on the host (concrete arrays;
         ``rows`` must be sorted), so :func:`matmul` runs the CSR kernel. Columns are sorted within each row
         (the nonzeros reordered if they were not: the CSR order XLA's sparse product assumes)."""
-        from jaxclp.sparse import host_row_pointers
-
         rows, cols, values = np.asarray(self.rows), np.asarray(self.cols), self.values
         if rows.size and np.any(np.diff(rows) < 0):
             raise ValueError("SparseFeatures.rows must be sorted (nondecreasing) to build a CSR plan")
@@ -177,9 +178,6 @@ def host_plan(indptr, rows, cols, num_cols: int):
     """:class:`jaxclp.sparse.TransposePlan` of a CSR matrix on the host: its row pointers (n + 1,), and the
     transpose from the stable counting sort by column that :class:`jaxclp.graph.Graph` uses for its own
     transpose (``rows``/``cols``: (nnz,) row and column index of each nonzero, in CSR order)."""
-    from jaxclp.graph import _counting_sort
-    from jaxclp.sparse import TransposePlan
-
     rows, cols = np.asarray(rows, np.int32), np.asarray(cols, np.int32)
     t_indptr, _, order = _counting_sort(cols, rows, np.arange(cols.size, dtype=np.int32), num_cols)
     return TransposePlan(jnp.asarray(np.asarray(indptr), jnp.int32), jnp.asarray(order, jnp.int32),
@@ -195,7 +193,6 @@ def matmul(x, w: jax.Array) -> jax.Array:
     order.
     """
     if isinstance(x, SparseFeatures) and x.plan is not None:
-        from jaxclp.sparse import csr_matmul_planned
         return csr_matmul_planned(x.values.astype(w.dtype), x.cols, x.rows, x.plan, w)
     if isinstance(x, SparseFeatures):
         contrib = w[x.cols] * x.values[:, None].astype(w.dtype)

@@ -3,7 +3,7 @@
 One product:
 
 1. halo exchange: shard ``p`` sends shard ``q`` exactly the rows of its block that ``q``'s edges read (lists
-   precomputed on the host by :func:`jaxclp.plan.build_plan`). ``exchange="ppermute"`` (the default) runs one
+   precomputed on the host by :func:`jaxclp.halo_plan.build_plan`). ``exchange="ppermute"`` (the default) runs one
    ``jax.lax.ppermute`` round per shard offset ``d`` (``p -> p + d mod P``) that has a nonempty list, each
    padded to the longest list of that offset ``h_d``: a banded order (RCM, BFS) needs few rounds;
    ``exchange="all_to_all"`` moves every list padded to the longest one ``h`` in one ``jax.lax.all_to_all``;
@@ -194,7 +194,7 @@ def _check_product(sg, values, x):
     _check_rows("x", x, sg.padded_nodes)
     if values.ndim < 2 or values.shape[:2] != sg.weights.shape:
         raise ValueError(f"values must have shape {sg.weights.shape} (+ optional class axis), as returned by "
-                         f"jaxclp.shard.edge_values; got {values.shape}")
+                         f"jaxclp.sharded_graph.edge_values; got {values.shape}")
 
 
 def sharded_spmm(sg: ShardedGraph, values: jax.Array, x: jax.Array, *,

@@ -21,7 +21,7 @@ with ``B_0 = S``, the *start* (also the residual term), one of
 ``post`` is ``"clamp"`` (to [0, 1]) or ``"softmax"`` (over classes); ``a`` in (0, 1] (``a = 1`` drops the
 residual); the adjacency inside ``A^F`` is the raw one (``weight="none"``) or the GCN-normalized one
 (``weight="sym"``: ``A[r, s] / sqrt(deg_in(r) deg_in(s))``, the authors' ``gcn_norm`` without self-loops,
-equal to :func:`jaxclp.edge_values` "sym" on undirected graphs). The edge weights always use ``b0`` and ``H``
+equal to :func:`jaxclp.graph.edge_values` "sym" on undirected graphs). The edge weights always use ``b0`` and ``H``
 (whatever the start), and the layer is chosen on validation (the first best of ``L = 20``). The authors
 chose alpha, start, post, echo and weight on TEST accuracy; here everything is chosen on validation.
 

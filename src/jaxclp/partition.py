@@ -3,7 +3,7 @@
 The partition decides the halo a sharded product exchanges: ``partition="none"`` keeps the user's order,
 ``"rcm"`` uses scipy's reverse Cuthill-McKee order, ``"bfs"`` a breadth-first order per connected component,
 ``"metis"`` a min-cut partition from METIS (optional dependency ``pymetis``: ``pip install jaxclp[scale]``). Halo
-sizes per partitioner: ``python -m jaxclp.benchmarks.halo`` (``benchmarks/results/halo.md``).
+sizes per partitioner: ``python -m benchmarks.halo`` (``benchmarks/results/halo.md``).
 """
 
 from __future__ import annotations

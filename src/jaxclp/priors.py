@@ -30,7 +30,6 @@ object with ``predict_proba`` (called on the node features) or a callable with t
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -38,7 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp import _checks
+from jaxclp import _checks, gnn
+from jaxclp.baselines import fit_link
 from jaxclp.features import SparseFeatures, as_features
 from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS, _train_model
 from jaxclp.sparse import TransposePlan
@@ -64,7 +64,7 @@ class PriorResult(NamedTuple):
         info: :class:`jaxclp.train.TrainInfo` of the training run, or None.
         params: the selected parameters (a pytree), or None.
         choice: what validation chose among the predictor's own candidates (a tuned GNN's
-            :class:`jaxclp.GNNSpec`), or None where it has none.
+            :class:`jaxclp.gnn.GNNSpec`), or None where it has none.
         stopped_at: the epoch at which a ``deadline`` stopped the training (the predictors of
             :data:`DEADLINE_PRIORS`), or None where training ran to its end (or its early stop).
     """
@@ -123,7 +123,7 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
     Args:
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes); not used by the model.
-        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.SparseFeatures`.
+        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.features.SparseFeatures`.
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -153,7 +153,7 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 # ---------------------------------------------------------------------------------------------- LINK
 def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                cfg: TrainConfig = TrainConfig()) -> PriorResult:
-    """LINK (Lim et al. 2021): logistic regression on the rows of the adjacency (:func:`jaxclp.fit_link`).
+    """LINK (Lim et al. 2021): logistic regression on the rows of the adjacency (:func:`jaxclp.baselines.fit_link`).
 
     Args:
         features: ignored (may be None): LINK sees only the graph.
@@ -163,8 +163,6 @@ def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_m
         :class:`PriorResult` with prior (n, K); ``best_epoch`` and ``info`` are None (``fit_link`` returns
         only the scores).
     """
-    from jaxclp.baselines import fit_link
-
     _check_common(graph, labels, train_mask, val_mask, num_classes)
     prior = fit_link(key, graph, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
                      int(num_classes), cfg)
@@ -174,7 +172,7 @@ def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_m
 # --------------------------------------------------------------------------------------------- LINKX
 def adjacency_rows(graph: Graph, dtype=jnp.float32) -> SparseFeatures:
     """The (n, n) adjacency as :class:`SparseFeatures`: row r holds ``weights[e]`` at column s for every edge
-    ``e: s -> r`` (the rows :func:`jaxclp.spmm` sums over; for an undirected graph the neighbours of r)."""
+    ``e: s -> r`` (the rows :func:`jaxclp.graph.spmm` sums over; for an undirected graph the neighbours of r)."""
     plan = None
     if graph.indptr is not None and graph.transpose_perm is not None:
         plan = TransposePlan(graph.indptr, graph.transpose_perm, graph.transpose_indptr)
@@ -335,7 +333,7 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
     Args:
         key: PRNG key (initialisation and dropout).
         graph: the graph (n nodes); its adjacency rows (``graph.weights``) are LINKX's A input.
-        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.SparseFeatures` (never densified).
+        features: (n, d) dense array, scipy.sparse matrix or :class:`jaxclp.features.SparseFeatures` (never densified).
         labels: (n,) int labels; only ``train_mask | val_mask`` entries are read.
         train_mask, val_mask: (n,) bool.
         num_classes: K.
@@ -372,21 +370,21 @@ def gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
               **options) -> PriorResult:
     """A GNN of :mod:`jaxclp.gnn` as the prior.
 
-    ``kind``: ``"gcn"`` (:func:`jaxclp.fit_gcn`: Kipf & Welling's 2-layer GCN, hidden 64, dropout 0.5),
-    ``"h2gcn"`` (:func:`jaxclp.fit_h2gcn`), ``"sage"`` / ``"gat"`` (:func:`jaxclp.fit_gnn` with
+    ``kind``: ``"gcn"`` (:func:`jaxclp.gnn.fit_gcn`: Kipf & Welling's 2-layer GCN, hidden 64, dropout 0.5),
+    ``"h2gcn"`` (:func:`jaxclp.gnn.fit_h2gcn`), ``"sage"`` / ``"gat"`` (:func:`jaxclp.gnn.fit_gnn` with
     ``GNNSpec(conv=kind, hidden=64, num_layers=2, dropout=0.5, heads=4)``). ``options`` go to the fit function
-    (``hidden``, ``dropout``, ... ; for sage / gat the :class:`jaxclp.GNNSpec` fields).
+    (``hidden``, ``dropout``, ... ; for h2gcn also ``two_hop``, the graph's :func:`jaxclp.gnn.two_hop_graph`: built once
+    by a caller that fits it several times on one graph, ``fit_prior("h2gcn", ..., two_hop=...)``, else per fit;
+    for sage / gat the :class:`jaxclp.gnn.GNNSpec` fields).
 
     Args:
-        features: (n, d) features: dense, scipy.sparse or :class:`jaxclp.SparseFeatures` (never densified).
+        features: (n, d) features: dense, scipy.sparse or :class:`jaxclp.features.SparseFeatures` (never densified).
         deadline: as :func:`mlp_prior`'s (None: none).
         Others: as :func:`mlp_prior`.
 
     Returns:
         :class:`PriorResult` with prior (n, K).
     """
-    from jaxclp import gnn
-
     if kind not in GNN_PRIORS:
         raise ValueError(f"kind must be one of {GNN_PRIORS}; got {kind!r}")
     n = _check_common(graph, labels, train_mask, val_mask, num_classes)
@@ -424,7 +422,7 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
     Args:
         kind: block type, ``"gcn"``, ``"sage"`` or ``"gat"``.
         sep: GCN-sep / GAT-sep (ego embedding kept apart).
-        grid: the :class:`jaxclp.GNNSpec` candidates; None: :func:`jaxclp.gnn.tuned_grid` ``(kind, sep)``
+        grid: the :class:`jaxclp.gnn.GNNSpec` candidates; None: :func:`jaxclp.gnn.tuned_grid` ``(kind, sep)``
             (plain blocks at depths 1-3, residual + LayerNorm + feed-forward blocks at depths 1-5).
         cfg: epochs, patience, optimizer and metric of every fit; its learning rate and weight decay are replaced
             by the tuned recipe's (``lr`` None: :data:`jaxclp.gnn.TUNED_LR` = 1e-3; ``weight_decay`` 0).
@@ -444,10 +442,8 @@ def tuned_gnn_prior(key: jax.Array, graph: Graph, features, labels, train_mask, 
 
     Raises:
         ValueError: unknown ``kind``, an empty ``grid``, a spec whose conv is not ``kind``, or the checks of
-            :func:`jaxclp.fit_gnn`.
+            :func:`jaxclp.gnn.fit_gnn`.
     """
-    from jaxclp import gnn
-
     if kind not in ("gcn", "sage", "gat"):
         raise ValueError(f"kind must be one of ('gcn', 'sage', 'gat'); got {kind!r}")
     specs = list(gnn.tuned_grid(kind, sep) if grid is None else grid)
@@ -489,74 +485,6 @@ DEADLINE_PRIORS = ("mlp", "linkx", *GNN_PRIORS, *TUNED_PRIORS)
 """The named predictors whose fit takes ``deadline=`` (a :func:`time.perf_counter` time where training stops, in
 chunks: :func:`jaxclp.train.fit_to_deadline`; :attr:`PriorResult.stopped_at` says where): every trained one but
 LINK, a linear model whose fit is seconds on every graph of the tables."""
-
-PRIOR_COST = {"mlp": 1.0, "link": 0.5, "linkx": 2.0, "gcn": 1.0, "sage": 1.0, "gat": 2.0, "h2gcn": 2.0,
-              "gcn_tuned": 6.0, "sage_tuned": 6.0, "gat_tuned": 9.0}
-"""Expected cost of fitting each named predictor, in units of one 2-layer GCN fit on the same graph (compilation
-included). A tuned GNN fits 8 specs of up to 5 blocks in one compiled program (:func:`jaxclp.gnn.fit_gnn_grid`):
-on two medium splits (``benchmarks/results/cost_after_r2.md``) ``gcn_tuned`` / ``sage_tuned`` took 3.5x / 4.2x a
-GCN fit on Texas (compile-bound) and 4.4x / 5.4x on Wiki (training-bound); 6 leaves room. Unknown names count 16;
-arrays and fitted objects 0."""
-
-
-def check_time_limit(time_limit, name: str = "time_limit") -> float | None:
-    """``time_limit`` as seconds (a float >= 0; 0 fits the first predictor only), or None for no limit: the one
-    rule :class:`PriorBudget`, :class:`jaxclp.CLP` and ``jaxclp run/predict --time-limit`` apply.
-
-    Raises:
-        ValueError: not a finite number >= 0 (the message names ``name`` and the way out).
-    """
-    if time_limit is None:
-        return None
-    try:
-        t = float(time_limit)
-    except (TypeError, ValueError):
-        t = float("nan")
-    if not (np.isfinite(t) and t >= 0):
-        none = "'none'" if name.startswith("--") else "None"  # the spelling of "no limit" where name is given
-        raise ValueError(f"{name} must be a number of seconds >= 0, or {none} for no limit; got {time_limit!r}")
-    return t
-
-
-class PriorBudget:
-    """Which base predictors still fit in a time limit: cheap ones first, an expensive one only while its expected
-    cost fits the time left.
-
-    A predictor is fitted while ``PRIOR_COST[name] * unit`` is at most the time left, ``unit`` being the largest
-    seconds per cost unit measured so far (:meth:`spent`; the runner's ``clp`` counts its MLP prior's fit, made
-    before, so that a cheap first fit such as LINK's does not set the unit alone: on the arxiv-shaped graph of
-    ``benchmarks/large_graph.py`` LINK's fit made GCN look several times cheaper than it was); the first
-    predictor is always fitted, so a choice exists. Used by :class:`jaxclp.CLP` (``time_limit=``) and the
-    runner's ``clp`` (``--time-limit``).
-
-    Args:
-        time_limit: seconds from construction; None: no limit.
-    """
-
-    def __init__(self, time_limit: float | None):
-        self.time_limit = check_time_limit(time_limit)
-        self.start = time.perf_counter()
-        self.unit: float | None = None
-        self.fitted = 0
-        self.skipped: list[str] = []
-
-    def allows(self, name) -> bool:
-        """Whether predictor ``name`` (a :data:`PRIORS` name; anything else costs nothing) may still be fitted;
-        a refused name is added to :attr:`skipped`."""
-        if self.time_limit is None or self.fitted == 0 or not isinstance(name, str):
-            return True
-        left = float(self.time_limit) - (time.perf_counter() - self.start)
-        ok = left > 0 and (self.unit is None or PRIOR_COST.get(name, 16.0) * self.unit <= left)
-        if not ok:
-            self.skipped.append(name)
-        return ok
-
-    def spent(self, name, seconds: float) -> None:
-        """Records that fitting ``name`` took ``seconds`` (updates the seconds per cost unit)."""
-        self.fitted += 1
-        if isinstance(name, str) and PRIOR_COST.get(name, 16.0) > 0:
-            self.unit = max(self.unit or 0.0, seconds / PRIOR_COST.get(name, 16.0))
-
 
 def check_prior(prior, num_nodes: int, num_classes: int, name: str = "prior") -> jax.Array:
     """Validates a given (n, K) prior and returns it as a jax array (never rescaled).
@@ -614,7 +542,7 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
               or an (n, K) array.
         key: PRNG key of the training.
         graph: the graph (n nodes).
-        features: (n, d) node features (dense, scipy.sparse or :class:`jaxclp.SparseFeatures`), or None where
+        features: (n, d) node features (dense, scipy.sparse or :class:`jaxclp.features.SparseFeatures`), or None where
             the prior needs none (an array, ``"link"``).
         labels: (n,) int labels in [0, K) on ``train_mask | val_mask`` (-1 elsewhere is fine; never read).
         train_mask, val_mask: (n,) bool.

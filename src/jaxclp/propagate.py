@@ -150,7 +150,7 @@ def propagate(
         l1_normalize: L1-normalize every node's class vector after each step, AFTER mixing:
             ``B <- L1rows((1-a) D + a A^F B)`` (nonlinear, no closed form, never diverges). This is not the
             authors' step (they normalize the propagated term before mixing, with a residual start and a
-            post step): use :func:`jaxclp.nonlinear_propagate` for that.
+            post step): use :func:`jaxclp.nonlinear.nonlinear_propagate` for that.
         engine: "factored" or "edgewise".
         throw: raise on a divergent configuration (else warn and return the diverging iterate).
         return_info: also return a :class:`PropagateInfo`.

@@ -2,14 +2,14 @@
 
 A :class:`ShardedGraph` splits the (optionally reordered, :mod:`jaxclp.partition`) nodes of a
 :class:`jaxclp.graph.Graph` into ``P`` blocks, one per device of a mesh axis, each padded to ``b`` rows
-(:mod:`jaxclp.plan`). Node-indexed arrays live in the *internal order*: shape ``(P * b, ...)``, row ``p * b + i``
+(:mod:`jaxclp.halo_plan`). Node-indexed arrays live in the *internal order*: shape ``(P * b, ...)``, row ``p * b + i``
 is the ``i``-th node of shard ``p``, sharded by rows over the axis (``NamedSharding(mesh, P(axis))``); padding
 rows are isolated nodes and stay zero. :func:`to_internal` and :func:`from_internal` convert from and to the
 user's order ``(n, ...)``: reordering and padding happen only there, at the boundary. Products run the halo
 exchange of :mod:`jaxclp.halo`.
 
 The stages are :mod:`jaxclp`'s own, run through the graph protocol (:mod:`jaxclp.protocol`) that
-:class:`ShardedGraph` implements; :mod:`jaxclp.shard` keeps the historical entry points. Everything after
+:class:`ShardedGraph` implements; :mod:`jaxclp.sharded_clp` holds them with a named halo ``exchange``. Everything after
 :func:`shard_graph` is jit-able; outputs keep their row sharding and are never gathered.
 
 Many processes (``jax.distributed.initialize``): the mesh spans every process's devices and the same calls
@@ -29,11 +29,10 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as PSpec
 
-from jaxclp import _checks
-from jaxclp.graph import Graph, Normalization, check_normalization
+from jaxclp.graph import Graph, Normalization, _counting_sort, check_normalization
 from jaxclp.halo import Exchange, _check_exchange, _check_rows, _gather, _smap, _spmm, _spmm_linear, _spmm_t
 from jaxclp.partition import Balance, Partition
-from jaxclp.plan import Plan, _halo_tables, build_plan
+from jaxclp.halo_plan import Plan, _halo_tables, build_plan
 
 
 
@@ -47,8 +46,6 @@ def _local_csr(receivers: np.ndarray, senders: np.ndarray, b: int, slots: int):
     counting sort; padding edges, sender 0, join row 0 with weight 0). Senders need not be sorted within a
     row: the fused kernel and the XLA path (``jax.experimental.sparse`` lowers to a scatter-add) sum a row's
     entries in any order."""
-    from jaxclp.graph import _counting_sort
-
     receivers, senders = np.asarray(receivers), np.asarray(senders)
     e = senders.shape[0]
     indptr = np.searchsorted(receivers, np.arange(b + 1), side="left").astype(np.int32)

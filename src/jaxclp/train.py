@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxclp._rng import fast_key
 from jaxclp.metrics import masked_accuracy, roc_auc
 
 
@@ -267,8 +268,6 @@ _STEP_STATIC = ("build", "opts", "cfg")
 def _built(build, data, opts):
     """``(model, inputs, apply_fn)`` of ``build(*data, **opts)`` (a flax module, its positional inputs and the
     inputs it is initialised on): ``apply_fn(p, k, train)`` as every jaxclp fit applies its model."""
-    from jaxclp._rng import fast_key
-
     model, inputs, init_inputs = build(*data, **dict(opts))
 
     def apply_fn(p, k, train):

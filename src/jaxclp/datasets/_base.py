@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jaxclp.graph import Graph
+from jaxclp.datasets.splits import Splits
 from jaxclp.metrics import check_metric
 
 __all__ = ["Dataset", "RawData", "build_dataset", "edge_homophily", "encode_labels", "undirected_edges",
@@ -319,8 +320,6 @@ def build_dataset(raw: RawData, name: str, metric: str, *, directed: bool = Fals
             indices of the nodes that have a self-loop in the file (whatever ``self_loops`` does with them),
             so degree conventions that count a loop (networkx: twice) can be reproduced.
     """
-    from jaxclp.datasets.splits import Splits
-
     graph = Graph.from_edge_index(raw.edge_index, raw.num_nodes, weights=raw.edge_weight, symmetrize=not directed,
                                   deduplicate=deduplicate, self_loops=self_loops)
     feats = raw.features

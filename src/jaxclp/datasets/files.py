@@ -46,6 +46,12 @@ import scipy.sparse as sp
 from jaxclp.datasets._base import Dataset, RawData, build_dataset, encode_labels, integral, report_unlabelled
 from jaxclp.datasets._text import (COMPRESSIONS, IdIndex, compression, decompress, first_of_duplicates, read_bytes,
                                   read_text_bytes)
+from jaxclp.datasets.heterophilous import REQUIRED_KEYS as HETEROPHILOUS_KEYS
+from jaxclp.datasets.heterophilous import read_heterophilous_npz
+from jaxclp.datasets.musae import read_multihot_json
+from jaxclp.datasets.ogb import ogb_root, read_ogb_folder
+from jaxclp.datasets.shchur import ADJ_KEYS as SHCHUR_ADJ_KEYS
+from jaxclp.datasets.shchur import read_shchur_npz
 
 __all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_weighted_edge_list", "read_labels_file",
            "read_features_file", "UNLABELLED", "MISSING_TOKENS"]
@@ -486,8 +492,6 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
             raise
         x = sp.csr_matrix(x, dtype=np.float32) if sp.issparse(x) else x
     elif fmt == ".json":
-        from jaxclp.datasets.musae import read_multihot_json
-
         x, _ = read_multihot_json(path, index if index is not None else IdIndex(np.arange(num_nodes), "0..n-1"))
     elif (id_name := _id_header(data := read_text_bytes(path))) is not None:
         x = _features_with_id_column(path, data, num_nodes, index, id_name)
@@ -736,21 +740,18 @@ def _features_by_id(path, rows, num_nodes: int, index) -> np.ndarray:
 
 
 def _npz_kind(path) -> str:
-    from jaxclp.datasets.heterophilous import REQUIRED_KEYS
-    from jaxclp.datasets.shchur import ADJ_KEYS
-
     try:
         with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: not a readable .npz file ({err})") from None
-    if set(REQUIRED_KEYS) <= keys:
+    if set(HETEROPHILOUS_KEYS) <= keys:
         return "platonov"
-    if set(ADJ_KEYS) <= keys and "labels" in keys:
+    if set(SHCHUR_ADJ_KEYS) <= keys and "labels" in keys:
         return "shchur"
     raise ValueError(f"{path}: unknown .npz layout, keys {sorted(keys)}. Expected either the Platonov et al. "
-                     f"layout {list(REQUIRED_KEYS)} (+ optional train_masks/val_masks/test_masks) or the "
-                     f"Shchur et al. CSR layout {list(ADJ_KEYS)} + attr_* + labels")
+                     f"layout {list(HETEROPHILOUS_KEYS)} (+ optional train_masks/val_masks/test_masks) or the "
+                     f"Shchur et al. CSR layout {list(SHCHUR_ADJ_KEYS)} + attr_* + labels")
 
 
 _WEIGHT_NAMES = ("weight", "weights", "w", "value", "strength", "count", "score")
@@ -822,8 +823,6 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         ValueError: malformed input; the message names the file and the problem (wrong keys, ids out of range
             or not in the labels file, label count mismatch, non-numeric rows with their line numbers).
     """
-    from jaxclp.datasets.ogb import ogb_root, read_ogb_folder
-
     path = Path(path)
     root = ogb_root(path)
     for what, f in (("graph", path), ("labels", labels), ("features", features)):
@@ -857,10 +856,8 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         kind = _npz_kind(path)
         try:
             if kind == "platonov":
-                from jaxclp.datasets.heterophilous import read_heterophilous_npz
                 raw = read_heterophilous_npz(path)
             else:
-                from jaxclp.datasets.shchur import read_shchur_npz
                 raw = read_shchur_npz(path)
         except ValueError as err:
             msg = str(err)

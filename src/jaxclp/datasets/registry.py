@@ -12,6 +12,13 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from jaxclp.datasets._base import RawData
+from jaxclp.datasets.geom_gcn import read_geom_gcn
+from jaxclp.datasets.heterophilous import read_heterophilous_npz
+from jaxclp.datasets.musae import read_feather_deezer, read_musae_twitch
+from jaxclp.datasets.sdcn import read_sdcn
+from jaxclp.datasets.shchur import read_shchur_npz
+from jaxclp.datasets.struc2vec import read_struc2vec
+from jaxclp.datasets.tadw import read_tadw
 
 __all__ = ["FileSpec", "DatasetSpec", "REGISTRY", "FILES", "ALIASES", "canonical_name", "get_spec"]
 
@@ -188,59 +195,40 @@ def _split_roles(paths):
 
 
 def _build_geom_gcn(paths):
-    from jaxclp.datasets.geom_gcn import read_geom_gcn
-
     return read_geom_gcn(paths["edges"], paths["nodes"], _split_roles(paths))
 
 
 def _build_geom_gcn_wiki(paths):
     """Chameleon/Squirrel: Geom-GCN edges + splits, features and labels from the heterophilous npz."""
-    from jaxclp.datasets.geom_gcn import read_geom_gcn
-    from jaxclp.datasets.heterophilous import read_heterophilous_npz
-
     npz = read_heterophilous_npz(paths["npz"])
     return read_geom_gcn(paths["edges"], None, _split_roles(paths), node_data=(npz.features, npz.labels))
 
 
 def _build_heterophilous(paths):
-    from jaxclp.datasets.heterophilous import read_heterophilous_npz
-
     return read_heterophilous_npz(paths["npz"])
 
 
 def _build_struc2vec(paths):
-    from jaxclp.datasets.struc2vec import read_struc2vec
-
     return read_struc2vec(paths["edges"], paths["labels"])
 
 
 def _build_tadw(paths):
-    from jaxclp.datasets.tadw import read_tadw
-
     return read_tadw(paths["graph"], paths["group"], paths.get("features"))
 
 
 def _build_sdcn(paths):
-    from jaxclp.datasets.sdcn import read_sdcn
-
     return read_sdcn(paths["graph"], paths["labels"], paths.get("features"))
 
 
 def _build_shchur(paths):
-    from jaxclp.datasets.shchur import read_shchur_npz
-
     return read_shchur_npz(paths["npz"])
 
 
 def _build_twitch(paths, vocab="used"):
-    from jaxclp.datasets.musae import read_musae_twitch
-
     return read_musae_twitch(paths["edges"], paths["target"], paths.get("features"), vocab=vocab)
 
 
 def _build_deezer(paths, vocab="global"):
-    from jaxclp.datasets.musae import read_feather_deezer
-
     return read_feather_deezer(paths["edges"], paths["target"], paths.get("features"), paths.get("splits"),
                                vocab=vocab)
 

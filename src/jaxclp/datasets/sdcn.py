@@ -16,6 +16,7 @@ import numpy as np
 
 from jaxclp.datasets._base import RawData
 from jaxclp.datasets._text import basename, parse_table, read_bytes
+from jaxclp.datasets.tadw import read_mat_features
 
 __all__ = ["read_sdcn", "read_dense_matrix_text"]
 
@@ -65,8 +66,6 @@ def read_sdcn(graph_path, label_path, features_path=None) -> RawData:
                 feats = read_dense_matrix_text(z.read(names[0]), f"{basename(fp)}:{names[0]}")
                 other_labels = _labels_from_zip(z)
         elif fp.endswith(".mat"):
-            from jaxclp.datasets.tadw import read_mat_features
-
             feats, mat = read_mat_features(fp, keys=("fea", "features", "feature", "X"))
             if "gnd" in mat:
                 other_labels = np.asarray(mat["gnd"]).reshape(-1).astype(np.int64)

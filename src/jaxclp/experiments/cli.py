@@ -6,15 +6,31 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import signal
 import sys
+import textwrap
+import threading
 import warnings
 from pathlib import Path
 
 import jax
+import numpy as np
 
+import jaxclp
+from jaxclp.datasets import REGISTRY, load, load_file
+from jaxclp.datasets.cache import cache_key, cache_path
+from jaxclp.datasets.fetch import data_root as resolve_root, processed_dir
+from jaxclp.datasets.registry import canonical_name
+from jaxclp.datasets.splits import parse_split
 from jaxclp.experiments import reproduce
-from jaxclp.experiments.methods import METHODS, reporting
+from jaxclp.experiments.anchors import main as anchors_main
+from jaxclp.experiments.methods import METHODS, clp_plan, reporting
+from jaxclp.experiments.predict import predict, write_predictions
+from jaxclp.priors import PRIORS
+from jaxclp.search import CLP_PRIOR_CANDIDATES
 from jaxclp.experiments.runner import (RESULTS_FILE, active_output, check_methods, check_priors, check_time_limit,
+                                       node_features,
                                        is_writer, job, read_records, replacing_stale, run, split_names,
                                        summary_target)
 from jaxclp.experiments.summary import plot_summary, write_summary
@@ -34,7 +50,7 @@ def xla_cache_dir(environ=None) -> Path | None:
     ``<user cache dir>/xla``; ``off`` (or ``0``, ``none``, empty) disables it.
 
     Each (dataset shape, method) compiles once per machine instead of once per process (cold vs warm
-    ``jaxclp run``: ``benchmarks/results/speedups.md``). ``bench`` never uses it (the benchmarks measure compile
+    ``jaxclp run``: ``benchmarks/results/speedups.md``). The benchmarks never use it (they measure compile
     time).
     """
     v = (os.environ if environ is None else environ).get(XLA_CACHE_ENV)
@@ -85,7 +101,6 @@ def _nonnegative_int(text: str) -> int:
 
 def _split_arg(text: str) -> str:
     """argparse type: :func:`jaxclp.datasets.splits.parse_split` (a split kind, ``published`` or rates)."""
-    from jaxclp.datasets.splits import parse_split
 
     try:
         return parse_split(text)
@@ -121,14 +136,12 @@ METHOD_HELP = {
 
 
 def _help_width() -> int:
-    import shutil
 
     return max(min(shutil.get_terminal_size().columns, 100) - 2, 40)
 
 
 def _listing(title: str, rows: dict) -> str:
     """``title:`` then one wrapped line per ``name: text`` (a help epilog: the methods, the targets)."""
-    import textwrap
 
     pad = max(map(len, rows)) + 4
     return f"{title}:\n" + "\n".join(
@@ -137,7 +150,6 @@ def _listing(title: str, rows: dict) -> str:
 
 
 def _paragraph(text: str) -> str:
-    import textwrap
 
     return textwrap.fill(text, _help_width())
 
@@ -159,8 +171,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text + " (default: %(default)s)"
 
 
-PASS_THROUGH = ("anchors", "bench")
-"""Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``, ``jaxclp.benchmarks.run``)."""
+PASS_THROUGH = ("anchors",)
+"""Subcommands whose arguments their own module parses (``jaxclp.experiments.anchors``)."""
 
 
 def _add_graph_source(parser) -> None:
@@ -197,7 +209,6 @@ def _add_graph_source(parser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    import jaxclp
 
     p = argparse.ArgumentParser(prog="jaxclp", description="Compatible Label Propagation experiments.",
                                 formatter_class=_HelpFormatter)
@@ -303,7 +314,6 @@ def _parser() -> argparse.ArgumentParser:
     # PASS_THROUGH subcommands: listed here for `jaxclp -h`; main() hands their arguments to their own parsers
     sub.add_parser("anchors", help="tuned GNNs on a graph's published splits vs Platonov et al.'s numbers "
                                    "(`jaxclp anchors -h`; python -m jaxclp.experiments.anchors)")
-    sub.add_parser("bench", help="benchmarks (`jaxclp bench -h`; see benchmarks/)")
     return p
 
 
@@ -344,8 +354,6 @@ def _time_limit_arg(text: str):
 
 def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> None:
     """``--priors`` and ``--time-limit``: what ``clp`` may try and how long it may take."""
-    from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES
-    from jaxclp.priors import PRIORS
 
     parser.add_argument("--priors", metavar="NAMES", default=None,
                         help="comma list of the base predictors clp may try, from "
@@ -360,6 +368,10 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                              "candidates while they fit (one closed-form variant always); "
                              "what was left out is named; 'none' for no limit (default: "
                              + ("no limit)" if time_limit is None else f"{time_limit:g})"))
+    parser.add_argument("--plan", action="store_true",
+                        help="print clp's search plan for this graph (the MLP depths, base predictors and kinds of "
+                             "CLP candidate in the order they run, their expected cost and seconds, what the time "
+                             "limit would leave out) and exit without fitting anything (default: fit)")
 
 
 PRIOR_METHODS = ("clp",)
@@ -409,7 +421,6 @@ def _user_graph_metric(ds, metric):
     """A user's graph with its metric: ``metric`` if given; else for two classes ROC-AUC when the rarer one is
     under :data:`IMBALANCED_SHARE` of the labelled nodes, accuracy otherwise, with a one-line note either way
     saying why and how to change it. Returns the dataset."""
-    import numpy as np
 
     if metric is not None or ds.num_classes != 2:
         return ds.with_metric(metric)
@@ -432,7 +443,6 @@ METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}
 def ranking_text(out, dataset: str, split: str, methods) -> str:
     """The methods of ``out``'s records on (dataset, split) best first: test score mean ± std over the runs (in
     percent, the metric named), the best named in words; and which base predictors ``clp`` left out for time."""
-    import numpy as np
 
     last = {}
     for r in read_records(Path(out) / RESULTS_FILE):
@@ -477,11 +487,7 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
 def datasets_table(data_root=None) -> str:
     """The registry as a table: name, nodes, classes (from the processed cache when present, else "?"),
     metric, whether the files are in the data root, description."""
-    import numpy as np
 
-    from jaxclp.datasets import REGISTRY
-    from jaxclp.datasets.cache import cache_key, cache_path
-    from jaxclp.datasets.fetch import data_root as resolve_root, processed_dir
 
     root = resolve_root(data_root)
     rows = [f"data root: {root}", "", f"{'name':<18} {'nodes':>7} {'classes':>7}  {'metric':<8}  {'cached':<7}  "
@@ -525,7 +531,7 @@ def main(argv=None) -> int:
     set ``JAXCLP_TRACEBACK=1`` to get the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] and argv[0] in PASS_THROUGH:
-        # argparse's REMAINDER does not take a leading option (`jaxclp bench --quick`): these subcommands hand
+        # argparse's REMAINDER does not take a leading option (`jaxclp anchors --datasets ...`): these subcommands hand
         # everything after their name to their own parser
         a = argparse.Namespace(cmd=argv[0], rest=argv[1:])
     else:
@@ -603,8 +609,6 @@ def _interruptible(enabled: bool = True, keeps: bool = True):
     Windows the wakeup fd must be a socket): elsewhere a no-op, and Ctrl-C is :func:`main`'s KeyboardInterrupt.
     ``keeps`` False (``predict``): the line says that nothing was written.
     """
-    import signal
-    import threading
 
     if not enabled or os.name != "posix" or threading.current_thread() is not threading.main_thread():
         yield
@@ -690,7 +694,6 @@ def _graph_source(a):
         if extra:
             raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
         return a.dataset
-    from jaxclp.datasets import load_file
 
     columns = {k: v for k, v in (("id_column", a.id_column), ("label_column", a.label_column)) if v is not None}
     return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed, weighted=a.weighted,
@@ -710,11 +713,15 @@ def _main(a, argv) -> int:
         _warn_unused_cost_options(a, methods)
         if isinstance(a.time_limit, _DefaultLimit) and not set(methods) & set(PRIOR_METHODS):
             time_limit = None  # the default reaches clp only: other methods' records keep their configuration
+        if a.plan:
+            return _print_plan(a, priors, time_limit)
         check_out_folder(a.out, "--out")
         title = f"jaxclp run ({a.dataset or Path(a.graph).name.split('.')[0]}, {a.split})"
         with summary_target(a.out, title=title), _interruptible(is_writer()):  # loading a large graph too
             return _run(a, argv, methods, priors, time_limit)
     elif a.cmd == "predict":
+        if a.plan:
+            return _print_plan(a, check_priors(a.priors), check_time_limit(a.time_limit))
         with _interruptible(keeps=False):
             return _predict(a, argv)
     elif a.cmd == "reproduce":
@@ -724,13 +731,20 @@ def _main(a, argv) -> int:
     elif a.cmd == "datasets":
         print(datasets_table(a.data_root))
     elif a.cmd == "anchors":
-        from jaxclp.experiments.anchors import main as anchors_main
 
         anchors_main(a.rest, prog="jaxclp anchors")
-    elif a.cmd == "bench":
-        from jaxclp.benchmarks.run import main as bench_main
+    return 0
 
-        return bench_main(a.rest)
+
+def _print_plan(a, priors, time_limit) -> int:
+    """``--plan``: clp's :class:`jaxclp.search.SearchPlan` on the graph (loaded, nothing fitted), printed."""
+    dataset = _graph_source(a)
+    if isinstance(dataset, str):
+        dataset = load(dataset, root=a.data_root)
+    feats, _ = node_features(dataset)
+    plan = clp_plan(priors, time_limit, dataset.graph, int(np.shape(feats)[1]), a.epochs)
+    print(f"{dataset.name}: {dataset.num_nodes} nodes, {int(dataset.graph.num_edges)} edges, "
+          f"{int(np.shape(feats)[1])} features\n{plan}")
     return 0
 
 
@@ -741,7 +755,6 @@ def _run(a, argv, methods, priors, time_limit) -> int:
     if not isinstance(dataset, str):
         dataset, metric = _user_graph_metric(dataset, a.metric), None
     if isinstance(dataset, str):
-        from jaxclp.datasets.registry import canonical_name
 
         name = canonical_name(dataset)  # the records' name (``Film`` -> ``actor``)
     else:
@@ -767,8 +780,6 @@ def _run(a, argv, methods, priors, time_limit) -> int:
 
 def _predict(a, argv) -> int:
     """``jaxclp predict`` (inside the interrupt handler)."""
-    from jaxclp.datasets import load
-    from jaxclp.experiments.predict import predict, write_predictions
 
     priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
     _warn_unused_cost_options(a, [a.method])

@@ -12,10 +12,7 @@ import contextvars
 import dataclasses
 import functools
 import itertools
-import math
-import time
 import warnings
-import weakref
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -23,23 +20,25 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
+from jaxclp.baselines import fit_link
 from jaxclp.clp import DEFAULT_ALPHAS
+from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
+from jaxclp.gnn import fit_gnn_grid, tuned_grid, tuned_train_config
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
 from jaxclp.gnn import TUNED_DROPOUT as GNN_DROPOUT
 from jaxclp.gnn import TUNED_FFN as GNN_FFN
 from jaxclp.gnn import TUNED_HIDDEN as GNN_HIDDEN
 from jaxclp.gnn import TUNED_LR as GNN_LR
 from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
-from jaxclp.gnn import TwoHopTooLarge
+from jaxclp.gnn import TwoHopTooLarge, default_two_hop_graph, fit_gcn, fit_h2gcn
 from jaxclp.nonlinear import NONLINEAR_ALPHAS
 from jaxclp.nonlinear import POSTS as NONLINEAR_POSTS
 from jaxclp.nonlinear import STARTS as NONLINEAR_STARTS
 from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
 from jaxclp.nonlinear import nonlinear_grid, nonlinear_propagate, nonlinear_starts
+from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
+from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
 from jaxclp.selection import first_best, prior_first, validation_scores
-
-MLP_DEPTHS = (1, 2, 3)
-"""Depths of the runner's MLP priors (fitted per split, vmapped over splits; the depth is chosen on validation)."""
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -49,6 +48,24 @@ CLP_VARIANTS = tuple(itertools.product(("sym", "row", "none"), (False, True), ("
 # spectrally scaled operators (A^F_k / rho_k): every alpha < 1 converges, so the grid extends toward 1
 CLP_SPECTRAL_VARIANTS = tuple(itertools.product(("sym", "row"), ("mlp", "b0")))
 SPECTRAL_ALPHAS = ALPHAS + (0.95, 0.99)
+
+
+class GraphViews:
+    """Graphs derived from a run's graph, built on first use and shared by the run's splits (one value per run,
+    handed to every split's :class:`Context`).
+
+    Args:
+        graph: the run's graph.
+    """
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    @functools.cached_property
+    def two_hop(self):
+        """H2GCN's 2-hop graph (:func:`jaxclp.gnn.default_two_hop_graph`; raises
+        :class:`jaxclp.gnn.TwoHopTooLarge` on a hub-heavy graph)."""
+        return default_two_hop_graph(self.graph)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,20 +90,21 @@ class Context:
             grid on the runner's MLP prior (``clp_mlp``) is computed once for ``clp_mlp`` and ``clp``. Keys:
             ``("fit", name, TrainConfig)`` (prior-independent; kept by :func:`with_prior`) and
             ``("clp_grid", ...)`` (this context's prior; dropped by :func:`with_prior`). Change the prior
-            only through :func:`with_prior`. :data:`CACHE` = False turns it off (records are the same).
+            only through :func:`with_prior`.
         base_priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``);
             None: :data:`CLP_PRIOR_CANDIDATES`.
-        time_limit: seconds ``clp`` may spend on this split: its base predictors (cheap ones first, an expensive
-            one only while its expected cost fits what remains), then CLP's candidates on the chosen one (the
-            closed form always, the costlier kinds of :data:`GRID_COST` while they fit); what was left out is
-            named in the record's ``skipped``. The runner passes what remains of the user's limit after the
-            split's share of the MLP priors (whose depths take at most a quarter of it,
-            :data:`jaxclp.experiments.runner.MLP_TIME_SHARE`). None: no limit.
+        time_limit: seconds ``clp`` may spend on this split (:class:`jaxclp.search.Search`: its base
+            predictors, then CLP's candidates on the chosen one); what was left out is named in the record's
+            ``skipped``. The runner passes what remains of the user's limit after the split's share of the MLP
+            priors (:data:`jaxclp.search.MLP_TIME_SHARE`). None: no limit.
         mlp_fit_seconds: seconds of one MLP prior fit on this split (the runner's mean over the depths it
             fitted, compilation included; 0 where unknown): under ``time_limit`` the first measurement of a
-            base predictor's cost on this graph (:class:`jaxclp.priors.PriorBudget`).
+            base predictor's cost on this graph (:meth:`jaxclp.search.Search.spent`).
         mlp_cut: ``{depth: epochs}`` of the MLP priors whose training ``time_limit`` stopped before its end
             (:func:`jaxclp.experiments.runner.mlp_priors`); empty: none was.
+        decisions: what the run's first split decided under ``time_limit`` for the method this context is for
+            (:class:`jaxclp.search.Decisions`; the runner hands it on); None: this split decides.
+        views: the run's :class:`GraphViews` (H2GCN's 2-hop graph, built once per run); None: built per fit.
     """
 
     graph: jaxclp.Graph
@@ -104,6 +122,8 @@ class Context:
     time_limit: float | None = None
     mlp_fit_seconds: float = 0.0
     mlp_cut: dict = dataclasses.field(default_factory=dict, compare=False)
+    decisions: Decisions | None = None
+    views: GraphViews | None = dataclasses.field(default=None, compare=False, repr=False)
     cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -117,18 +137,13 @@ class Candidates(dict):
     but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
 
     def __init__(self, *args, references: dict | None = None, rule: Callable | None = None,
-                 pending: dict | None = None, skipped: Sequence[str] = (), deadline: float | None = None,
-                 decide: Callable | None = None, **kwargs):
+                 pending: dict | None = None, skipped: Sequence[str] = (), search: Search | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.deadline = deadline
-        """A :func:`time.perf_counter` time (the split's ``time_limit``) past which a rule computes no further
-        pending group it can do without (e.g. :func:`select_prior_first`'s other predictors); None: no limit."""
-        self.decide = decide
-        """``decide(key, compute_skips) -> skips``: what the first split of a graph decided for ``key`` (else
-        ``compute_skips()``, remembered), so that later splits leave out the same (:func:`fit_base_priors`)."""
-        self.skipped = list(skipped)
-        """Names of the base predictors left out because :attr:`Context.time_limit` ran out (the record's
-        ``skipped``)."""
+        self.search = search
+        """The :class:`jaxclp.search.Search` that made these candidates (``clp``): its deadline bounds what a rule
+        computes of :attr:`pending`, its :meth:`~jaxclp.search.Search.decisions` go to the run's later splits."""
+        self.skipped = search.skipped if search is not None else list(skipped)
+        """Names of what :attr:`Context.time_limit` left out (the record's ``skipped``)."""
         self.references = dict(references or {})
         self.rule = rule
         """How the runner chooses among these candidates: ``rule(cands, labels_visible, val_mask, metric) ->
@@ -218,18 +233,16 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
         on_prior[i] = [k for k in cands if k[:2] == ("base_prior", name) and k != alone]
         return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jnp.asarray(val_mask))
 
-    def decide(i, fits):  # another predictor's grid under the deadline: the first split of a graph decides
+    search = getattr(cands, "search", None)
+
+    def decide(i, fits):  # another predictor's grid under the deadline: the search decides (the first split's)
         if not (pending and ("base_prior", names[i]) in cands.pending):
             return True  # computed already: nothing to spend
-        compute = lambda: () if fits() else ("skip",)  # noqa: E731
-        return not (cands.decide(("clp on", names[i]), compute) if cands.decide is not None else compute())
+        return search.other_grid(names[i], fits) if search is not None else fits()
 
     choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
                          candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric,
-                         deadline=getattr(cands, "deadline", None), decide=decide)
-    for i in choice.left_out:
-        cands.skipped.append(f"clp on {names[i]}")
-        status(f"CLP candidates on {names[i]} skipped for time")
+                         deadline=None if search is None else search.deadline, decide=decide)
     if not choice.propagated:
         return ("base_prior", names[choice.prior], "alpha", 0.0), choice.score
     return on_prior[choice.prior][choice.candidate], choice.score
@@ -256,15 +269,9 @@ def reporting(callback: Callable[[str], None] | None):
         _STATUS.reset(token)
 
 
-CACHE = True
-"""Whether methods share fits and :func:`method_clp`'s grid through :attr:`Context.cache` (False: every method
-computes everything itself; the records are identical either way, only the time differs)."""
-
-
 def _cached(ctx: Context, key: tuple, compute: Callable[[], object]):
-    """``ctx.cache[key]``, computed by ``compute()`` on the first request (every time with :data:`CACHE` off)."""
-    if not CACHE:
-        return compute()
+    """``ctx.cache[key]``, computed by ``compute()`` on the first request. Methods share fits and
+    :func:`method_clp`'s grid through it; the records are identical with or without it, only the time differs."""
     if key not in ctx.cache:
         ctx.cache[key] = compute()
     return ctx.cache[key]
@@ -276,6 +283,11 @@ def _fit_key(name: str, cfg) -> tuple:
     (-1 in ``ctx.labels``, 0 in :func:`_labels0`) but are never read (``jaxclp.train`` zeroes them before the
     loop), so the same name and config give bit-identical outputs (tests/test_experiments.py checks it)."""
     return ("fit", name, cfg)
+
+
+def _two_hop(ctx: Context):
+    """The run's 2-hop graph (:attr:`Context.views`), or None (the fit builds it)."""
+    return None if ctx.views is None else ctx.views.two_hop
 
 
 def _labels0(ctx: Context) -> jax.Array:
@@ -291,8 +303,8 @@ def method_link(ctx: Context) -> dict:
     everywhere, also on the ROC-AUC datasets)."""
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
     scores = _cached(ctx, _fit_key("link", cfg),
-                     lambda: jaxclp.fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes,
-                                             cfg))
+                     lambda: fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes,
+                                      cfg))
     return {("link",): scores}
 
 
@@ -343,24 +355,21 @@ def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
 
 
 def method_clp(ctx: Context, variants=CLP_VARIANTS, authors: bool = True, spectral: bool = True, *,
-               deadline: float | None = None, left_out: list | None = None, decision_key=None) -> dict:
-    """The runner's ``clp_mlp`` (CLP on the MLP prior): every CLP variant on validation: the paper's closed form / per-step L1 variants (``variants``), with
-    ``spectral=True`` the spectrally scaled closed form (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and,
-    with ``authors=True``, the authors' propagation (:func:`method_clp_authors`) without the echo term (never
-    chosen on chameleon's validation, 5 splits; it doubles the SpMMs).
+               search: Search | None = None, prior: str = "mlp") -> dict:
+    """The runner's ``clp_mlp`` (CLP on the MLP prior): every CLP variant on validation: the paper's closed form /
+    per-step L1 variants (``variants``), with ``spectral=True`` the spectrally scaled closed form
+    (:data:`CLP_SPECTRAL_VARIANTS`, alphas up to 0.99) and, with ``authors=True``, the authors' propagation
+    (:func:`method_clp_authors`) without the echo term (never chosen on chameleon's validation, 5 splits; it
+    doubles the SpMMs).
 
-    ``deadline`` (a :func:`time.perf_counter` time; :func:`method_clp_prior` sets it under
-    :attr:`Context.time_limit`): the first closed-form variant is always computed, the others while one more
-    (the mean seconds of those computed) fits before it, then the costlier kinds of candidate (:data:`GRID_COST`)
-    only while their expected cost fits; what was left out is appended to ``left_out`` (:data:`GRID_KIND_NAMES`,
-    ``"clp closed form row/b0"``). ``decision_key``: what the first split of a graph decided is reused by
-    its later splits (as :func:`fit_base_priors` does). Candidates are in the same order either way, so a grid
-    that leaves nothing out is the grid computed without a deadline."""
+    ``search`` (:func:`method_clp_prior` passes the split's under :attr:`Context.time_limit`): the groups of
+    candidates are computed as :meth:`jaxclp.search.Search.grid` allows (the first closed-form variant always);
+    ``prior`` names the predictor for its decisions. Candidates are in the same order either way, so a grid that
+    leaves nothing out is the grid computed without a limit."""
     key = ("clp_grid", tuple(variants), bool(authors), bool(spectral))
-    if deadline is None or (CACHE and key in ctx.cache):
+    if search is None or not search.limited or key in ctx.cache:
         return dict(_cached(ctx, key, lambda: _clp_grid(ctx, variants, authors, spectral)))
-    return _clp_grid(ctx, variants, authors, spectral, deadline=deadline, left_out=left_out,
-                     decision_key=decision_key)
+    return _clp_grid(ctx, variants, authors, spectral, search=search, prior=prior)
 
 
 GRID_MAX_BYTES = 4 << 30
@@ -391,17 +400,8 @@ def _group_best(ctx: Context, group: dict) -> dict:
     return group if best is None else {best: group[best]}
 
 
-GRID_COST = {"closed": 1.0, "spectral": 2.8, "l1": 3.6, "authors": 8.2}
-"""Expected seconds of each kind of :func:`method_clp` candidate, relative to the closed-form variants (all of a
-kind together): the paper's closed form (always computed), the spectrally scaled closed form, the per-step L1
-variants, the authors' step (160 configurations x 20 layers). Measured on a 42k-node, 40-class arxiv-shaped graph
-(5.0 / 14.1 / 18.0 / 41.3 s, ``benchmarks/results/grid_budget.md``); a deadline computes them in this order."""
-
-GRID_KIND_NAMES = {"spectral": "clp spectral variants", "l1": "clp L1 variants", "authors": "clp authors' step"}
-"""How a kind of candidate left out for time is named in a record's ``skipped`` (beside base predictors)."""
-
-def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: float | None = None,
-              left_out: list | None = None, decision_key=None) -> dict:
+def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, search: Search | None = None,
+              prior: str = "mlp") -> dict:
     y = _labels0(ctx)
     lean = _grid_bytes(ctx, variants, authors, spectral) > GRID_MAX_BYTES
     keep = functools.partial(_group_best, ctx) if lean else (lambda group: group)
@@ -418,56 +418,15 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, deadline: f
         return keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): res.beliefs[i]
                      for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]})
 
-    # (kind, thunk) in the candidates' order: the authors' step (echo off: half the cost), the variants, the
-    # spectrally scaled variants
-    groups = [("authors", lambda: method_clp_authors(ctx, echo=(False,), _keep=keep))] if authors else []
-    groups += [("l1" if l1 else "closed", functools.partial(variant, norm, l1, src)) for norm, l1, src in variants]
-    groups += [("spectral", functools.partial(spectral_variant, norm, src))
+    # (kind, name, thunk) in the candidates' order: the authors' step (echo off: half the cost), the variants,
+    # the spectrally scaled variants
+    groups = [("authors", GRID_KIND_NAMES["authors"],
+               lambda: method_clp_authors(ctx, echo=(False,), _keep=keep))] if authors else []
+    groups += [("l1" if l1 else "closed", f"clp closed form {norm}/{src}", functools.partial(variant, norm, l1, src))
+               for norm, l1, src in variants]
+    groups += [("spectral", GRID_KIND_NAMES["spectral"], functools.partial(spectral_variant, norm, src))
                for norm, src in (CLP_SPECTRAL_VARIANTS if spectral else ())]
-    if deadline is None:
-        cands = {}
-        for _, thunk in groups:
-            cands.update(thunk())
-        return cands
-
-    decided = _decided_skips(ctx.graph, ("clp grid", decision_key)) if decision_key is not None else None
-    done, unit, skipped = {}, None, []
-    # the closed-form variants' group index -> how one left out for time is named in a record's skipped
-    closed = {i: f"clp closed form {norm}/{src}"
-              for i, (norm, l1, src) in enumerate(variants, start=int(authors)) if not l1}
-
-    def late(seconds: float) -> bool:
-        return time.perf_counter() + seconds > deadline
-
-    for kind in sorted({k for k, _ in groups}, key=GRID_COST.get):
-        if kind != "closed" and (kind in decided if decided is not None else unit is not None and
-                                 late(GRID_COST[kind] * unit)):
-            skipped.append(kind)
-            status(f"CLP candidates: {GRID_KIND_NAMES[kind]} skipped for time")
-            continue
-        t0 = time.perf_counter()
-        for i, (k, thunk) in enumerate(groups):
-            if k != kind:
-                continue
-            if kind == "closed" and i != min(closed):  # the first closed-form variant always; the others while they fit
-                name = closed[i]
-                per_variant = (time.perf_counter() - t0) / len(done)  # the closed kind comes first: done holds its own
-                if name in decided if decided is not None else late(per_variant):
-                    skipped.append(name)
-                    status(f"CLP candidates: {name} skipped for time")
-                    continue
-            done[i] = thunk()
-            jax.block_until_ready(list(done[i].values()))
-        if kind == "closed":  # the seconds of the whole closed form, from the variants computed
-            unit = (time.perf_counter() - t0) / len(done) * len(closed) / GRID_COST["closed"]
-    if decision_key is not None and decided is None:
-        _remember_skips(ctx.graph, ("clp grid", decision_key), tuple(skipped))
-    if left_out is not None:
-        left_out.extend(GRID_KIND_NAMES.get(k, k) for k in skipped)
-    cands = {}
-    for i in sorted(done):
-        cands.update(done[i])
-    return cands
+    return (search or Search()).grid(prior, groups)
 
 
 def method_clp_paper(ctx: Context) -> dict:
@@ -499,8 +458,6 @@ def method_clp_refined(ctx: Context) -> dict:
 def gnn_train_config(metric: str, lr: float = GNN_LR, weight_decay: float = 0.0):
     """TrainConfig of the tuned GNNs (:func:`jaxclp.gnn.tuned_train_config`): early stopping and best epoch on the
     task ``metric``."""
-    from jaxclp.gnn import tuned_train_config
-
     return tuned_train_config(jaxclp.TrainConfig(metric=metric), lr, weight_decay)
 
 
@@ -508,15 +465,11 @@ def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS, plain_depths=GNN_P
     """The :class:`jaxclp.gnn.GNNSpec` candidates of one architecture (:func:`jaxclp.gnn.tuned_grid`): residual +
     LayerNorm blocks (with Platonov et al.'s feed-forward layer, :data:`GNN_FFN`) at ``depths``, plain blocks at
     ``plain_depths``."""
-    from jaxclp.gnn import tuned_grid
-
     return tuned_grid(conv, sep, depths=depths, plain_depths=plain_depths, hidden=GNN_HIDDEN, dropout=GNN_DROPOUT,
                       heads=4, ffn=GNN_FFN)
 
 
 def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
-    from jaxclp.gnn import fit_gnn_grid
-
     specs = gnn_grid(conv, sep)
     fits = fit_gnn_grid(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
                         num_classes=ctx.num_classes, specs=specs, cfg=gnn_train_config(ctx.metric))
@@ -528,8 +481,8 @@ def method_gcn(ctx: Context) -> dict:
     on ``ctx.metric``. One candidate: this is the paper's GCN row."""
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
     prior = _cached(ctx, _fit_key("gcn", cfg),
-                    lambda: jaxclp.fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                                           num_classes=ctx.num_classes, cfg=cfg).prior)
+                    lambda: fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                                    num_classes=ctx.num_classes, cfg=cfg).prior)
     return {("gcn",): prior}
 
 
@@ -543,8 +496,9 @@ def method_gcn_tuned(ctx: Context) -> dict:
 def method_h2gcn(ctx: Context) -> dict:
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
     prior = _cached(ctx, _fit_key("h2gcn", cfg),
-                    lambda: jaxclp.fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                                             num_classes=ctx.num_classes, cfg=cfg).prior)
+                    lambda: fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+                                      two_hop=_two_hop(ctx),
+                                      num_classes=ctx.num_classes, cfg=cfg).prior)
     return {("h2gcn",): prior}
 
 
@@ -569,15 +523,6 @@ def method_gcn_sep(ctx: Context) -> dict:
 
 
 # ------------------------------------------------------------------------- priors as a pipeline stage
-CLP_PRIOR_CANDIDATES = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
-"""Base predictors :func:`method_clp_prior` (the runner's ``clp``) tries on every split: the MLP, the two
-structure-only / structure+feature linear models, the two GNNs of the paper's tables (Kipf's GCN; H2GCN, the
-heterophily GNN that wins minesweeper by 18 AUC points) and the two tuned GNNs that beat `clp` revision 0 by more
-than one std (tuned GCN on Wiki and Twitch-RU, SAGE on Europe-Airports; table_gnn), each with its spec chosen on
-validation among :func:`gnn_grid`'s 8 (:func:`jaxclp.priors.tuned_gnn_prior`). Add "gat_tuned", "sage", "gat" via
-``priors=``."""
-
-
 def prior_train_config(ctx: Context):
     """TrainConfig of the priors fitted here: the run's (``ctx.train_cfg``: the paper's MLP settings unless the
     user changed them), early stopping on ``ctx.metric``."""
@@ -585,23 +530,7 @@ def prior_train_config(ctx: Context):
     return cfg._replace(metric=ctx.metric)
 
 
-_SKIPS: dict[tuple, tuple] = {}
-"""``(id(graph), decision key) -> (weakref to the graph, names left out)``: what the first split of a graph left
-out under a time limit (the base predictors, :func:`fit_base_priors`; the kinds of CLP candidate on each,
-:func:`method_clp`), kept while the graph object lives so that later splits leave out the same."""
-
-
-def _decided_skips(graph, key: tuple) -> tuple | None:
-    hit = _SKIPS.get((id(graph), key))
-    return hit[1] if hit is not None and hit[0]() is graph else None
-
-
-def _remember_skips(graph, key: tuple, skipped: tuple) -> None:
-    memo = (id(graph), key)
-    _SKIPS[memo] = (weakref.ref(graph, lambda _, m=memo: _SKIPS.pop(m, None)), skipped)
-
-
-def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | None = None) -> dict:
+def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, search: Search | None = None) -> dict:
     """``name -> (n, K)`` prior of every base predictor in ``names`` (:data:`jaxclp.priors.PRIORS`).
 
     ``"mlp"`` is the runner's MLP prior (``ctx.prior``, its depth chosen on validation); the others are fitted
@@ -613,77 +542,49 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, skipped: list | No
     (:class:`jaxclp.gnn.TwoHopTooLarge`; no graph of the 18 datasets comes within 20x of it) and other predictors
     remain; asked for alone it raises.
 
-    Under :attr:`Context.time_limit` the predictors are fitted in the order of ``names`` (cheap first in
-    :data:`CLP_PRIOR_CANDIDATES`) while their expected cost fits the time left (:class:`jaxclp.priors.PriorBudget`,
-    :data:`jaxclp.priors.PRIOR_COST`; the MLP prior, fitted before, counts as the first); the names
-    left out are appended to ``skipped``. A predictor started stops training where the split's time runs out
-    (``deadline``, :data:`jaxclp.priors.DEADLINE_PRIORS`: all but LINK); ``"NAME epochs after E"`` (as the
-    MLP's) is then appended to ``skipped``. Fits already in ``ctx.cache`` cost nothing and are always used. The
-    first split of a graph decides (its fits pay the compilations later splits reuse, so its seconds are the
-    cautious estimate); every later split of the same graph object leaves out the same predictors and trains a
-    predictor the first split stopped at epoch E for E epochs at most (no clock, the same chunked programs), so a
-    run's splits are comparable.
+    Which predictors are fitted, and for how long, is ``search``'s (:meth:`jaxclp.search.Search.fit_priors`; None:
+    a search of ``ctx.time_limit`` following ``ctx.decisions``): the MLP prior, fitted before, counts as the first;
+    fits already in ``ctx.cache`` cost nothing and are always used.
     """
-    from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, PriorBudget, fit_prior
-
-    out = {}
+    search = search or Search(ctx.time_limit, ctx.decisions, status)
     cfg = prior_train_config(ctx)
-    budget = PriorBudget(ctx.time_limit)
-    decision = (tuple(names), ctx.time_limit)
-    decided = _decided_skips(ctx.graph, decision) if ctx.time_limit is not None else None
-    left_out = []
-    for name in names:
-        if name == "mlp":
-            out[name] = ctx.prior
-            # fitted before, for every split at once: free here, but its seconds say what a fit costs here
-            # (a unit from LINK alone, mostly compilation, made GCN look 6x cheaper than it was at 169k nodes)
-            budget.spent(name, float(ctx.mlp_fit_seconds))
-            continue
-        cap = _decided_skips(ctx.graph, ("epochs", decision, name)) if decided is not None else None
-        fit_cfg = cfg._replace(epochs=cap[0]) if cap else cfg  # the epoch where the first split's clock stopped it
-        cached = CACHE and _fit_key(name, fit_cfg) in ctx.cache
-        if (name in decided) if decided is not None else (not cached and not budget.allows(name)):
-            left_out.append(name)
-            status(f"base predictor {name} skipped: time limit {ctx.time_limit:g} s")
-            continue
+
+    def fit(i, deadline, epochs):
+        name = names[i]
+        status(f"base predictor {name}")
+        fit_cfg = cfg if epochs is None else cfg._replace(epochs=epochs)
         # a tuned GNN's candidates: this module's grid (the one the spec hashes read), as table_gnn's
         opts = {"grid": gnn_grid(name.split("_")[0]), "lr": GNN_LR} if name in TUNED_PRIORS else {}
-        clocked = ctx.time_limit is not None and name in DEADLINE_PRIORS and not cached
-        if clocked:  # the first split: training stops where the split's time runs out; the later ones train the
-            # epochs it reached with no clock, on the same compiled (chunked) programs: no second compilation
-            opts["deadline"] = budget.start + float(ctx.time_limit) if decided is None else math.inf
-        def fit(name=name, opts=opts, fit_cfg=fit_cfg):
-            status(f"base predictor {name}")
+        if deadline is not None:
+            opts["deadline"] = deadline
+        def compute():  # H2GCN reads the run's 2-hop graph (built on first use; TwoHopTooLarge caught below)
+            extra = {"two_hop": _two_hop(ctx)} if name == "h2gcn" else {}
             return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
-                             ctx.num_classes, fit_cfg, **opts)
+                             ctx.num_classes, fit_cfg, **opts, **extra)
 
         try:
-            t0 = time.perf_counter()
-            if clocked:
-                res = fit()
-                if decided is None and res.stopped_at is not None:
-                    _remember_skips(ctx.graph, ("epochs", decision, name), (res.stopped_at,))
-                    fit_cfg = cfg._replace(epochs=res.stopped_at)
-                out[name] = ctx.cache[_fit_key(name, fit_cfg)] = res.prior
-            else:
-                out[name] = _cached(ctx, _fit_key(name, fit_cfg), lambda: fit().prior)
-            if not cached:
-                jax.block_until_ready(out[name])
-            if fit_cfg is not cfg:
-                left_out.append(f"{name} epochs after {fit_cfg.epochs}")
-                status(f"base predictor {name} stopped after epoch {fit_cfg.epochs}: time limit "
-                       f"{ctx.time_limit:g} s")
-            budget.spent(name, 0.0 if cached else time.perf_counter() - t0)
+            if deadline is None:
+                return jax.block_until_ready(_cached(ctx, _fit_key(name, fit_cfg), lambda: compute().prior)), None
+            res = compute()
+            if res.stopped_at is not None and epochs is None:  # the first split: cached at the epochs it reached
+                fit_cfg = cfg._replace(epochs=res.stopped_at)
+            ctx.cache[_fit_key(name, fit_cfg)] = res.prior
+            return jax.block_until_ready(res.prior), res.stopped_at
         except TwoHopTooLarge as err:  # a hub-heavy graph: H2GCN's 2-hop graph does not fit; the others still do
             if name != "h2gcn" or len(names) == 1:
                 raise
             status(f"base predictor h2gcn left out: {err}")
-            warnings.warn(f"clp: base predictor h2gcn left out of the choice: {err}", stacklevel=2)
-    if ctx.time_limit is not None and decided is None:
-        _remember_skips(ctx.graph, decision, tuple(left_out))
-    if skipped is not None:
-        skipped.extend(left_out)
-    return out
+            warnings.warn(f"clp: base predictor h2gcn left out of the choice: {err}", stacklevel=3)
+            return None, None
+
+    def free(name, epochs):
+        return _fit_key(name, cfg if epochs is None else cfg._replace(epochs=epochs)) in ctx.cache
+
+    # fitted before, for every split at once: free here, but its seconds say what a fit costs here (a unit from
+    # LINK alone, mostly compilation, made GCN look 6x cheaper than it was at 169k nodes)
+    before = {"mlp": (ctx.prior, float(ctx.mlp_fit_seconds))} if "mlp" in names else {}
+    fitted = search.fit_priors(names, fit, free=free, clocked=DEADLINE_PRIORS, fitted_before=before)
+    return {names[i]: prior for i, prior in fitted.items()}
 
 
 def with_prior(ctx: Context, prior) -> Context:
@@ -709,34 +610,37 @@ def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options
     ``num_candidates`` counts what was computed); ``lazy=False`` computes every grid (the cross-fit of
     ``jaxclp reproduce selection`` needs them all). The choice and its scores are the same either way (tested).
 
-    ``priors`` None: ``ctx.base_priors``, else :data:`CLP_PRIOR_CANDIDATES`. Under ``ctx.time_limit`` (one
-    deadline for the split) the expensive predictors may be left out (:func:`fit_base_priors`), and so may the
-    costlier kinds of CLP candidate on the chosen predictor (:func:`method_clp`'s ``deadline``); the
-    candidates' ``skipped`` names them.
+    ``priors`` None: ``ctx.base_priors``, else :data:`jaxclp.search.CLP_PRIOR_CANDIDATES`. What is computed under
+    ``ctx.time_limit`` is one :class:`jaxclp.search.Search`'s (``candidates.search``): its
+    :meth:`~jaxclp.search.Search.decisions` go to the run's later splits (``ctx.decisions``); the candidates'
+    ``skipped`` names what it left out.
     """
     if priors is None:
         priors = ctx.base_priors if ctx.base_priors is not None else CLP_PRIOR_CANDIDATES
-    deadline = None if ctx.time_limit is None else time.perf_counter() + ctx.time_limit
-    skipped = []
-    bases = fit_base_priors(ctx, priors, skipped)
-
-    def decide(key, compute):
-        memo = (tuple(priors), ctx.time_limit, key)
-        done = _decided_skips(ctx.graph, memo)
-        if done is None:
-            done = tuple(compute())
-            _remember_skips(ctx.graph, memo, done)
-        return done
-
-    cands = Candidates(references=bases, rule=select_prior_first, skipped=skipped, deadline=deadline,
-                       decide=decide)
+    search = Search(ctx.time_limit, ctx.decisions, status)
+    bases = fit_base_priors(ctx, priors, search)
+    cands = Candidates(references=bases, rule=select_prior_first, search=search)
     for name, prior in bases.items():
         base_ctx = ctx if prior is ctx.prior else with_prior(ctx, prior)  # the MLP prior: clp_mlp's cached grid
         cands[("base_prior", name, "alpha", 0.0)] = prior  # CLP at alpha = 0: the prior itself
-        budget = {} if deadline is None else {"deadline": deadline, "left_out": cands.skipped,
-                                              "decision_key": (tuple(priors), ctx.time_limit, name)}
-        cands.pending[("base_prior", name)] = functools.partial(method_clp, base_ctx, **clp_options, **budget)
+        cands.pending[("base_prior", name)] = functools.partial(method_clp, base_ctx, **clp_options,
+                                                                search=search, prior=name)
     return cands if lazy else cands.expand()
+
+
+def clp_plan(priors=None, time_limit: float | None = None, graph=None, num_features: int = 1,
+             epochs: int = 500) -> SearchPlan:
+    """The :class:`jaxclp.search.SearchPlan` of the runner's ``clp`` (and ``jaxclp predict``): the MLP prior's
+    depths, ``priors`` (None: :data:`jaxclp.search.CLP_PRIOR_CANDIDATES`), every kind of CLP candidate of
+    :func:`method_clp`'s grid; with ``graph``, its expected seconds (``jaxclp run --plan``)."""
+    priors = tuple(priors) if priors is not None else CLP_PRIOR_CANDIDATES
+    kinds = sorted({"l1" if l1 else "closed" for _, l1, _ in CLP_VARIANTS} | {"spectral", "authors"},
+                   key=GRID_COST.get)
+    fields = dict(priors=priors, mlp_depths=MLP_DEPTHS, grid_kinds=tuple(kinds), time_limit=time_limit,
+                  closed_variants=tuple(f"{n}/{s}" for n, l1, s in CLP_VARIANTS if not l1))
+    if graph is None:
+        return SearchPlan(**fields)
+    return SearchPlan.for_graph(graph, num_features, epochs, **fields)
 
 
 REFIT_METHODS = ("clp", "clp_mlp", "clp_paper", "cs", "lp")
@@ -821,8 +725,6 @@ def method_clp_e2e(ctx: Context) -> dict:
     (warm start), then fine-tuned on the cross-entropy of the CLP output of the training nodes with the label
     trick (sym-normalized, linear, MLP prior); one fit per alpha of :data:`jaxclp.end_to_end.DEFAULT_ALPHAS`,
     each early-stopped on validation (``ctx.metric``) with the warm start as a candidate; alpha on validation."""
-    from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
-
     res = fit_end_to_end(ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val, ctx.num_classes,
                          normalization="sym", hidden=(64,) * ctx.mlp_depth,
                          cfg=DEFAULT_CONFIG._replace(metric=ctx.metric))

@@ -23,6 +23,8 @@ import csv
 import functools
 from importlib import resources
 
+from jaxclp.datasets.registry import canonical_name
+
 __all__ = ["paper_number", "paper_entry", "paper_rows", "DATASET_NAMES", "METHOD_NAMES", "DAGGER_SUFFIX"]
 
 DAGGER_SUFFIX = "+dagger"
@@ -67,8 +69,6 @@ def paper_entry(dataset: str, split: str, method: str) -> dict | None:
     Returns:
         The CSV row (``mean`` may be ``"OOM"``), or None.
     """
-    from jaxclp.datasets.registry import canonical_name
-
     dataset = str(dataset)
     names = METHOD_NAMES
     if dataset.endswith(DAGGER_SUFFIX):

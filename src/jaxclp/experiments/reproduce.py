@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import jaxclp
 from jaxclp.datasets import load
-
+from jaxclp.experiments.analyses import TARGETS as _FIGURE_TARGETS  # figures: results/figures/
+from jaxclp.experiments.analyses import dagger as _dagger
 from jaxclp.experiments.runner import BASE_SEED, job, run, summary_target
 from jaxclp.experiments.summary import write_summary
 
@@ -141,10 +144,6 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
                 run(name, split, METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
                     reuse=reuse)
         if dagger:
-            import dataclasses
-
-            from jaxclp.experiments.analyses import dagger as _dagger
-
             for name in names:
                 ds = load(name, root=data_root)
                 dds, _ = _dagger.dagger_dataset(ds, dataclasses.replace(_dagger.FULL_DAGGER, datasets=(name,)))
@@ -155,8 +154,6 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
 
 def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
     """Dataset statistics and edge homophily as loaded by our (id-mapping) loaders."""
-    import jaxclp
-
     rows = ["| dataset | nodes | undirected edges | features | classes | edge h | node h |",
             "|---|---|---|---|---|---|---|"]
     for name in datasets or HETEROPHILY + CITATION + ("coauthor-cs", "coauthor-physics"):
@@ -170,8 +167,6 @@ def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):
                     f"`{' '.join(argv or ['jaxclp', 'reproduce', 'homophily'])}`\n\n" + "\n".join(rows) + "\n")
     return [path]
 
-
-from jaxclp.experiments.analyses import TARGETS as _FIGURE_TARGETS  # noqa: E402  (figures: results/figures/)
 
 TARGET_HELP = {
     "table2": "the paper's Table 2: heterophily datasets, medium split (10/10/80), every method",

@@ -7,7 +7,11 @@ cites. Numbers in the prose of the README and the documentation are generated th
 (:mod:`jaxclp.experiments.page_values`), and rewritten by the same command.
 
     python -m jaxclp.experiments.results_tables            # rewrite the blocks of ./docs/results/*.md from ./results
-    python -m jaxclp.experiments.results_tables --check    # exit 1 if they differ (what tests/test_readme.py checks)
+    python -m jaxclp.experiments.results_tables --check    # exit 1 if they differ
+
+This module renders what the records (``results/``) hold. The tables and facts of the benchmarks' results belong
+to the clone's ``benchmarks`` package, which passes them in (``blocks=``, ``facts=``): this repository's pages hold
+both, and ``python -m benchmarks.pages [--check]`` renders them (what tests/test_readme.py checks).
 
 Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
 row's most complete method have, ``‡`` where a record was made under an earlier definition of its method (its
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import re
 import sys
 from pathlib import Path
@@ -26,6 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxclp.experiments import page_values
+from jaxclp.experiments.anchors import compact_table
+from jaxclp.experiments.page_values import Sources
 from jaxclp.experiments.reproduce import HOMOPHILY
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
 from jaxclp.experiments.paper import paper_number
@@ -178,41 +186,46 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
     return "\n".join(lines)
 
 
-def _other_blocks() -> dict:
-    from jaxclp.benchmarks.page_blocks import BLOCKS
+def _anchors_block(root: Path) -> str:
+    """The anchors' results (``results/anchors/results.json``): :func:`jaxclp.experiments.anchors.compact_table`."""
+    return compact_table(json.loads((Path(root) / "results" / "anchors" / "results.json").read_text()))
 
-    return BLOCKS
+
+RECORD_BLOCKS = {"anchors": _anchors_block}
+"""Generated blocks of the records that are not a :class:`Table` or :class:`Paired`: name -> ``f(root) -> markdown``."""
 
 
 _BLOCK = re.compile(r"(<!-- jaxclp:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /jaxclp:(?P=name) -->)", re.S)
 
 
-def render(text: str, root: Path = Path("."), sources=None) -> str:
+def render(text: str, root: Path = Path("."), sources=None, blocks=None) -> str:
     """``text`` (a page) with every generated block and inline value recomputed from the records and results
     under ``root``.
 
     Args:
         sources: a :class:`jaxclp.experiments.page_values.Sources` of ``root`` to read through (pages rendered
             together share one, so each file is read once); default a new one.
+        blocks: more generated blocks, name -> ``f(root) -> markdown`` (the benchmarks' tables), besides
+            :data:`TABLES`, :data:`PAIRED` and :data:`RECORD_BLOCKS`.
 
     Raises:
-        ValueError: a block names a table that :data:`TABLES` does not define.
+        ValueError: a block names a table that none of these define.
     """
-    from jaxclp.experiments import page_values
-
     src = sources or page_values.Sources(root)
     records = src.records
+    other = {**(blocks or {}), **RECORD_BLOCKS}
 
     def block(m: re.Match) -> str:
         name = m.group("name")
         if name in PAIRED:
             p = PAIRED[name]
             return m.group(1) + paired_markdown([records(f) for f in p.results], p) + "\n" + m.group(4)
-        if name in _other_blocks():
-            return m.group(1) + _other_blocks()[name](Path(root)) + "\n" + m.group(4)
+        if name in other:
+            return m.group(1) + other[name](Path(root)) + "\n" + m.group(4)
         if name not in TABLES:
             raise ValueError(f"block jaxclp:{name} names no table; known: "
-                             f"{sorted(TABLES) + sorted(PAIRED) + sorted(_other_blocks())}")
+                             f"{sorted(TABLES) + sorted(PAIRED) + sorted(other)} (the benchmarks' tables: "
+                             "python -m benchmarks.pages from a clone)")
         t = TABLES[name]
         return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
 
@@ -226,38 +239,36 @@ def pages(root: Path = Path(".")) -> list[Path]:
     return ([readme] if readme.is_file() else []) + sorted((Path(root) / "docs").rglob("*.md"))
 
 
-def update(paths=None, root: Path = Path(".")) -> list[Path]:
+def update(paths=None, root: Path = Path("."), blocks=None, facts=None) -> list[Path]:
     """Rewrites the generated blocks of each page in ``paths`` (default: :func:`pages`) in place from the records
-    under ``root``; returns the pages that changed."""
-    from jaxclp.experiments.page_values import Sources
-
-    changed, src = [], Sources(root)
+    under ``root`` (and the extra ``blocks`` and ``facts``, as :func:`render` and
+    :class:`jaxclp.experiments.page_values.Sources` take them); returns the pages that changed."""
+    changed, src = [], Sources(root, facts=facts)
     for path in (pages(root) if paths is None else [Path(p) for p in paths]):
         text = path.read_text()
-        new = render(text, root, src)
+        new = render(text, root, src, blocks)
         if new != text:
             path.write_text(new)
             changed.append(path)
     return changed
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jaxclp.experiments.results_tables", description=__doc__.splitlines()[0])
+def main(argv=None, blocks=None, facts=None, prog: str = "python -m jaxclp.experiments.results_tables") -> int:
+    """The command: rewrite (or ``--check``) every page of :func:`pages`; ``blocks`` and ``facts`` as
+    :func:`update` takes them, ``prog`` the command's name in its messages."""
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=".", help="the repository root (records under ROOT/results, pages under "
                                                 "ROOT/README.md and ROOT/docs)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a page's tables differ from the records")
     a = ap.parse_args(argv)
     root = Path(a.root)
     if a.check:
-        from jaxclp.experiments.page_values import Sources
-
-        src = Sources(root)
-        stale = [str(p) for p in pages(root) if render(p.read_text(), root, src) != p.read_text()]
+        src = Sources(root, facts=facts)
+        stale = [str(p) for p in pages(root) if render(p.read_text(), root, src, blocks) != p.read_text()]
         print("the results pages match the records" if not stale else
-              f"tables of {', '.join(stale)} differ from the records: run python -m jaxclp.experiments.results_tables",
-              file=sys.stderr)
+              f"tables of {', '.join(stale)} differ from the records: run {prog}", file=sys.stderr)
         return 1 if stale else 0
-    changed = update(root=root)
+    changed = update(root=root, blocks=blocks, facts=facts)
     print(f"updated {', '.join(map(str, changed))}" if changed else "the results pages are up to date")
     return 0
 

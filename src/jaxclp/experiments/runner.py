@@ -53,15 +53,21 @@ import numpy as np
 
 import jaxclp
 from jaxclp.datasets import Dataset, load, random_splits
+from jaxclp.datasets import node_features as _node_features
+from jaxclp.datasets.featurize import csr_for_density
 from jaxclp.datasets.fetch import data_root as _data_root, sha256sum
 from jaxclp.datasets.registry import REGISTRY, canonical_name
 from jaxclp.features import as_features
 from jaxclp.gnn import check_two_hop_size
 from jaxclp.metrics import evaluate
+from jaxclp import search
+from jaxclp.search import MLP_DEPTHS, Decisions, mlp_deadline, mlp_depth_fits
 from jaxclp.mlp import fit_mlp_splits
+from jaxclp.priors import PRIORS
 from jaxclp.train import TrainConfig, stopped_early
 
-from jaxclp.experiments.methods import (METHODS, MLP_DEPTHS, NEEDS_PRIOR, Context, reporting, select, status,
+from jaxclp.experiments.records import RecordKey, record_key
+from jaxclp.experiments.methods import (METHODS, NEEDS_PRIOR, Context, GraphViews, reporting, select, status,
                                        visible_labels)
 from jaxclp.experiments.specs import method_hash, method_spec
 
@@ -135,9 +141,6 @@ def node_features(ds: Dataset, kind: str = "auto"):
     their density alone (the same model, another float rounding than the dense product: such records are kept
     apart from dense-feature ones).
     """
-    from jaxclp.datasets import node_features as _node_features
-    from jaxclp.datasets.featurize import csr_for_density
-
     feats, kind = _node_features(ds, kind)
     return feats, kind + ("/csr" if csr_for_density(feats) else "")
 
@@ -313,8 +316,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         done = done_results(path, chash, mhash)
         if jax.process_count() > 1:
             done = _agree_on_done(done, ds.name, split, nruns, methods)
-        todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)]
-        reused = sum((ds.name, split, i, m) in done for i in range(nruns) for m in methods)
+        todo = [i for i in range(nruns) if any(RecordKey(ds.name, split, i, m) not in done for m in methods)]
+        reused = sum(RecordKey(ds.name, split, i, m) in done for i in range(nruns) for m in methods)
         computing = nruns * len(methods) - reused
         tracker = _JOB.get()
         if tracker is not None:
@@ -342,14 +345,18 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             if needs_prior:
                 show.at("MLP priors")
             setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior, priors, time_limit)
+            decisions = {}  # method -> what its first split computed decided under the time limit (later splits follow)
             for j, i in enumerate(bar):
                 ctx = setup.context(j)
                 for m in methods:
-                    if (ds.name, split, i, m) in done:
+                    if RecordKey(ds.name, split, i, m) in done:
                         continue
                     show.at(f"split {i + 1}/{nruns}, method {m}")
                     t_rec = time.perf_counter()
-                    fields, _ = score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
+                    fields, _ = score_method(dataclasses.replace(ctx, decisions=decisions.get(m)), m, setup.labels,
+                                             setup.test[i], setup.mlp_seconds)
+                    if "decisions" in fields:
+                        decisions.setdefault(m, Decisions.from_record(fields))
                     rec = ({"type": "result", "dataset": ds.name, "split": split, "run": i,
                             "seed": None if sp.seeds is None else sp.seeds[i]} | fields
                            | {"features": feat_kind, "config": config, "config_hash": chash,
@@ -382,8 +389,6 @@ def check_priors(priors) -> tuple[str, ...] | None:
     """
     if priors is None:
         return None
-    from jaxclp.priors import PRIORS
-
     names = split_names(priors) if isinstance(priors, str) else [str(p).strip() for p in priors if str(p).strip()]
     choices = sorted(set(PRIORS) | {"mlp"})
     unknown = [p for p in names if p not in choices]
@@ -394,10 +399,8 @@ def check_priors(priors) -> tuple[str, ...] | None:
 
 
 def check_time_limit(time_limit) -> float | None:
-    """``--time-limit`` checked by :func:`jaxclp.priors.check_time_limit` (seconds >= 0, or None)."""
-    from jaxclp.priors import check_time_limit as check
-
-    return check(time_limit, "--time-limit")
+    """``--time-limit`` checked by :func:`jaxclp.search.check_time_limit` (seconds >= 0, or None)."""
+    return search.check_time_limit(time_limit, "--time-limit")
 
 
 def check_methods(methods) -> list[str]:
@@ -496,14 +499,6 @@ def release_compiled(fraction: float | None = None) -> bool:
     return True
 
 
-MLP_TIME_SHARE = 0.25
-"""Under a time limit, the share of it (per split) the MLP priors may take: depths are fitted in
-:data:`MLP_DEPTHS` order, the first always, a further one only while the seconds so far plus the last depth's
-fit within this share; the rest of the limit is for ``clp``'s base predictors and CLP's candidates. A quarter
-(a half until 2026-12-05), so that where one MLP fit costs much of the limit a graph-aware predictor of the same cost
-(GCN) can still start: ``benchmarks/results/mlp_time_share.md``."""
-
-
 def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig,
                time_limit: float | None = None) -> tuple[dict, float, dict]:
     """MLP priors of every depth in :data:`MLP_DEPTHS`, each fit vmapped over the splits ``todo``.
@@ -517,20 +512,19 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
 
     Returns:
         ``({depth: (len(todo), n, K) softmax}, seconds per split, {depth: epochs})``. Under ``time_limit``
-        (seconds per split) the depths fit :data:`MLP_TIME_SHARE` of it: the depths that would not start within
+        (seconds per split) the depths fit :data:`jaxclp.search.MLP_TIME_SHARE` of it
+        (:func:`jaxclp.search.mlp_deadline`, :func:`jaxclp.search.mlp_depth_fits`): the depths that would not start within
         it are absent, and training stops where it runs out (:func:`jaxclp.mlp.fit_mlp_splits`' ``deadline``: the
         first depth too; each split keeps its best epoch so far); the third dict holds the epochs run by each
         depth so stopped (:func:`left_out` names both).
     """
     t0 = time.perf_counter()
     priors, cut = {}, {}
-    stop = None if time_limit is None else t0 + MLP_TIME_SHARE * float(time_limit) * len(todo)
+    stop, last = mlp_deadline(t0, time_limit, len(todo)), 0.0
     for d in MLP_DEPTHS:
-        if priors and time_limit is not None:
-            spent = (time.perf_counter() - t0) / len(todo)
-            if spent + last > MLP_TIME_SHARE * time_limit:
-                status(f"MLP prior depth {d} and deeper skipped: time limit {time_limit:g} s")
-                break
+        if priors and not mlp_depth_fits((time.perf_counter() - t0) / len(todo), last, time_limit):
+            status(f"MLP prior depth {d} and deeper skipped: time limit {time_limit:g} s")
+            break
         t1 = time.perf_counter()
         res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
                              jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg,
@@ -587,6 +581,7 @@ class SplitSetup:
     base_priors: tuple | None = None
     time_limit: float | None = None
     mlp_cut: dict = dataclasses.field(default_factory=dict)
+    views: GraphViews | None = None
 
     def context(self, j: int) -> Context:
         """The :class:`Context` of split ``todo[j]`` (:func:`split_context`); its ``time_limit`` is what remains
@@ -599,7 +594,7 @@ class SplitSetup:
         # first measurement of what a base predictor costs on this graph
         return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
                              self.base_priors, left, float(self.mlp_seconds) / max(len(self.priors), 1),
-                             self.mlp_cut)
+                             self.mlp_cut, self.views)
 
 
 @jax.jit
@@ -625,12 +620,14 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
     priors, secs, cut = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit)
                          if with_priors else ({}, 0.0, {}))
-    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit, cut)
+    return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit, cut,
+                      GraphViews(ds.graph))
 
 
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
                   base_priors: tuple | None = None, time_limit: float | None = None,
-                  mlp_fit_seconds: float = 0.0, mlp_cut: dict | None = None) -> Context:
+                  mlp_fit_seconds: float = 0.0, mlp_cut: dict | None = None,
+                  views: GraphViews | None = None) -> Context:
     """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
     is the run's training configuration (the base predictors a method fits use it); ``base_priors``,
     ``time_limit``, ``mlp_fit_seconds`` and ``mlp_cut``: :attr:`Context.base_priors`, :attr:`Context.time_limit`
@@ -640,7 +637,7 @@ def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: Tra
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg,
                    base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit,
-                   mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}))
+                   mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}), views=views)
 
 
 def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,
@@ -671,6 +668,9 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
     skipped = left_out(ctx, cands, method)
     if skipped:  # base predictors / CLP candidate kinds the method left out for time (``time_limit``): recorded
         fields["skipped"] = skipped
+    made_by = getattr(cands, "search", None)
+    if made_by is not None and made_by.limited:  # what the later splits of the run follow (jaxclp.search.Decisions)
+        fields["decisions"] = made_by.decisions().as_dict()
     return fields, (cfg_m, val, cands[cfg_m])
 
 
@@ -845,7 +845,7 @@ def done_results(path: Path, chash: str, method_hashes: dict) -> set:
     """``(dataset, split, run, method)`` keys of the result records in ``path`` made under configuration ``chash``
     and their method's current definition (``method_hashes``: method -> method_hash): the keys a resumed run
     skips."""
-    return {(r["dataset"], r["split"], r["run"], r["method"]) for r in read_records(path)
+    return {record_key(r) for r in read_records(path)
             if r.get("type") == "result" and r.get("config_hash") == chash
             and r.get("method_hash") == method_hashes.get(r.get("method"))}
 

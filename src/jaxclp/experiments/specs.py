@@ -8,16 +8,26 @@ finished key only when its ``method_hash`` is the current one. Change a method's
 records become stale (refused, or moved aside with ``--replace-stale``) instead of being served as if they were
 the new method's.
 
-The grid is read from the module constants at call time, so editing a constant is caught automatically. A change
-of a method's CODE that no constant shows (a new candidate family, another training recipe) must bump the
-method's entry in :data:`REVISIONS`: that is the one manual step, and the only one.
+The grid is read from the module constants at call time, so editing a constant is caught automatically; so is a
+changed default of the numeric stages every method runs through (Sinkhorn's tolerance and iterations, the solvers'
+tolerance, ...: :func:`numeric_settings`, compared with :data:`HASHED_NUMERICS`). A change of a method's CODE that
+neither shows (a new candidate family, another training recipe) must bump the method's entry in
+:data:`REVISIONS`: that is the one manual step, and the only one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import json
+
+from jaxclp import end_to_end
+from jaxclp import priors as P
+from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
+from jaxclp.experiments import methods as m
+from jaxclp.nonlinear import nonlinear_grid
+from jaxclp.search import MLP_DEPTHS
 
 REVISIONS: dict[str, int] = {"link": 1, "clp": 3}
 # link 1: early stopping on the task's metric (was accuracy). clp 1: tuned GCN / SAGE priors (the grid's "priors"
@@ -29,9 +39,44 @@ REVISIONS: dict[str, int] = {"link": 1, "clp": 3}
 constants do not show."""
 
 
-def _nonlinear_defaults(**overrides) -> dict:
-    from jaxclp.nonlinear import nonlinear_grid
+NUMERIC_STAGES = (("jaxclp.sinkhorn", "sinkhorn"), ("jaxclp.compatibility", "estimate_compatibility"),
+                  ("jaxclp.clp", "clp_beliefs"), ("jaxclp.solve", "solve"), ("jaxclp.propagate", "propagate"))
+"""The numeric stages whose keyword defaults decide the numbers of every method built on CLP (read by
+:func:`numeric_settings`)."""
 
+HASHED_NUMERICS = {
+    "sinkhorn.sinkhorn": {"tol": 1e-06, "max_iters": 100000, "smoothing": 1e-06},
+    "compatibility.estimate_compatibility": {"tol": 1e-06, "max_iters": 100000, "smoothing": 1e-06},
+    "clp.clp_beliefs": {"alphas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], "normalization": "sym",
+                        "l1_normalize": False, "prior_source": "mlp", "num_iters": 50, "method": "auto",
+                        "tol": 1e-06, "spectrum": True, "spectral_scale": False, "compat": "sinkhorn"},
+    "solve.solve": {"normalization": "sym", "method": "auto", "tol": 1e-06, "max_iters": 10000, "throw": True},
+    "propagate.propagate": {"num_iters": 50, "normalization": "sym", "l1_normalize": False, "engine": "factored",
+                            "throw": True, "return_info": False},
+}
+"""The :func:`numeric_settings` the committed records were made with. Method hashes include only the settings
+that differ from it (so those records keep their hashes); any change of one of these defaults therefore changes
+every hash, and a forgotten :data:`REVISIONS` bump cannot serve stale records. Where a default changes on purpose,
+the records it touches are re-run."""
+
+
+def numeric_settings() -> dict:
+    """``{"module.function": {keyword: default}}`` of :data:`NUMERIC_STAGES`, read from their signatures now."""
+    out = {}
+    for module, name in NUMERIC_STAGES:  # by module name: the functions jaxclp.solve etc. shadow their modules
+        params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+        key = f"{module.removeprefix('jaxclp.')}.{name}"
+        out[key] = json.loads(json.dumps({k: p.default for k, p in params.items()
+                                          if p.default is not inspect.Parameter.empty}, default=_jsonable))
+    return out
+
+
+def changed_numerics() -> dict:
+    """The entries of :func:`numeric_settings` that differ from :data:`HASHED_NUMERICS` (empty: none)."""
+    return {k: v for k, v in numeric_settings().items() if HASHED_NUMERICS.get(k) != v}
+
+
+def _nonlinear_defaults(**overrides) -> dict:
     params = inspect.signature(nonlinear_grid).parameters
     out = {k: p.default for k, p in params.items() if p.kind is p.KEYWORD_ONLY and p.default is not None}
     out.update(overrides)
@@ -39,12 +84,6 @@ def _nonlinear_defaults(**overrides) -> dict:
 
 
 def _grids() -> dict[str, dict]:
-    from jaxclp import end_to_end
-    from jaxclp import priors as P
-    from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
-    from jaxclp.experiments import methods as m
-    from jaxclp.experiments.methods import MLP_DEPTHS
-
     # "authors": the nonlinear step's grid (jaxclp.nonlinear) under its old name, a key of the committed records'
     # method_spec: renaming it would change their method_hash
     clp = {"alphas": m.ALPHAS, "variants": m.CLP_VARIANTS, "spectral_variants": m.CLP_SPECTRAL_VARIANTS,
@@ -81,6 +120,10 @@ def _grids() -> dict[str, dict]:
     }
     for name in m.NEEDS_PRIOR:  # the MLP prior's depth is chosen on validation among these
         grids.setdefault(name, {})["mlp_depths"] = MLP_DEPTHS
+    changed = changed_numerics()
+    if changed:  # the stages every method runs through, directly or through its baselines
+        for grid in grids.values():
+            grid["numerics"] = changed
     return grids
 
 
@@ -94,11 +137,9 @@ def method_spec(method: str) -> dict:
     Raises:
         ValueError: unknown method.
     """
-    from jaxclp.experiments.methods import METHODS
-
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
-    fn = METHODS[method]
+    if method not in m.METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {sorted(m.METHODS)}")
+    fn = m.METHODS[method]
     spec = {"method": method, "function": f"{fn.__module__}.{fn.__qualname__}",
             "revision": int(REVISIONS.get(method, 0)), "grid": _grids().get(method, {})}
     return json.loads(json.dumps(spec, sort_keys=True, default=_jsonable))

@@ -8,9 +8,13 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxclp.experiments.runner import RESULTS_FILE, read_records
-
+from jaxclp.datasets.registry import REGISTRY, canonical_name
+from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
+from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.experiments.paper import paper_number
+from jaxclp.experiments.records import record_key
+from jaxclp.experiments.runner import RESULTS_FILE, read_records
+from jaxclp.experiments.specs import method_hash
 
 # The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
 # ``paper_number(dataset, split, method) -> (mean, std) | None``, percent.
@@ -29,11 +33,14 @@ def _std(v) -> float:
 
 
 def aggregate(records):
-    """(dataset, split, method) -> array of test scores (percent), taking the last record per run."""
+    """``(agg, last)``: ``agg`` maps (dataset, split, method) to the array of test scores (percent) over runs, taking
+    the last record per run; ``last`` maps (dataset, split, method, run) to that record (method before run, unlike
+    :class:`~jaxclp.experiments.records.RecordKey`: this module and its readers group by cell first)."""
     last = {}
     for r in records:
         if r.get("type") == "result":
-            last[(r["dataset"], r["split"], r["method"], r["run"])] = r
+            k = record_key(r)
+            last[(k.dataset, k.split, k.method, k.run)] = r
     out = collections.defaultdict(list)
     for (d, s, m, _), r in sorted(last.items()):
         out[(d, s, m)].append(100.0 * r["test"])
@@ -121,8 +128,6 @@ def skipped_table(last) -> str:
 
 def current_hashes(methods) -> dict:
     """method -> today's ``method_hash``; None for a method this version does not define (never current)."""
-    from jaxclp.experiments.specs import method_hash
-
     out = {}
     for m in methods:
         try:
@@ -147,8 +152,6 @@ def compute_seconds(last, methods) -> dict:
     ``mlp`` record itself (clamped at 0: records of one split may come from runs whose prior fits took different
     times). Splits without an ``mlp`` record keep the full seconds.
     """
-    from jaxclp.experiments.methods import NEEDS_PRIOR
-
     mlp = {(d, s, run): r.get("seconds", 0.0) for (d, s, m, run), r in last.items() if m == "mlp"}
     out = collections.Counter()
     for (d, s, m, run), r in last.items():
@@ -180,8 +183,6 @@ def compute_table(last, methods) -> str:
 def _paper_metric(dataset: str) -> str | None:
     """The metric of the paper's numbers for ``dataset`` (our registry's, ``<name>+dagger`` as ``<name>``); None
     for a graph the registry does not know."""
-    from jaxclp.datasets.registry import REGISTRY, canonical_name
-
     spec = REGISTRY.get(canonical_name(dataset.removesuffix("+dagger")))
     return None if spec is None else spec.metric
 
@@ -270,7 +271,10 @@ def _prior_alone(last, r: dict) -> dict | None:
     existed, the same split's record of the method named like the prior; None with neither."""
     base = r["params"]["base_prior"]
     ref = r.get("references", {}).get(base)
-    return ref if ref is not None else last.get((r["dataset"], r["split"], base, r["run"]))
+    if ref is not None:
+        return ref
+    k = record_key(r)
+    return last.get((k.dataset, k.split, base, k.run))
 
 
 def over_chosen_prior(last, dataset: str, split: str, method: str = "clp") -> np.ndarray:
@@ -428,8 +432,6 @@ def plot_summary(out_dir, filename: str = "summary.png", title: str = "") -> Pat
     (mean test score over the runs, error bar ± 1 sample std, the number of runs beside it; points rather than bars,
     the axis not starting at 0), methods in :data:`METHOD_ORDER`. Returns the PNG's path, or None when there is no
     result record."""
-    from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
-
     out_dir = Path(out_dir)
     agg, last = aggregate(read_records(out_dir / RESULTS_FILE))
     if not agg:

@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxclp.experiments import runner
 from jaxclp.experiments.methods import NEEDS_PRIOR
+from jaxclp.experiments.records import RecordKey, record_key
 from jaxclp.datasets import Dataset, Splits
 from jaxclp.train import TrainConfig
 
@@ -81,12 +82,13 @@ def mean_std(values: Sequence[float]) -> dict:
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0, "n": int(v.size)}
 
 
-def last_results(path: Path) -> dict:
-    """``(dataset, split, run, method) -> record`` (the last result record of each key)."""
+def last_results(path: Path) -> dict[RecordKey, dict]:
+    """:class:`~jaxclp.experiments.records.RecordKey` ``(dataset, split, run, method) -> record`` (the last result
+    record of each key)."""
     out = {}
     for r in runner.read_records(Path(path)):
         if r.get("type") == "result":
-            out[(r["dataset"], r["split"], r["run"], r["method"])] = r
+            out[record_key(r)] = r
     return out
 
 

@@ -32,6 +32,7 @@ from jaxclp.experiments.methods import Context, method_clp, method_clp_paper, se
 from jaxclp.datasets import load, synthetic
 from jaxclp.mlp import mlp_param_count
 from jaxclp.features import as_features
+from jaxclp.gnn import fit_gcn, fit_h2gcn, gnn_param_count
 from jaxclp.train import TrainConfig
 
 
@@ -70,8 +71,8 @@ def _param_count(kind, kw, d, k):
     if kind in ("mlp", "clp", "clp_paper"):
         return mlp_param_count(d, k, kw["hidden"])
     if kind == "gcn":
-        return jaxclp.gnn_param_count("gcn", d, k, kw["hidden"])
-    return jaxclp.gnn_param_count("h2gcn", d, k, kw["hidden"], num_rounds=kw["num_rounds"])
+        return gnn_param_count("gcn", d, k, kw["hidden"])
+    return gnn_param_count("h2gcn", d, k, kw["hidden"], num_rounds=kw["num_rounds"])
 
 
 def _fitter(kind, kw, ds, x, y, sp, keys, cfg_train):
@@ -84,12 +85,12 @@ def _fitter(kind, kw, ds, x, y, sp, keys, cfg_train):
         t_i, v_i = jnp.asarray(tr[i]), jnp.asarray(va[i])
         t0 = time.perf_counter()
         if kind == "gcn":
-            return jax.block_until_ready(jaxclp.fit_gcn(keys[i], ds.graph, x, yv, t_i, v_i, num_classes=k,
-                                                        hidden=kw["hidden"], cfg=cfg_train).prior), {}
+            return jax.block_until_ready(fit_gcn(keys[i], ds.graph, x, yv, t_i, v_i, num_classes=k,
+                                                 hidden=kw["hidden"], cfg=cfg_train).prior), {}
         if kind == "h2gcn":
-            return jax.block_until_ready(jaxclp.fit_h2gcn(keys[i], ds.graph, x, yv, t_i, v_i, num_classes=k,
-                                                          hidden=kw["hidden"], num_rounds=kw["num_rounds"],
-                                                          cfg=cfg_train).prior), {}
+            return jax.block_until_ready(fit_h2gcn(keys[i], ds.graph, x, yv, t_i, v_i, num_classes=k,
+                                                   hidden=kw["hidden"], num_rounds=kw["num_rounds"],
+                                                   cfg=cfg_train).prior), {}
         prior = jax.block_until_ready(jaxclp.fit_mlp(keys[i], x, yv, t_i, v_i, num_classes=k, hidden=kw["hidden"],
                                                      cfg=cfg_train).prior)
         t1 = time.perf_counter()

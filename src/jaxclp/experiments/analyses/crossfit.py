@@ -46,6 +46,7 @@ import numpy as np
 
 from jaxclp.datasets import Dataset
 from jaxclp.experiments import runner
+from jaxclp.experiments.analyses import common
 from jaxclp.experiments.methods import METHODS
 from jaxclp.metrics import check_metric, evaluate
 from jaxclp.train import TrainConfig
@@ -246,11 +247,9 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
     the configuration), ``candidates`` (as :func:`split_candidates`; default it) and ``fit(cands, labels_visible,
     val_mask, metric, seed) -> dict`` (default :func:`cross_fit`).
     """
-    from jaxclp.experiments.runner import BASE_SEED
-
     candidates = split_candidates if candidates is None else candidates
     fit = cross_fit if fit is None else fit
-    seed = BASE_SEED.get(name, 0)
+    seed = runner.BASE_SEED.get(name, 0)
     path = out / runner.RESULTS_FILE
     ds, config, chash = selection_config(name, seed, data_root, epochs, record_type, rules)
     with runner.folder_lock(out):
@@ -331,8 +330,6 @@ def summarize(records: list[dict], table2: Path | None = None) -> str:
 
 def selection(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick: bool | None = None) -> list:
     """The ``selection`` target: records and summary in ``<out>/selection/``."""
-    from jaxclp.experiments.analyses import common
-
     quick = common.QUICK if quick is None else quick
     d = Path(out) / ("selection_quick" if quick else "selection")
     d.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,8 @@ import scipy.sparse.linalg as spla
 from jaxclp.experiments import runner
 from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, synthetic
+from jaxclp.datasets.cache import atomic_savez
+from jaxclp.datasets.fetch import processed_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,9 +190,6 @@ def _blocks(ds, x, cfg: DaggerConfig, cache) -> tuple[np.ndarray, np.ndarray, di
     if cache is False:
         spec, diff, info = _compute_blocks(ds, x, cfg)
         return spec, diff, dict(info, from_cache=False)
-    from jaxclp.datasets.cache import atomic_savez
-    from jaxclp.datasets.fetch import processed_dir
-
     key = blocks_key(ds, cfg)
     path = processed_dir(cache) / "dagger" / f"{ds.name}+dagger-{key}.npz"
     if path.exists():

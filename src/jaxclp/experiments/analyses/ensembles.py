@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.analyses import crossfit
+from jaxclp.experiments.analyses import common, crossfit
 from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES, fit_base_priors
 
 RULES = ("prior", "mean_all", "mean_top3", "mean_se", "prior_or_mean")
@@ -197,8 +197,6 @@ def summarize(records: list[dict]) -> str:
 
 def prior_ensembles(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick: bool | None = None) -> list:
     """The ``prior_ensembles`` target: records and summary in ``<out>/prior_ensembles/``."""
-    from jaxclp.experiments.analyses import common
-
     quick = common.QUICK if quick is None else quick
     d = Path(out) / ("prior_ensembles_quick" if quick else "prior_ensembles")
     d.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Per split, every method's candidates are selected on validation exactly as in the runner (via
 :func:`jaxclp.experiments.analyses.common.run_mirror`, whose records equal the runner's); the chosen scores' argmax on
 the TEST nodes is then grouped by ``h_v = |{u in N(v): y_u = y_v}| / |N(v)|`` computed from ALL labels
-(:func:`jaxclp.node_homophily_per_node`). h_v is an analysis quantity only; it never enters a choice.
+(:func:`jaxclp.homophily.node_homophily_per_node`). h_v is an analysis quantity only; it never enters a choice.
 Test nodes without neighbours have no h_v and are counted separately ("isolated").
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 import jaxclp
 from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, synthetic
+from jaxclp.homophily import node_homophily_per_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +50,7 @@ def micro_counts(pred, labels, test_mask, h, has_neighbors, width: float = 0.1) 
 
     Args:
         pred: (n,) predicted classes; labels: (n,) true classes; test_mask: (n,) bool.
-        h, has_neighbors: node homophily and its definedness (:func:`jaxclp.node_homophily_per_node`).
+        h, has_neighbors: node homophily and its definedness (:func:`jaxclp.homophily.node_homophily_per_node`).
 
     Returns:
         ``{"count": [B], "correct": [B], "isolated_count": int, "isolated_correct": int}`` over test nodes.
@@ -67,7 +68,7 @@ def micro_counts(pred, labels, test_mask, h, has_neighbors, width: float = 0.1) 
 
 
 def _extra_fn(ds, methods, width):
-    h, has = jaxclp.node_homophily_per_node(ds.graph, jnp.asarray(ds.labels))  # ALL labels: analysis only
+    h, has = node_homophily_per_node(ds.graph, jnp.asarray(ds.labels))  # ALL labels: analysis only
     h, has = np.asarray(h), np.asarray(has)
     y = np.asarray(ds.labels)
 
@@ -130,7 +131,7 @@ def fig1(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, quick:
                                  extra=_extra_fn(ds, cfg.methods, cfg.bin_width), extra_type="micro", argv=argv,
                                  progress=progress)
         agg = aggregate(path, ds.name, cfg.split, cfg.methods, nruns, cfg.bin_width)
-        h, has = jaxclp.node_homophily_per_node(ds.graph, jnp.asarray(ds.labels))
+        h, has = node_homophily_per_node(ds.graph, jnp.asarray(ds.labels))
         agg.update(num_nodes=ds.num_nodes,
                    node_homophily=float(jaxclp.node_homophily(ds.graph, jnp.asarray(ds.labels))),
                    edge_homophily=ds.edge_homophily(), num_isolated=int((~np.asarray(has)).sum()))

@@ -1,0 +1,190 @@
+"""jaxclp.search: the plan as a value, one budget, decisions handed from the first split to the later ones."""
+
+import ast
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxclp
+from jaxclp.features import as_features
+from jaxclp import search as S
+from jaxclp.experiments import methods as M
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake time.perf_counter every module reads (``clock["t"]``)."""
+    t = {"t": 0.0}
+    monkeypatch.setattr(S.time, "perf_counter", lambda: t["t"])
+    return t
+
+
+def _fits(clock, seconds):
+    """A ``fit(i, deadline, epochs)`` for Search.fit_priors over names whose fit takes ``seconds[name]``."""
+    calls = []
+
+    def make(names):
+        def fit(i, deadline, epochs):
+            calls.append((names[i], deadline, epochs))
+            clock["t"] += seconds[names[i]]
+            return np.ones(1), None
+        return fit
+    return make, calls
+
+
+def test_priors_fit_while_their_expected_cost_fits_the_time_left(clock):
+    """The unit is the largest seconds per cost unit seen so far; a predictor is fitted while
+    PRIOR_COST[name] * unit fits the time left; the first always (hand-computed)."""
+    names = ("link", "gcn", "h2gcn", "gcn_tuned")
+    make, calls = _fits(clock, {"link": 1.0, "gcn": 2.0, "h2gcn": 4.0, "gcn_tuned": 12.0})
+    search = S.Search(10.0)
+    out = search.fit_priors(names, make(names))
+    # link at t=1 (unit 2), gcn at t=3 (unit 2), h2gcn (2 x 2 = 4 <= 7 left) at t=7; gcn_tuned 6 x 2 = 12 > 3
+    assert [c[0] for c in calls] == ["link", "gcn", "h2gcn"] and list(out) == [0, 1, 2]
+    assert search.skipped == ["gcn_tuned"] and search.unit == 2.0
+    assert search.decisions() == S.Decisions(left_out=("gcn_tuned",))
+    # no limit: everything, no decisions
+    clock["t"] = 0.0
+    calls.clear()
+    free = S.Search(None)
+    free.fit_priors(names, make(names))
+    assert len(calls) == 4 and free.skipped == [] and free.decisions() is None
+
+
+def test_later_splits_follow_the_first_splits_decisions_as_a_value(clock):
+    """Given Decisions, a search leaves out what the first split left out and trains a stopped predictor for the
+    epochs it reached with no clock (deadline inf), however fast the fits are now; decisions survive a record."""
+    names = ("link", "gcn", "gcn_tuned")
+
+    def first_fit(i, deadline, epochs):
+        clock["t"] += 1.0
+        return np.ones(1), (25 if names[i] == "gcn" and deadline is not None else None)
+
+    first = S.Search(3.0)
+    first.fit_priors(names, first_fit, clocked=("gcn", "gcn_tuned"))
+    assert first.skipped == ["gcn epochs after 25", "gcn_tuned"]
+    made = first.decisions()
+    record = json.loads(json.dumps({"decisions": made.as_dict()}))
+    assert S.Decisions.from_record(record) == made and S.Decisions.from_record({}) is None
+    seen = []
+
+    def later_fit(i, deadline, epochs):
+        seen.append((names[i], deadline, epochs))
+        return np.ones(1), None
+
+    later = S.Search(3.0, S.Decisions.from_record(record))
+    later.fit_priors(names, later_fit, clocked=("gcn", "gcn_tuned"))
+    assert seen == [("link", None, None), ("gcn", np.inf, 25)]
+    assert later.skipped == first.skipped and later.decisions() == made
+    # without a limit the decisions do not apply
+    seen.clear()
+    S.Search(None, made).fit_priors(names, later_fit, clocked=("gcn",))
+    assert [s[0] for s in seen] == list(names)
+
+
+def test_the_plan_says_before_running_what_the_search_leaves_out(clock):
+    """SearchPlan.left_out applies the search's rules to expected seconds: with fits taking exactly the expected
+    seconds (cost x unit), the search leaves out the predictors the plan named."""
+    plan = S.SearchPlan(priors=("link", "linkx", "gcn", "h2gcn", "gcn_tuned"), mlp_depths=(), grid_kinds=("closed",),
+                        time_limit=12.0)
+    unit = 2.0
+    assert plan.left_out(unit) == ["gcn_tuned"]
+    make, calls = _fits(clock, {p: S.PRIOR_COST[p] * unit for p in plan.priors})
+    search = S.Search(plan.time_limit)
+    search.fit_priors(plan.priors, make(plan.priors))
+    assert search.skipped == plan.left_out(unit)
+    text = plan.describe(unit)
+    assert "gcn_tuned" in text and "~12 s" in text and "would leave out: gcn_tuned" in text
+    assert S.SearchPlan(priors=("mlp",), time_limit=None).left_out(100.0) == []
+    # the runner's plan: MLP depths, clp's predictors, every kind of CLP candidate in GRID_COST order
+    runner_plan = M.clp_plan(time_limit=20.0)
+    assert runner_plan.priors == S.CLP_PRIOR_CANDIDATES and runner_plan.mlp_depths == S.MLP_DEPTHS
+    assert runner_plan.grid_kinds == ("closed", "spectral", "l1", "authors")
+    assert [s[1] for s in runner_plan.steps()][:3] == ["mlp depth 1", "mlp depth 2", "mlp depth 3"]
+
+
+def test_the_estimator_plans_its_own_priors_and_candidates():
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=10, seed=0)
+    plan = jaxclp.CLP(prior=("mlp", "link"), normalization=["sym", "row"], time_limit=5.0, num_classes=3).plan(
+        ds.graph, np.zeros((30, 4)))
+    assert plan.priors == ("mlp", "link") and plan.mlp_depths == () and plan.grid_kinds == ("closed",)
+    assert plan.closed_variants == ("sym/mlp", "row/mlp") and plan.time_limit == 5.0
+    assert plan.unit_seconds == pytest.approx(S.estimate_unit_seconds(30, int(ds.graph.num_edges), 4))
+    assert str(plan).startswith("clp search plan (time limit 5 s per split)")
+
+
+def test_the_estimator_and_the_runner_leave_out_the_same_under_one_clock(monkeypatch, clock):
+    """jaxclp.CLP(time_limit=...) and the runner's clp fit their base predictors through the same Search: with
+    the same fit seconds they fit and leave out the same predictors."""
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=20, seed=0)
+    y = np.asarray(ds.labels)
+    tm, vm = np.arange(y.size) % 3 == 0, np.arange(y.size) % 3 == 1
+    seconds = {"link": 1.0, "gcn": 2.0, "h2gcn": 4.0, "gcn_tuned": 12.0}
+    names = tuple(seconds)
+    fitted = []
+
+    def fake_fit(name, *args, **kwargs):
+        fitted.append(name)
+        clock["t"] += seconds[name]
+        return jaxclp.priors.PriorResult(prior=np.full((y.size, 3), 1 / 3, np.float32), name=name, val_score=0.0)
+
+    monkeypatch.setattr(jaxclp.estimator, "fit_prior", fake_fit)
+    monkeypatch.setattr(M, "fit_prior", fake_fit)
+    x = np.zeros((y.size, 4), np.float32)
+    est = jaxclp.CLP(prior=names, time_limit=10.0, num_classes=3).fit(ds.graph, x, y, tm, vm)
+    by_estimator, fitted[:] = list(fitted), []
+    ctx = M.Context(graph=ds.graph, features=as_features(x), labels=jnp.asarray(np.where(tm | vm, y, -1), jnp.int32),
+                    train=jnp.asarray(tm), val=jnp.asarray(vm), num_classes=3, metric="accuracy",
+                    key=jax.random.key(0), priors={1: jnp.full((y.size, 3), 1 / 3)}, mlp_depth=1, time_limit=10.0)
+    cands = M.method_clp_prior(ctx, priors=names, variants=(("sym", False, "mlp"),), authors=False, spectral=False)
+    assert fitted == by_estimator == ["link", "gcn", "h2gcn"]
+    assert est.skipped_priors_ == cands.skipped == ["gcn_tuned"]
+
+
+def test_no_module_keeps_decisions_in_state_keyed_by_identity():
+    """The search's decisions are values: no module of the package keeps a dict keyed by id(...) or a weakref memo
+    at module level (methods' _SKIPS and gnn's two-hop memo are gone)."""
+    root = Path(jaxclp.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id":
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} id(...)")
+            if isinstance(node, ast.Attribute) and node.attr == "ref" and getattr(node.value, "id", "") == "weakref":
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} weakref.ref")
+    assert not offenders, offenders
+    assert not hasattr(M, "_SKIPS") and not hasattr(M, "CACHE")
+
+
+def test_the_architecture_page_names_what_exists():
+    """docs/architecture.md: every `jaxclp...` name it mentions imports (a module) or resolves (an attribute of
+    one), and it says which one module holds clp's search."""
+    import importlib
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    names = sorted(set(re.findall(r"`(jaxclp(?:\.\w+)+)`", text)))
+    assert len(names) > 30
+    missing = []
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for attr in parts[cut:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                missing.append(name)
+            break
+        else:
+            missing.append(name)
+    assert not missing, missing
+    assert "One module decides what `clp` computes: `jaxclp.search`" in text
