@@ -146,11 +146,10 @@ def _instrument(rec: _Recorder):
     import jaxclp
     import jaxclp.clp as clp_mod
     import jaxclp.estimator as est
-    from jaxclp.experiments import methods as M
-    from jaxclp.experiments import runner as R
+    from jaxclp.experiments import candidates, methods as M, runner as R
 
     beliefs = rec.wrap("operator/solve", clp_mod.clp_beliefs)
-    select = rec.wrap("selection", M.select)
+    select = rec.wrap("selection", candidates.select)
     return _patched([
         (est, "fit_prior", rec.wrap("mlp prior", est.fit_prior)),
         (R, "fit_mlp_splits", rec.wrap("mlp prior", R.fit_mlp_splits)),

@@ -17,7 +17,7 @@ and JAX's own compile events attributed to the innermost stage):
 go to ``benchmarks/results/cost_<tag>.{json,md}``, with the command, the machine and its load. Timings on the
 shared 2-core machine are indicative; compare ratios measured in one run.
 
-``python -m benchmarks.cost --merge A.json=CONDITIONS,B.json=CONDITIONS --tag gpu --compare after_r3``
+``python -m benchmarks.cost --merge A.json=CONDITIONS,B.json=CONDITIONS --tag gpu --compare cpu``
 gathers the rows of runs made elsewhere (``benchmarks/device_cost.sh`` on a lent GPU: one JSON per process) into
 ``cost_<tag>.{json,md}``, each row keeping its run's machine, command and the conditions it ran under (e.g. how
 many processes shared the host), and sets them beside the rows of ``cost_<compare>.json`` graph by graph:
@@ -48,8 +48,7 @@ def _data_root() -> str:
 
 def _instrument(rec: _Recorder):
     import jaxclp.priors as P
-    from jaxclp.experiments import methods as M
-    from jaxclp.experiments import runner as R
+    from jaxclp.experiments import candidates, methods as M, runner as R
 
     fit_prior = P.fit_prior
 
@@ -62,8 +61,9 @@ def _instrument(rec: _Recorder):
         (R, "mlp_priors", rec.wrap("mlp priors", R.mlp_priors)),
         (P, "fit_prior", timed_fit_prior),
         (M, "method_clp", rec.wrap("clp grid", M.method_clp)),
-        (M, "_first_best", rec.wrap("selection", M._first_best)),
-        (M, "validation_scores", rec.wrap("selection", M.validation_scores)),
+        (candidates, "_first_best", rec.wrap("selection", candidates._first_best)),  # select
+        (M, "_first_best", rec.wrap("selection", candidates._first_best)),  # the lean grid's per-group best
+        (candidates, "validation_scores", rec.wrap("selection", candidates.validation_scores)),
         (R, "score_test", rec.wrap("selection", R.score_test)),
         (R, "reference_scores", rec.wrap("selection", R.reference_scores)),
     ])

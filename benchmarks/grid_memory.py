@@ -9,7 +9,7 @@ alone, 8 alphas per chunk at 50k x 40 and 2 at 200k x 40; the cap now makes the 
 Each row runs in a fresh subprocess (peak resident memory = the child's ``ru_maxrss``): a synthetic graph
 (:func:`jaxclp.datasets.synthetic`, h = 0.3, average degree 10), a random Dirichlet prior (no MLP: the grid
 alone), 40 % of the nodes for training and 20 % of the rest for validation, then
-:func:`jaxclp.experiments.methods.method_clp` and :func:`~jaxclp.experiments.methods.select`. ``whole`` sets all three
+:func:`jaxclp.experiments.methods.method_clp` and :func:`~jaxclp.experiments.candidates.select`. ``whole`` sets all three
 budgets to infinity (``pruned``, in ``--quick``: the grid budget to 0, every group pruned); rows whose whole grid would need more than 70 % of the available memory (~600 ``n K``
 float32 values, measured) are not run and say so. Both modes must choose the same configuration with the same
 validation score.
@@ -38,7 +38,7 @@ import json, resource, sys, time, warnings
 import numpy as np, jax, jax.numpy as jnp, jaxclp
 import importlib
 import jaxclp.nonlinear as A
-from jaxclp.experiments import methods as M
+from jaxclp.experiments import candidates, methods as M
 S = importlib.import_module("jaxclp.solve")  # the module (jaxclp.solve is the function)
 warnings.simplefilter("ignore")
 npc, k, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -56,11 +56,12 @@ tm = rng.random(n) < 0.4
 vm = (~tm) & (rng.random(n) < 0.2)
 prior = jnp.asarray(rng.dirichlet(np.ones(k), n).astype(np.float32))
 vis = np.where(tm | vm, y, -1).astype(np.int32)
-ctx = M.Context(graph=ds.graph, features=None, labels=jnp.asarray(vis), train=jnp.asarray(tm), val=jnp.asarray(vm),
-                num_classes=k, metric="accuracy", key=jax.random.key(0), priors={1: prior}, mlp_depth=1)
+ctx = candidates.Context(graph=ds.graph, features=None, labels=jnp.asarray(vis), train=jnp.asarray(tm),
+                         val=jnp.asarray(vm), num_classes=k, metric="accuracy", key=jax.random.key(0),
+                         priors={1: prior}, mlp_depth=1)
 t = time.perf_counter()
 cands = M.method_clp(ctx)
-cfg, val = M.select(cands, vis, vm, "accuracy")
+cfg, val = candidates.select(cands, vis, vm, "accuracy")
 print(json.dumps({"nodes": n, "edges": int(ds.graph.num_edges), "classes": k, "mode": mode,
                   "seconds": time.perf_counter() - t, "stored": len(cands), "choice": repr(cfg), "val": val,
                   "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))

@@ -46,7 +46,7 @@ def stages(folder: Path, cfg=None, priors=PRIORS) -> list[dict]:
     import jaxclp
     from jaxclp.datasets import load_file
     from jaxclp.datasets.splits import holdout_split
-    from jaxclp.experiments import methods as M
+    from jaxclp.experiments import candidates, methods as M
     from jaxclp.gnn import fit_gcn
     from jaxclp.priors import fit_prior
 
@@ -72,8 +72,9 @@ def stages(folder: Path, cfg=None, priors=PRIORS) -> list[dict]:
         prior = jax.block_until_ready(fits[name]())
         row = {"prior": name, "prior_s": time.perf_counter() - t0, "prior_val": accuracy(prior, val),
                "prior_hidden": accuracy(prior, hidden)}
-        ctx = M.Context(graph=ds.graph, features=None, labels=jnp.asarray(M.visible_labels(y, train, val)), train=tm,
-                        val=vm, num_classes=k, metric="accuracy", key=key, priors={1: prior}, mlp_depth=1)
+        ctx = candidates.Context(graph=ds.graph, features=None,
+                                 labels=jnp.asarray(candidates.visible_labels(y, train, val)), train=tm, val=vm,
+                                 num_classes=k, metric="accuracy", key=key, priors={1: prior}, mlp_depth=1)
         # variant by variant (timed apart), in the grid's order: merged, the same candidates as the whole grid
         cands, row["variants"] = {}, []
         for v in CLOSED_VARIANTS:
@@ -81,11 +82,11 @@ def stages(folder: Path, cfg=None, priors=PRIORS) -> list[dict]:
             part = M.method_clp(dataclasses.replace(ctx, cache={}), variants=(v,), authors=False, spectral=False)
             jax.block_until_ready(list(part.values()))
             seconds = time.perf_counter() - t0
-            best, best_val = M.select(part, np.asarray(ctx.labels), val, ctx.metric)
+            best, best_val = candidates.select(part, np.asarray(ctx.labels), val, ctx.metric)
             row["variants"].append({"normalization": v[0], "source": v[2], "s": seconds, "alpha": float(best[-1]),
                                     "val": float(best_val), "hidden": accuracy(part[best], hidden)})
             cands.update(part)
-        chosen, val_score = M.select(cands, np.asarray(ctx.labels), val, ctx.metric)
+        chosen, val_score = candidates.select(cands, np.asarray(ctx.labels), val, ctx.metric)
         params = dict(zip(chosen[0::2], chosen[1::2]))
         row |= {"closed_s": sum(v["s"] for v in row["variants"]), "closed_val": float(val_score),
                 "closed_choice": [params["normalization"], params["prior"], float(params["alpha"])],

@@ -65,8 +65,7 @@ def crossfit(folder: Path, priors: list[str], seed: int = 0, epochs: int = 500) 
     import jaxclp.selection as S
     from jaxclp.datasets import load_file
     from jaxclp.datasets.splits import Splits, holdout_split
-    from jaxclp.experiments import methods as M
-    from jaxclp.experiments import runner
+    from jaxclp.experiments import candidates, methods as M, runner
     from jaxclp.train import TrainConfig
 
     ds = load_file(folder / "edges.npy", labels=folder / "labels.npy", features=folder / "features.npy")
@@ -86,7 +85,7 @@ def crossfit(folder: Path, priors: list[str], seed: int = 0, epochs: int = 500) 
     for name in priors:
         t0 = time.perf_counter()
         prior = ctx.prior if name == "mlp" else M.fit_base_priors(ctx, (name,))[name]
-        c = ctx if name == "mlp" else M.with_prior(ctx, prior)
+        c = ctx if name == "mlp" else candidates.with_prior(ctx, prior)
         seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
         cands = M.method_clp(c, variants=tuple(v for v in M.CLP_VARIANTS if not v[1]), authors=False,

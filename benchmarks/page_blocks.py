@@ -193,7 +193,7 @@ def _papers100m_block(root: Path) -> str:
 BLOCKS = {"throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block, "halo": _halo_block,
           "sharded_runs": _sharded_block, "papers100m_plan": _papers100m_block, "main_job": _main_job_block,
           "throughput": _throughput_block, "grid_memory": _grid_memory_block, "alpha_chunks": _alpha_chunks_block,
-          "cost_after_r3": functools.partial(_cost_block, name="cost_after_r3")}
+          "cost_cpu": functools.partial(_cost_block, name="cost_cpu")}
 """Block name (``<!-- jaxclp:NAME -->``) -> ``f(root) -> markdown``."""
 
 

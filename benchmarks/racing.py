@@ -4,8 +4,8 @@
 
 ``clp`` fits its base predictors cheap first (:data:`jaxclp.search.CLP_PRIOR_CANDIDATES`: the MLP,
 LINK, LINKX, GCN, H2GCN, then the two tuned GNN grids) and then keeps the predictor with the best validation score
-(:func:`jaxclp.experiments.methods.select_prior_first`). The two tuned grids (8 specs each, lr 1e-3, up to 500
-epochs, patience 50) are 42-78 % of ``clp``'s seconds (``cost_after_r3.md``), yet on most splits of most graphs
+(:func:`jaxclp.experiments.candidates.select_prior_first`). The two tuned grids (8 specs each, lr 1e-3, up to 500
+epochs, patience 50) are 42-78 % of ``clp``'s seconds (``cost_cpu.md``), yet on most splits of most graphs
 none of their specs ends above the cheap predictors' best validation score: the grid was trained for nothing.
 
 The rule and its adoption criterion, written before this benchmark was run or its data read:
@@ -163,8 +163,8 @@ def oracle(rs: list[dict]) -> dict:
 def main_job_bound(per_graph: dict[str, float], out: Path) -> dict:
     """What the oracle's saving would make of the main job (a model, not a measurement): per graph, the main job's
     wall seconds (``main_job.json``) less wall x ``clp``'s share of the records x the tuned grids' share of
-    ``clp``'s wall (``cost_after_r3.json``, 2 splits) x the oracle's saving on that graph."""
-    job, cost = C.load_json(out / "main_job.json"), C.load_json(out / "cost_after_r3.json")
+    ``clp``'s wall (``cost_cpu.json``, 2 splits) x the oracle's saving on that graph."""
+    job, cost = C.load_json(out / "main_job.json"), C.load_json(out / "cost_cpu.json")
     tuned = {r["dataset"]: sum(r["stages"][f"prior {n}"]["wall"] for n in TUNED) / r["wall"] for r in cost["rows"]}
     share = {c["graph"]: c["clp_share"] for c in job["cost"]}
     wall = {g: t["seconds"] for g, t in job["times"].items()}
@@ -236,7 +236,7 @@ def markdown(payload: dict) -> str:
                           for g, v in o[part]["per_graph"].items()]), "",
               f"On the main job (`main_job.md`: {s['main_job']['minutes']:.0f} min), that oracle would leave about "
               f"{s['main_job']['bound_minutes']:.0f} min (a model: per graph, the wall time less its `clp` share x the "
-              "tuned grids' share of `clp` (`cost_after_r3.md`) x the oracle's saving), and leaving the tuned grids out "
+              "tuned grids' share of `clp` (`cost_cpu.md`) x the oracle's saving), and leaving the tuned grids out "
               f"altogether about {s['main_job']['without_tuned_minutes']:.0f} min: the 30-minute target is out of "
               "reach of any rule that only decides which tuned grids to train.", ""]
     return "\n".join(lines)

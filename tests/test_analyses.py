@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp.experiments import runner
+from jaxclp.experiments import identity, records, runner
 from jaxclp.experiments.analyses import common, fig1, fig5, fig6
 from jaxclp.experiments.analyses.micro import load_dataset, micro_counts
 from jaxclp.homophily import node_homophily_per_node
@@ -52,8 +52,8 @@ def test_mirror_matches_runner(tmp_path):
     seen = []
     common.run_mirror(ds, "medium", methods, 2, tmp_path / "b", epochs=20, extra_type="x",
                       extra=lambda i, ctx, chosen, te: seen.append((i, sorted(chosen))) or {"ok": True})
-    a = common.last_results(tmp_path / "a" / runner.RESULTS_FILE)
-    b = common.last_results(tmp_path / "b" / runner.RESULTS_FILE)
+    a = common.last_results(tmp_path / "a" / records.RESULTS_FILE)
+    b = common.last_results(tmp_path / "b" / records.RESULTS_FILE)
     assert set(a) == set(b) and len(a) == 2 * len(methods)
     for k in a:
         assert a[k]["params"] == b[k]["params"], k
@@ -63,10 +63,10 @@ def test_mirror_matches_runner(tmp_path):
         assert a[k]["num_candidates"] == b[k]["num_candidates"], k
     assert seen == [(0, sorted(methods)), (1, sorted(methods))]
     # resumable: a second call does nothing
-    before = (tmp_path / "b" / runner.RESULTS_FILE).read_text()
+    before = (tmp_path / "b" / records.RESULTS_FILE).read_text()
     common.run_mirror(ds, "medium", methods, 2, tmp_path / "b", epochs=20, extra_type="x",
                       extra=lambda *a: pytest.fail("recomputed a finished split"))
-    assert (tmp_path / "b" / runner.RESULTS_FILE).read_text() == before
+    assert (tmp_path / "b" / records.RESULTS_FILE).read_text() == before
 
 
 def test_mirror_is_config_keyed(tmp_path, monkeypatch):
@@ -78,7 +78,7 @@ def test_mirror_is_config_keyed(tmp_path, monkeypatch):
     out = tmp_path / "m"
     extra = lambda i, ctx, chosen, te: {"value": i}  # noqa: E731
     path = common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
-    recs = runner.read_records(path)
+    recs = records.read_records(path)
     res = [r for r in recs if r.get("type") == "result"]
     assert len(res) == 2 and all(r["config_hash"] and r["method_hash"] == runner.method_hash("lp") for r in res)
     assert {r["config_hash"] for r in recs if r.get("type") == "x"} == {res[0]["config_hash"]}
@@ -88,26 +88,26 @@ def test_mirror_is_config_keyed(tmp_path, monkeypatch):
     assert path.read_text() == before
     # a record written before the hashes existed: refused, then replaced
     legacy = {k: v for k, v in res[0].items() if k not in ("config", "config_hash", "method_spec", "method_hash")}
-    runner.append_record(path, legacy | {"test": 0.123})
-    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+    records.append_record(path, legacy | {"test": 0.123})
+    with pytest.raises(records.StaleResultsError, match="another configuration"):
         common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
     common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x", replace_stale=True)
-    stale = runner.read_records(out / runner.STALE_FILE)
+    stale = records.read_records(out / records.STALE_FILE)
     assert [r["test"] for r in stale] == [0.123]
     last = common.last_results(path)
     assert last[(ds.name, "medium", 0, "lp")] == res[0]  # the current record stays
     # another definition of the method: stale too
     monkeypatch.setattr(runner, "method_hash", lambda m: "changed")
-    with pytest.raises(runner.StaleResultsError, match="another definition of method 'lp'"):
+    with pytest.raises(records.StaleResultsError, match="another definition of method 'lp'"):
         common.run_mirror(ds, "medium", ("lp",), 2, out, epochs=5, extra=extra, extra_type="x")
     monkeypatch.undo()
     # other splits = another configuration; its extra records move with the results
     sp = runner.get_splits(ds, "medium", 2, 7)
-    with runner.replacing_stale():
+    with records.replacing_stale():
         common.run_mirror(ds, "medium", ("lp",), 2, out, splits=sp, epochs=5, extra=extra, extra_type="x")
-    moved = runner.read_records(out / runner.STALE_FILE)
+    moved = records.read_records(out / records.STALE_FILE)
     assert sum(r.get("type") == "x" for r in moved) == 2 and sum(r.get("type") == "result" for r in moved) == 3
-    assert len({r["config_hash"] for r in runner.read_records(path) if r.get("type") in ("result", "x")}) == 1
+    assert len({r["config_hash"] for r in records.read_records(path) if r.get("type") in ("result", "x")}) == 1
 
 
 def _png_ok(path):
@@ -153,7 +153,7 @@ def test_fig6_quick_distance_decreases_with_labels(tmp_path):
     assert rows[0.01]["num_train"] == [1, 1] and rows[0.48]["num_train"] == [43, 43]
     # one training node is one class: run (the runner would refuse) but flagged, in the records and the JSON
     assert rows[0.01]["single_class_runs"] == [0, 1] and rows[0.48]["single_class_runs"] == []
-    recs = common.last_results(tmp_path / "figures" / "records" / "fig6_quick" / runner.RESULTS_FILE)
+    recs = common.last_results(tmp_path / "figures" / "records" / "fig6_quick" / records.RESULTS_FILE)
     for i in (0, 1):
         flag = recs[("quick-syn-h0", "1/1/98", i, "clp_mlp")]["single_class"]
         assert sorted(flag) == ["train", "validation"] and all(len(v) == 1 for v in flag.values())
@@ -335,9 +335,8 @@ def test_clp_dagger_blocks_cache(tmp_path, monkeypatch):
     b, ib = D.dagger_dataset(ds, D.QUICK_DAGGER, cache=cache)
     assert ib["from_cache"] is True and ib["block_scale"] == ia["block_scale"]
     np.testing.assert_array_equal(a.features, b.features)
-    from jaxclp.experiments import runner
 
-    assert runner.dataset_sha256(a) == runner.dataset_sha256(b)
+    assert identity.dataset_sha256(a) == identity.dataset_sha256(b)
     # another recipe or another X: another key (nothing served across them)
     assert D.blocks_key(ds, dataclasses.replace(D.QUICK_DAGGER, block_scale="x_std")) != entry.stem.split("-")[-1]
     other = dataclasses.replace(ds, features=np.asarray(ds.features) * 2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxclp.experiments import cli, runner
+from jaxclp.experiments import cli, identity, progress, records, runner
 from jaxclp.experiments.analyses.common import last_results
 from jaxclp.datasets import load_file
 from jaxclp.datasets.fetch import user_cache_dir
@@ -40,12 +40,12 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
     text = summary.read_text()
     assert "texas" in text and "clp" in text and "±" in text
     runner.run("texas", "medium", ["mlp", "clp_mlp"], 2, tmp_path / "direct", epochs=5, progress=False)
-    a = last_results(tmp_path / "cli" / runner.RESULTS_FILE)
-    b = last_results(tmp_path / "direct" / runner.RESULTS_FILE)
+    a = last_results(tmp_path / "cli" / records.RESULTS_FILE)
+    b = last_results(tmp_path / "direct" / records.RESULTS_FILE)
     assert sorted(a) == sorted(b) == sorted(("texas", "medium", i, m) for i in (0, 1) for m in ("mlp", "clp_mlp"))
     for k in a:
         assert (a[k]["params"], a[k]["val"], a[k]["test"]) == (b[k]["params"], b[k]["val"], b[k]["test"]), k
-    header = json.loads((tmp_path / "cli" / runner.RESULTS_FILE).read_text().splitlines()[0])
+    header = json.loads((tmp_path / "cli" / records.RESULTS_FILE).read_text().splitlines()[0])
     assert header["argv"][:3] == ["jaxclp", "run", "--dataset"]
     (tmp_path / "cli" / "summary.png").unlink()
     assert cli.main(["summarize", str(tmp_path / "cli")]) == 0  # rewrites the same summary, and the plot
@@ -156,7 +156,7 @@ def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["run", "--graph", str(tmp_path / "mygraph.npz"), "--split", "published", "--methods",
                      "mlp,lp", "--runs", "2", "--epochs", "5", "--out", str(out), "--no-progress"]) == 0
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert sorted((r["dataset"], r["run"], r["method"]) for r in recs) == [
         ("mygraph", i, m) for i in (0, 1) for m in ("lp", "mlp")]
     assert all(r["split"] == "published" and r["seed"] is None for r in recs)
@@ -201,7 +201,7 @@ def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
         assert cli.main(["run", "--graph", str(tmp_path / "e.csv"), "--labels", str(tmp_path / "y.csv"),
                          "--methods", "mlp,lp,clp_mlp", "--runs", "2", "--epochs", "5", "--out", str(out),
                          "--no-progress"]) == 0
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert len(recs) == 6 and all(np.isfinite(r["test"]) for r in recs)
     assert (out / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the run's plot beside summary.md
     with pytest.warns(UserWarning):
@@ -267,7 +267,7 @@ def test_cli_run_on_a_non_zero_process_writes_nothing(tmp_path, capsys, monkeypa
     assert "process 0 writes the records" in capsys.readouterr().err
     monkeypatch.setattr(runner.jax, "process_index", lambda: 0)
     assert cli.main(args + ["--out", str(tmp_path / "p0")]) == 0
-    recs = [r for r in runner.read_records(tmp_path / "p0" / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(tmp_path / "p0" / records.RESULTS_FILE) if r["type"] == "result"]
     assert [(r["run"], r["method"]) for r in recs] == [(0, "lp")] and (tmp_path / "p0" / "summary.md").exists()
 
 
@@ -297,10 +297,10 @@ def test_cli_run_two_processes(tmp_path):
                 p.wait()
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outs)
     assert "process 0 writes the records" in outs[1]
-    recs = runner.read_records(tmp_path / "two" / runner.RESULTS_FILE)
+    recs = records.read_records(tmp_path / "two" / records.RESULTS_FILE)
     assert [r["type"] for r in recs] == ["header", "result", "result"]
     assert cli.main(args + ["--out", str(tmp_path / "one")]) == 0
-    one = {(r["run"], r["method"]): r for r in runner.read_records(tmp_path / "one" / runner.RESULTS_FILE)
+    one = {(r["run"], r["method"]): r for r in records.read_records(tmp_path / "one" / records.RESULTS_FILE)
            if r["type"] == "result"}
     for r in recs[1:]:  # the subprocesses run float32, this process float64 (conftest): equal to float32
         want = one[(r["run"], r["method"])]
@@ -353,7 +353,7 @@ def test_cli_run_with_custom_label_rates(tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", "60/20/20", "--methods", "lp", "--runs",
                      "2", "--out", str(out), "--no-progress"]) == 0
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert [r["split"] for r in recs] == ["0.6/0.2/0.2"] * 2
     assert all(round(12 * r["test"]) == pytest.approx(12 * r["test"], abs=1e-4) for r in recs)  # 12 test nodes
     for bad in ("60/30/20", "0.7/0.4", "huge"):
@@ -462,7 +462,7 @@ def test_cli_two_class_graph_metric_and_note(tmp_path, capsys):
     describe = next(ln for ln in io.err.splitlines() if ln.startswith("jaxclp: e: "))
     assert describe.endswith("metric roc_auc")  # the graph's line names the metric used
     assert "test ROC-AUC" in io.out
-    assert {r["metric"] for r in runner.read_records(tmp_path / "a" / runner.RESULTS_FILE)
+    assert {r["metric"] for r in records.read_records(tmp_path / "a" / records.RESULTS_FILE)
             if r["type"] == "result"} == {"roc_auc"}
     assert cli.main([*args, "--metric", "accuracy", "--out", str(tmp_path / "b")]) == 0
     io = capsys.readouterr()
@@ -482,7 +482,7 @@ def test_cli_run_prints_the_ranking_in_words(tmp_path, capsys):
     assert cli.main(["run", "--graph", str(e), "--labels", str(y), "--methods", "lp,clp_star", "--runs", "3",
                      "--epochs", "3", "--out", str(out), "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     score = {m: 100 * np.array([r["test"] for r in recs if r["method"] == m]) for m in ("lp", "clp_star")}
     best, second = sorted(score, key=lambda m: -score[m].mean())
     assert lines[0] == (f"best on e (medium split): {best}, {score[best].mean():.1f} ± {score[best].std(ddof=1):.1f} "
@@ -515,8 +515,8 @@ def test_cli_labels_csv_with_named_columns(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"labelled nodes per class: False={int((~mature).sum())}, True={int(mature.sum())}" in err
     assert cli.main([*args, "--id-column", "new_id", "--label-column", "Mature ", "--out", str(tmp_path / "o3")]) == 0
-    assert (runner.read_records(tmp_path / "o3" / runner.RESULTS_FILE)[-1]["test"]
-            == runner.read_records(tmp_path / "o2" / runner.RESULTS_FILE)[-1]["test"])  # case and spaces forgiven
+    assert (records.read_records(tmp_path / "o3" / records.RESULTS_FILE)[-1]["test"]
+            == records.read_records(tmp_path / "o2" / records.RESULTS_FILE)[-1]["test"])  # case and spaces forgiven
     capsys.readouterr()
     assert cli.main([*args, "--id-column", "new_id", "--label-column", "maturity", "--out", str(tmp_path / "o4")]) == 2
     err = capsys.readouterr().err
@@ -537,7 +537,7 @@ def test_cli_musae_target_csv_header_error(tmp_path, capsys):
 def test_job_eta_from_the_records_own_times():
     """No ETA before 3 records; then mean record time x records left (this unit's exactly, later units' at most
     runs x methods): by hand 2 s x (7 + 2 x 10) = 54 s."""
-    tracker = runner.Job(total=3, records_per_unit=10)
+    tracker = progress.Job(total=3, records_per_unit=10)
     tracker.begin("a", "medium", 10)
     tracker.record(1.0)
     tracker.record(2.0)
@@ -546,14 +546,14 @@ def test_job_eta_from_the_records_own_times():
     assert tracker.eta() == pytest.approx(2.0 * (7 + 2 * 10))
     tracker.begin("b", "medium", 4)  # 6 of b's 10 records reused: 4 to compute, one unit after it
     assert tracker.eta() == pytest.approx(2.0 * (4 + 10))
-    assert [runner._duration(s) for s in (45, 192, 7500)] == ["45s", "3m12s", "2h05m"]
+    assert [progress._duration(s) for s in (45, 192, 7500)] == ["45s", "3m12s", "2h05m"]
 
 
 def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, capsys, monkeypatch):
     """A resumed run names the records it reuses and the number it computes. ``priors``/``time_limit`` reach each
     split's Context, enter the configuration only when given (a default run keeps its hash), and a method's
     ``skipped`` predictors go into the record and the ranking's words."""
-    from jaxclp.experiments import methods
+    from jaxclp.experiments import candidates, methods
 
     e, y = _edge_list(tmp_path, [i % 2 for i in range(60)], p_in=0.1)
     ds = load_file(e, labels=y)
@@ -562,7 +562,7 @@ def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, caps
 
     def fake(ctx):
         seen.append((ctx.base_priors, ctx.time_limit))
-        cands = methods.Candidates(lp(ctx))
+        cands = candidates.Candidates(lp(ctx))
         if ctx.time_limit is not None:
             cands.skipped = ["gcn_tuned", "sage_tuned"]
         return cands
@@ -572,18 +572,18 @@ def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, caps
     runner.run(ds, "medium", ["lp"], 2, out, progress=False)
     assert "reusing" not in capsys.readouterr().err
     runner.run(ds, "medium", ["lp"], 3, out, progress=False)
-    assert f"e/medium: reusing 2 records in {out / runner.RESULTS_FILE}, computing 1" in capsys.readouterr().err
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    assert f"e/medium: reusing 2 records in {out / records.RESULTS_FILE}, computing 1" in capsys.readouterr().err
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert seen == [(None, None)] * 3 and all("skipped" not in r for r in recs)
     assert "priors" not in recs[0]["config"] and "time_limit" not in recs[0]["config"]
     old = {k: v for k, v in recs[0]["config"].items()}  # the configuration as written before the options existed
-    assert runner.config_hash(old) == recs[0]["config_hash"]
+    assert identity.config_hash(old) == recs[0]["config_hash"]
     limited = tmp_path / "limited"
     runner.run(ds, "medium", ["lp"], 2, limited, progress=False, priors="mlp,link", time_limit=30)
     assert seen[3:] == [(("mlp", "link"), 30.0)] * 2
-    recs = [r for r in runner.read_records(limited / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(limited / records.RESULTS_FILE) if r["type"] == "result"]
     assert recs[0]["config"]["priors"] == ["mlp", "link"] and recs[0]["config"]["time_limit"] == 30.0
-    assert recs[0]["config_hash"] != runner.config_hash(old)
+    assert recs[0]["config_hash"] != identity.config_hash(old)
     assert [r["skipped"] for r in recs] == [["gcn_tuned", "sage_tuned"]] * 2
     text = cli.ranking_text(limited, "e", "medium", ["lp"])
     assert ("lp left out gcn_tuned (2 of 2 splits), sage_tuned (2 of 2 splits) for the time limit of 30 s per "
@@ -598,9 +598,9 @@ def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):
     calls = []
 
     def fake_run(name, split, methods, runs, d, **kw):
-        tracker = runner._JOB.get()
+        tracker = progress._JOB.get()
         tracker.begin(name, split, runs * len(methods))
-        calls.append((name, split, tracker.index, tracker.total, runner.active_output()))
+        calls.append((name, split, tracker.index, tracker.total, progress.active_output()))
         return []
 
     monkeypatch.setattr(reproduce, "run", fake_run)
@@ -610,7 +610,7 @@ def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):
     assert [c[:4] for c in calls] == [("texas", "sparse", 1, 4), ("cornell", "sparse", 2, 4),
                                       ("texas", "dense", 3, 4), ("cornell", "dense", 4, 4)]
     assert calls[0][4] == (tmp_path / "table4", {"title": title, "methods": reproduce.METHODS})
-    assert runner.active_output()[0] != tmp_path / "table4"  # restored after the target
+    assert progress.active_output()[0] != tmp_path / "table4"  # restored after the target
 
 
 def test_cli_comma_lists_forgive_spaces_and_unused_cost_options_warn(tmp_path, capsys, monkeypatch):

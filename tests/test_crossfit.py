@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from jaxclp.experiments.analyses import crossfit as S
-from jaxclp.experiments.methods import Candidates
+from jaxclp.experiments.candidates import Candidates
 
 
 def test_stratified_halves_partition_validation_by_class(rng):
@@ -35,7 +35,7 @@ def test_choose_each_rule_by_hand():
     assert S.choose("two_stage_or_prior", keys, sel, ref_names, ref_sel) == ("prior", 0)  # 0.75 >= 0.70
     assert S.choose("prior", keys, sel, ref_names, ref_sel) == ("prior", 0)
     assert S.choose("mlp_clp", keys, sel, ref_names, ref_sel) == ("clp", 1)
-    # ties go to the first candidate, as methods.select
+    # ties go to the first candidate, as candidates.select
     assert S.choose("joint", keys, np.array([0.7, 0.7, 0.7, 0.7]), ref_names, ref_sel) == ("clp", 0)
     ref_sel2 = np.array([0.75, 0.60])
     assert S.choose("two_stage_or_prior", keys, np.array([0.6, 0.8, 0.1, 0.1]), ref_names, ref_sel2) == ("clp", 1)
@@ -85,11 +85,11 @@ def test_selection_is_a_reproduce_target():
 
 
 def test_clp_rule_is_the_cross_fitted_two_stage_or_prior(rng):
-    """methods.select_prior_first (clp revision 2) picks what crossfit's two_stage_or_prior picks, on random
+    """candidates.select_prior_first (clp revision 2) picks what crossfit's two_stage_or_prior picks, on random
     candidates with many ties, and returns the prior alone under its alpha = 0 key."""
     import jax.numpy as jnp
 
-    from jaxclp.experiments.methods import select_prior_first
+    from jaxclp.experiments.candidates import select_prior_first
     from jaxclp.metrics import evaluate
 
     n, k = 40, 3
@@ -123,7 +123,7 @@ def test_selection_records_are_config_keyed(tmp_path, monkeypatch, rng):
     import types
 
     from jaxclp.datasets import synthetic
-    from jaxclp.experiments import runner
+    from jaxclp.experiments import records, runner
 
     ds = synthetic(0.5, 4, num_classes=3, nodes_per_class=20, seed=0, name="g")
     n, k = ds.num_nodes, 3
@@ -144,20 +144,20 @@ def test_selection_records_are_config_keyed(tmp_path, monkeypatch, rng):
     monkeypatch.setattr(S, "split_candidates", fake_candidates)
     monkeypatch.setattr(runner, "load", lambda name, root=None: ds)
     S.run_dataset("g", tmp_path, runs=3, progress=False)
-    path = tmp_path / runner.RESULTS_FILE
-    recs = runner.read_records(path)
+    path = tmp_path / records.RESULTS_FILE
+    recs = records.read_records(path)
     assert calls == [0, 1, 2] and len({r["config_hash"] for r in recs}) == 1
     S.run_dataset("g", tmp_path, runs=3, progress=False)
     assert calls == [0, 1, 2]  # resumed: nothing recomputed
     legacy = {key: v for key, v in recs[1].items() if key != "config_hash"}
     path.write_text("".join(json.dumps(r) + "\n" for r in (recs[0], legacy, recs[2])))
-    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+    with pytest.raises(records.StaleResultsError, match="another configuration"):
         S.run_dataset("g", tmp_path, runs=3, progress=False)
     S.run_dataset("g", tmp_path, runs=3, progress=False, replace_stale=True)
     assert calls == [0, 1, 2, 1]
-    assert [r["run"] for r in runner.read_records(tmp_path / runner.STALE_FILE)] == [1]
+    assert [r["run"] for r in records.read_records(tmp_path / records.STALE_FILE)] == [1]
     monkeypatch.setattr(runner, "method_hash", lambda m: "another clp")
-    with runner.replacing_stale():
+    with records.replacing_stale():
         S.run_dataset("g", tmp_path, runs=3, progress=False)
     assert calls == [0, 1, 2, 1, 0, 1, 2]
 

@@ -230,7 +230,7 @@ def test_cold_start_trains_through_clp():
 
 def test_runner_method_clp_e2e(monkeypatch):
     from jaxclp.end_to_end import fit_end_to_end as fit
-    from jaxclp.experiments import methods as M
+    from jaxclp.experiments import candidates, methods as M
 
     assert M.METHODS["clp_e2e"] is M.method_clp_e2e and "clp_e2e" in M.NEEDS_PRIOR
     ds, x, y, tr, va = _synthetic()
@@ -242,12 +242,12 @@ def test_runner_method_clp_e2e(monkeypatch):
 
     monkeypatch.setattr("jaxclp.experiments.methods.fit_end_to_end", spy)
     labels_vis = jnp.where(tr | va, y, -1)
-    ctx = M.Context(graph=ds.graph, features=x, labels=labels_vis, train=tr, val=va, num_classes=3,
-                    metric="accuracy", key=jax.random.key(0), priors={1: None}, mlp_depth=1)
+    ctx = candidates.Context(graph=ds.graph, features=x, labels=labels_vis, train=tr, val=va, num_classes=3,
+                             metric="accuracy", key=jax.random.key(0), priors={1: None}, mlp_depth=1)
     cands = M.method_clp_e2e(ctx)
     assert sorted(cands) == [("train", "e2e", "alpha", a) for a in ALPHAS]
     assert calls["hidden"] == (64,) and calls["normalization"] == "sym" and calls["cfg"].metric == "accuracy"
-    cfg, val = M.select(cands, labels_vis, va, "accuracy")
+    cfg, val = candidates.select(cands, labels_vis, va, "accuracy")
     assert val >= _pretrained_clp_val().max() - 1.0 / int(jnp.sum(va)) - 1e-9
 
 

@@ -91,7 +91,7 @@ def test_prior_ensembles_is_a_reproduce_target_with_its_own_config(monkeypatch, 
     """The target is registered; its records are keyed by their own configuration (a selection record's hash
     differs), and a rerun resumes."""
     from jaxclp.datasets import synthetic
-    from jaxclp.experiments import reproduce, runner
+    from jaxclp.experiments import records, reproduce, runner
 
     assert reproduce.TARGETS["prior_ensembles"] is E.prior_ensembles
     ds = synthetic(0.5, 4, num_classes=3, nodes_per_class=20, seed=0, name="g")
@@ -111,7 +111,7 @@ def test_prior_ensembles_is_a_reproduce_target_with_its_own_config(monkeypatch, 
     monkeypatch.setattr(runner, "load", lambda name, root=None: ds)
     E.run_dataset("g", tmp_path, runs=2, progress=False)
     E.run_dataset("g", tmp_path, runs=2, progress=False)
-    recs = runner.read_records(tmp_path / runner.RESULTS_FILE)
+    recs = records.read_records(tmp_path / records.RESULTS_FILE)
     assert calls == [0, 1] and [r["type"] for r in recs] == [E.RECORD_TYPE] * 2
     assert recs[0]["config_hash"] != crossfit.selection_config("g", 0)[2]
     assert recs[0]["config_hash"] == crossfit.selection_config("g", 0, analysis=E.RECORD_TYPE,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp.experiments import runner
-from jaxclp.experiments.methods import select, visible_labels
+from jaxclp.experiments import identity, progress, records, runner
+from jaxclp.experiments.candidates import select, visible_labels
 from jaxclp.experiments.summary import markdown
 from jaxclp.baselines import fit_link
 from jaxclp.gnn import fit_gcn, fit_h2gcn
@@ -34,7 +34,7 @@ def test_records_resume_and_test_label_isolation(tmp_path):
     ds = _dataset()
     out, recs = _results(tmp_path, ds, "a")
     assert len(recs) == 2 * len(METHODS)
-    lines = (out / runner.RESULTS_FILE).read_text().splitlines()
+    lines = (out / records.RESULTS_FILE).read_text().splitlines()
     header = json.loads(lines[0])
     assert header["type"] == "header" and header["jax"] and "git_commit" in header
     for r in recs:
@@ -42,9 +42,9 @@ def test_records_resume_and_test_label_isolation(tmp_path):
                 "seconds"} <= set(r)
         assert 0.0 <= r["test"] <= 1.0 and 0.0 <= r["val"] <= 1.0
     # resumable: nothing left to do, file unchanged
-    before = (out / runner.RESULTS_FILE).read_text()
+    before = (out / records.RESULTS_FILE).read_text()
     assert runner.run(ds, "medium", METHODS, runs=2, out=out, epochs=15, progress=False) == []
-    assert (out / runner.RESULTS_FILE).read_text() == before
+    assert (out / records.RESULTS_FILE).read_text() == before
     # scramble only the test labels of both splits: val scores and choices must not move
     sp = runner.get_splits(ds, "medium", 2, 0)
     test_any = sp.test.any(0) & ~(sp.train | sp.val).any(0)
@@ -57,7 +57,7 @@ def test_records_resume_and_test_label_isolation(tmp_path):
         assert a[k]["params"] == b[k]["params"], k
         assert a[k]["val"] == b[k]["val"], k
     assert any(a[k]["test"] != b[k]["test"] for k in a)
-    text = markdown(runner.read_records(out / runner.RESULTS_FILE))
+    text = markdown(records.read_records(out / records.RESULTS_FILE))
     assert "| syn" in text and "clp" in text and "±" in text
 
 
@@ -80,7 +80,7 @@ def test_single_class_split_is_a_clear_error(tmp_path):
     bad = _dataset(labels=rigged.astype(y.dtype))
     with pytest.raises(ValueError, match=r"split 1: every train node has label \[1\].*--seed"):
         runner.run(bad, "medium", ["mlp"], 2, tmp_path, progress=False, epochs=5)
-    assert not (tmp_path / runner.RESULTS_FILE).exists()  # refused before the header record is written
+    assert not (tmp_path / records.RESULTS_FILE).exists()  # refused before the header record is written
     runner.check_splits(y, np.asarray(sp.train), np.asarray(sp.val), [0, 1], "syn", "medium")  # the real labels pass
 
 
@@ -92,7 +92,7 @@ def test_run_refuses_h2gcn_on_a_hub_graph_before_any_fit(tmp_path, monkeypatch):
     monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 10)
     with pytest.raises(gnn.TwoHopTooLarge, match="--methods without h2gcn"):
         runner.run(_dataset(), "medium", ["mlp", "h2gcn"], 1, tmp_path, progress=False, epochs=5)
-    assert not (tmp_path / runner.RESULTS_FILE).exists()
+    assert not (tmp_path / records.RESULTS_FILE).exists()
 
 
 def test_single_class_parts_hand_example():
@@ -126,7 +126,7 @@ def test_minesweeper_seed0_collision_is_real():
 
 # ----------------------------------------------------------------- configuration-keyed resume
 def _keys(path):
-    return sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in runner.read_records(path)
+    return sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in records.read_records(path)
                   if r.get("type") == "result")
 
 
@@ -138,7 +138,7 @@ def test_metric_override_is_part_of_the_configuration(tmp_path):
     assert ds.metric == "accuracy" and ds.with_metric(None) is ds and ds.with_metric("accuracy") is ds
     out = tmp_path / "o"
     acc = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
-    with pytest.raises(runner.StaleResultsError, match="another configuration"):
+    with pytest.raises(records.StaleResultsError, match="another configuration"):
         runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False, metric="roc_auc")
     auc = runner.run(ds, "medium", ["lp"], runs=1, out=tmp_path / "p", epochs=3, progress=False, metric="roc_auc")
     assert acc[0]["metric"] == "accuracy" and auc[0]["metric"] == "roc_auc" == auc[0]["config"]["metric"]
@@ -157,36 +157,36 @@ def test_resume_is_keyed_on_the_configuration(tmp_path):
     and recomputes; more runs of the same configuration only add the new runs."""
     ds = _dataset()
     out = tmp_path / "o"
-    path = out / runner.RESULTS_FILE
+    path = out / records.RESULTS_FILE
     recs = runner.run(ds, "medium", ["mlp", "lp"], runs=1, out=out, epochs=3, progress=False)
     cfg = recs[0]["config"]
     assert cfg["train"]["epochs"] == 3 and cfg["seed"] == 0 and cfg["split"] == "medium"
     assert cfg["dataset"] == ds.name and cfg["jaxclp"] == jaxclp.__version__ and cfg["features"]
-    assert cfg["data"]["arrays_sha256"] == runner.dataset_sha256(ds)
-    assert recs[0]["config_hash"] == runner.config_hash(cfg) and len(recs[0]["config_hash"]) == 12
+    assert cfg["data"]["arrays_sha256"] == identity.dataset_sha256(ds)
+    assert recs[0]["config_hash"] == identity.config_hash(cfg) and len(recs[0]["config_hash"]) == 12
     assert len({r["config_hash"] for r in recs}) == 1
     # same configuration, more runs: only run 1 is computed
     more = runner.run(ds, "medium", ["mlp", "lp"], runs=2, out=out, epochs=3, progress=False)
     assert sorted((r["run"], r["method"]) for r in more) == [(1, "lp"), (1, "mlp")]
     before = path.read_text()
     for kw in ({"epochs": 4}, {"seed": 1, "epochs": 3}):
-        with pytest.raises(runner.StaleResultsError, match=r"another configuration .*--replace-stale") as e:
+        with pytest.raises(records.StaleResultsError, match=r"another configuration .*--replace-stale") as e:
             runner.run(ds, "medium", ["mlp"], runs=2, out=out, progress=False, **kw)
         assert "\n" not in str(e.value) and ("epochs" in str(e.value) or "seed" in str(e.value))
         assert path.read_text() == before  # nothing written
     # another dataset content (same name) is another configuration too
     y = np.asarray(ds.labels).copy()
     y[:3] = (y[:3] + 1) % 3
-    with pytest.raises(runner.StaleResultsError, match="data"):
+    with pytest.raises(records.StaleResultsError, match="data"):
         runner.run(_dataset(labels=y), "medium", ["lp"], runs=2, out=out, epochs=3, progress=False)
     # a method not yet run in the folder is not blocked
     runner.run(ds, "medium", ["link"], runs=1, out=out, epochs=4, progress=False)
     new = runner.run(ds, "medium", ["mlp"], runs=2, out=out, epochs=4, progress=False, replace_stale=True)
     assert sorted(r["run"] for r in new) == [0, 1] and all(r["config"]["train"]["epochs"] == 4 for r in new)
-    stale = runner.read_records(out / runner.STALE_FILE)
+    stale = records.read_records(out / records.STALE_FILE)
     assert sorted((r["run"], r["method"], r["config"]["train"]["epochs"]) for r in stale) == [
         (0, "mlp", 3), (1, "mlp", 3)]
-    kept = [r for r in runner.read_records(path) if r.get("type") == "result"]
+    kept = [r for r in records.read_records(path) if r.get("type") == "result"]
     assert sorted((r["run"], r["method"]) for r in kept) == [(0, "link"), (0, "lp"), (0, "mlp"), (1, "lp"),
                                                              (1, "mlp")]
     assert {r["config"]["train"]["epochs"] for r in kept if r["method"] == "mlp"} == {4}
@@ -201,32 +201,32 @@ def test_reuse_copies_records_of_the_same_computation_from_another_target(tmp_pa
     made = runner.run(ds, "medium", ["mlp", "lp"], runs=2, out=a, epochs=3, progress=False)
     recs = runner.run(ds, "medium", ["mlp", "lp", "link"], runs=2, out=b, epochs=3, progress=False, reuse=[a])
     assert sorted((r["run"], r["method"]) for r in recs) == [(0, "link"), (1, "link")]  # only link computed
-    in_b = runner.read_records(b / runner.RESULTS_FILE)
+    in_b = records.read_records(b / records.RESULTS_FILE)
     for r in made:
         assert r in in_b  # verbatim
     assert [r for r in in_b if r["type"] == "header"][0] == [
-        r for r in runner.read_records(a / runner.RESULTS_FILE) if r["type"] == "header"][0]
+        r for r in records.read_records(a / records.RESULTS_FILE) if r["type"] == "header"][0]
     assert len([r for r in in_b if r["type"] == "header"]) == 2  # a's (copied) and b's own run
     # again: nothing to copy or compute, nothing appended
-    before = (b / runner.RESULTS_FILE).read_text()
+    before = (b / records.RESULTS_FILE).read_text()
     assert runner.run(ds, "medium", ["mlp", "lp", "link"], runs=2, out=b, epochs=3, progress=False,
                       reuse=[a]) == []
-    assert (b / runner.RESULTS_FILE).read_text() == before
+    assert (b / records.RESULTS_FILE).read_text() == before
     # another configuration is not the same computation: computed, never copied
     other = runner.run(ds, "medium", ["lp"], runs=1, out=c, epochs=4, progress=False, reuse=[a])
     assert [r["method"] for r in other] == ["lp"] and other[0]["config_hash"] != made[0]["config_hash"]
     # another method hash (e.g. an older revision) is not copied
-    rows = runner.read_records(a / runner.RESULTS_FILE)
+    rows = records.read_records(a / records.RESULTS_FILE)
     for r in rows:
         if r["type"] == "result":
             r["method_hash"] = "0" * 12
     d = tmp_path / "d"
     d.mkdir()
-    assert runner.reuse_records(a / runner.RESULTS_FILE, d / runner.RESULTS_FILE, ds.name, "medium",
-                                made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 2
-    (a / runner.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert runner.reuse_records(a / runner.RESULTS_FILE, tmp_path / "e.jsonl", ds.name, "medium",
-                                made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 0
+    assert records.reuse_records(a / records.RESULTS_FILE, d / records.RESULTS_FILE, ds.name, "medium",
+                                 made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 2
+    (a / records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert records.reuse_records(a / records.RESULTS_FILE, tmp_path / "e.jsonl", ds.name, "medium",
+                                 made[0]["config_hash"], {"lp": runner.method_hash("lp")}) == 0
 
 
 def test_records_without_a_configuration_count_as_another(tmp_path):
@@ -236,19 +236,19 @@ def test_records_without_a_configuration_count_as_another(tmp_path):
     out.mkdir()
     old = {"type": "result", "dataset": ds.name, "split": "medium", "run": 0, "method": "lp",
            "metric": "accuracy", "val": 0.5, "test": 0.5, "params": {}, "seconds": 1.0}
-    runner.append_record(out / runner.RESULTS_FILE, old)
-    with pytest.raises(runner.StaleResultsError, match=r"no configuration recorded"):
+    records.append_record(out / records.RESULTS_FILE, old)
+    with pytest.raises(records.StaleResultsError, match=r"no configuration recorded"):
         runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
-    with runner.replacing_stale():  # how `jaxclp reproduce --replace-stale` reaches the target's runs
+    with records.replacing_stale():  # how `jaxclp reproduce --replace-stale` reaches the target's runs
         recs = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
     assert [r["run"] for r in recs] == [0]
-    assert runner.read_records(out / runner.STALE_FILE) == [old]
-    assert _keys(out / runner.RESULTS_FILE) == [(ds.name, "medium", 0, "lp")]
+    assert records.read_records(out / records.STALE_FILE) == [old]
+    assert _keys(out / records.RESULTS_FILE) == [(ds.name, "medium", 0, "lp")]
 
 
 def test_named_dataset_config_uses_the_registry_hashes(tmp_path):
     spec = jaxclp.datasets.REGISTRY["texas"]
-    ident = runner.data_identity("texas", None, tmp_path)
+    ident = identity.data_identity("texas", None, tmp_path)
     assert ident["files"] == {fs.path: fs.sha256 for fs in spec.files.values()}
     assert all(len(h) == 64 for h in ident["files"].values())
 
@@ -395,12 +395,12 @@ def test_link_early_stops_on_the_task_metric(monkeypatch):
     revision 1), and its revision is part of its definition."""
     import jax.numpy as jnp
 
-    from jaxclp.experiments import methods, specs
+    from jaxclp.experiments import candidates, methods, specs
 
     seen = []
     monkeypatch.setattr(methods, "fit_link", lambda *a, **k: seen.append(a[6]) or jnp.zeros((3, 2)))
-    ctx = methods.Context(graph=None, features=None, labels=jnp.zeros(3, jnp.int32), train=None, val=None,
-                          num_classes=2, metric="roc_auc", key=None, priors={}, mlp_depth=1)
+    ctx = candidates.Context(graph=None, features=None, labels=jnp.zeros(3, jnp.int32), train=None, val=None,
+                             num_classes=2, metric="roc_auc", key=None, priors={}, mlp_depth=1)
     methods.method_link(ctx)
     assert seen and seen[0].metric == "roc_auc"
     assert specs.method_spec("link")["revision"] == 1
@@ -412,7 +412,7 @@ def test_run_releases_compiled_executables_near_the_mapping_limit(tmp_path, monk
     third graph before this. Below the threshold nothing is dropped."""
     import jax.numpy as jnp
 
-    maps = runner.memory_maps()
+    maps = progress.memory_maps()
     if maps is None:
         pytest.skip("no /proc/self/maps or vm.max_map_count here")
     held, limit = maps
@@ -420,11 +420,11 @@ def test_run_releases_compiled_executables_near_the_mapping_limit(tmp_path, monk
     f = jax.jit(lambda v: v * 2.0)
     f(jnp.ones(3))
     # below the threshold (set at the limit itself: a test process may hold many executables already)
-    monkeypatch.setattr(runner, "MAP_FRACTION", 1.0)
+    monkeypatch.setattr(progress, "MAP_FRACTION", 1.0)
     assert runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "a", progress=False)
     assert f._cache_size() == 1  # kept
-    assert runner.release_compiled(fraction=1.0) is False and f._cache_size() == 1
-    monkeypatch.setattr(runner, "MAP_FRACTION", held / limit / 2)  # as if the process were past the threshold
+    assert progress.release_compiled(fraction=1.0) is False and f._cache_size() == 1
+    monkeypatch.setattr(progress, "MAP_FRACTION", held / limit / 2)  # as if the process were past the threshold
     assert len(runner.run(_dataset(), "medium", ["lp"], runs=1, out=tmp_path / "b", progress=False)) == 1
     assert f._cache_size() == 0
 
@@ -487,8 +487,8 @@ def test_targets_over_the_same_splits_reuse_each_other(tmp_path, monkeypatch):
 def test_progress_bar_says_what_a_long_method_is_fitting(tmp_path, monkeypatch):
     """With a progress bar the runner writes where it is into the bar's postfix: the MLP priors, then per run and
     method, and inside ``clp`` each base predictor it fits and the predictor whose CLP candidates it computes
-    (methods.status); without a bar, nothing is reported."""
-    from jaxclp.experiments import methods
+    (candidates.status); without a bar, nothing is reported."""
+    from jaxclp.experiments import candidates, methods
 
     seen = []
 
@@ -507,7 +507,7 @@ def test_progress_bar_says_what_a_long_method_is_fitting(tmp_path, monkeypatch):
     seen.clear()
     runner.run(_dataset(), "medium", ["mlp"], runs=1, out=tmp_path / "b", epochs=5, progress=False)
     assert seen == []
-    methods.status("outside any run")  # a no-op outside reporting()
+    candidates.status("outside any run")  # a no-op outside reporting()
     assert seen == []
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from jaxclp import datasets as D
-from jaxclp.experiments import cli, runner
+from jaxclp.experiments import cli, identity, records
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
@@ -50,13 +50,13 @@ def _finish(p, timeout=300):
 
 def _check_folder(out) -> list[dict]:
     """Every line a whole JSON record, every key exactly once, one configuration."""
-    lines = (Path(out) / runner.RESULTS_FILE).read_text().splitlines()
+    lines = (Path(out) / records.RESULTS_FILE).read_text().splitlines()
     recs = [json.loads(line) for line in lines]  # raises on a torn line
     res = [r for r in recs if r["type"] == "result"]
     keys = sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in res)
     assert keys == KEYS, keys  # nothing lost, nothing duplicated
     assert len({r["config_hash"] for r in res}) == 1  # nothing stale
-    assert all(runner.config_hash(r["config"]) == r["config_hash"] for r in res)
+    assert all(identity.config_hash(r["config"]) == r["config_hash"] for r in res)
     return res
 
 
@@ -78,7 +78,7 @@ def test_kill9_at_random_points_then_resume(env, reference, tmp_path):
         out = tmp_path / f"out{seed}"
         procs[seed] = (_start(env, out), out, np.random.default_rng(seed).uniform(0.0, 2.5))
     t0 = time.monotonic()
-    while any(p.poll() is None and not (out / runner.LOCK_FILE).exists() for p, out, _ in procs.values()):
+    while any(p.poll() is None and not (out / records.LOCK_FILE).exists() for p, out, _ in procs.values()):
         assert time.monotonic() - t0 < 240
         time.sleep(0.05)
     t_lock = time.monotonic()
@@ -112,7 +112,7 @@ def test_concurrent_runs_then_configuration_change(env, reference, tmp_path):
 
     out = tmp_path / "out"
     out.mkdir()
-    fd = os.open(out / runner.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(out / records.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     procs = []
     try:
@@ -131,16 +131,16 @@ def test_concurrent_runs_then_configuration_change(env, reference, tmp_path):
         assert p.wait(timeout=300) == 0, (tmp_path / Path(err.name).name).read_text()[-2000:]
         err.close()
     _check_folder(out)
-    before = (out / runner.RESULTS_FILE).read_text()
+    before = (out / records.RESULTS_FILE).read_text()
     rc, _, err = _finish(_start(env, out, "--epochs", "6"))
     assert rc == 2 and err.startswith("jaxclp: error: ") and err.count("\n") == 1, err[-2000:]
     assert "another configuration" in err and "--replace-stale" in err and "epochs: 5 -> 6" in err
-    assert (out / runner.RESULTS_FILE).read_text() == before
+    assert (out / records.RESULTS_FILE).read_text() == before
     rc, _, err = _finish(_start(env, out, "--epochs", "6", "--replace-stale"))
     assert rc == 0, err[-2000:]
     res = _check_folder(out)
     assert {r["config"]["train"]["epochs"] for r in res} == {6}
-    stale = runner.read_records(out / runner.STALE_FILE)
+    stale = records.read_records(out / records.STALE_FILE)
     assert sorted((r["dataset"], r["split"], r["run"], r["method"]) for r in stale) == KEYS
     assert {r["config"]["train"]["epochs"] for r in stale} == {5}
 
@@ -148,13 +148,13 @@ def test_concurrent_runs_then_configuration_change(env, reference, tmp_path):
 def test_torn_last_line_is_isolated(tmp_path):
     """A results file that lost the end of its last line (a crash mid-write on a filesystem without atomic
     appends) does not glue the next record onto the torn one: the runner ends it with a newline first."""
-    path = tmp_path / runner.RESULTS_FILE
-    runner.append_record(path, {"type": "result", "x": 1})
+    path = tmp_path / records.RESULTS_FILE
+    records.append_record(path, {"type": "result", "x": 1})
     with open(path, "a") as f:
         f.write('{"type": "result", "x": ')  # torn
-    runner._repair_tail(path)
-    runner.append_record(path, {"type": "result", "x": 2})
-    assert [r["x"] for r in runner.read_records(path)] == [1, 2]
+    records._repair_tail(path)
+    records.append_record(path, {"type": "result", "x": 2})
+    assert [r["x"] for r in records.read_records(path)] == [1, 2]
 
 
 def _copy_texas(root):
@@ -178,7 +178,7 @@ def test_corrupted_raw_file_is_refused(tmp_path, monkeypatch, capsys):
     assert cli.main(ARGS + ["--data-root", str(root), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jaxclp: error: sha256 mismatch for ") and victim.name in err and err.count("\n") == 1
-    assert not (out / runner.RESULTS_FILE).exists()
+    assert not (out / records.RESULTS_FILE).exists()
 
 
 def test_corrupted_or_foreign_processed_cache_is_rebuilt(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxclp.experiments import runner
+from jaxclp.experiments import records
 
 REPO = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^jaxclp: interrupted: (\d+) records kept in (.+); run the same command to resume$")
@@ -40,7 +40,7 @@ def _wait_for(predicate, proc, timeout, what):
 
 
 def _results(out):
-    return [r for r in runner.read_records(out / runner.RESULTS_FILE) if r.get("type") == "result"]
+    return [r for r in records.read_records(out / records.RESULTS_FILE) if r.get("type") == "result"]
 
 
 def _stop(proc, sig, err_path):

@@ -215,7 +215,7 @@ def test_nonlinear_grid_chunks_give_the_same_grid(rng, monkeypatch):
     (the same layers chosen); and the runner's method_clp_authors, one adjacency weight per call (half the peak
     memory), returns the same candidates as one call with both weights."""
     import jaxclp.nonlinear as A
-    from jaxclp.experiments import methods as M
+    from jaxclp.experiments import candidates, methods as M
 
     g, edges, prior, labels, train, val = _problem(rng, n=15, k=3)
     vis = jnp.asarray(np.where(train | val, labels, -1).astype(np.int32))
@@ -229,8 +229,8 @@ def test_nonlinear_grid_chunks_give_the_same_grid(rng, monkeypatch):
     for f in ("beliefs", "val_score"):
         np.testing.assert_allclose(np.asarray(getattr(chunked, f)), np.asarray(getattr(whole, f)), rtol=1e-13,
                                    atol=1e-15)
-    ctx = M.Context(graph=g, features=None, labels=vis, train=jnp.asarray(train), val=jnp.asarray(val),
-                    num_classes=3, metric="accuracy", key=None, priors={1: jnp.asarray(prior)}, mlp_depth=1)
+    ctx = candidates.Context(graph=g, features=None, labels=vis, train=jnp.asarray(train), val=jnp.asarray(val),
+                             num_classes=3, metric="accuracy", key=None, priors={1: jnp.asarray(prior)}, mlp_depth=1)
     got = M.method_clp_authors(ctx, echo=(False,), alphas=(0.4, 1.0), num_layers=5)
     monkeypatch.setattr(A, "GRID_CHUNK_BYTES", 1 << 30)
     res = nonlinear_grid(*args, echo=(False,), alphas=(0.4, 1.0), num_layers=5)

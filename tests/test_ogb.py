@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from jaxclp.experiments import cli, runner
+from jaxclp.experiments import cli, records
 from jaxclp import datasets as D
 from jaxclp.datasets.ogb import is_ogb_folder, read_ogb_folder
 
@@ -145,6 +145,6 @@ def test_cli_run_on_an_ogb_folder_with_its_published_split(tmp_path):
     out = tmp_path / "out"
     assert cli.main(["run", "--graph", str(tmp_path / "toy"), "--split", "published", "--methods", "lp",
                      "--out", str(out), "--no-progress"]) == 0
-    recs = [r for r in runner.read_records(out / runner.RESULTS_FILE) if r["type"] == "result"]
+    recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert sorted((r["dataset"], r["run"], r["method"]) for r in recs) == [("toy", 0, "lp")]
     assert all(r["split"] == "published" for r in recs)

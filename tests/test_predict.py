@@ -69,7 +69,7 @@ def test_predict_says_when_the_refit_was_refused(tmp_path, monkeypatch):
     """Where the chosen alpha is past the convergence bound of the operator built from every labelled node
     (``refit_candidate`` says ``refused``), the training-only scores are kept and the sentence and sidecar say so."""
     import jaxclp.experiments.predict as P
-    from jaxclp.experiments import methods as M
+    from jaxclp.experiments import refit
 
     rows = [(n, 0 if n < 20 else 1) if n in (10, 11, 12, 21, 22, 23) else (n, -1)
             for n in list(range(10, 16)) + list(range(20, 26))]
@@ -77,7 +77,7 @@ def test_predict_says_when_the_refit_was_refused(tmp_path, monkeypatch):
     with pytest.warns(UserWarning):
         ds = load_file(e, labels=y)
     kept = predict(ds, "lp", val_fraction=0.34, seed=0, refit=False)
-    monkeypatch.setattr(P, "refit_candidate", lambda *a: M.Refit(None, refused=True))
+    monkeypatch.setattr(P, "refit_candidate", lambda *a: refit.Refit(None, refused=True))
     pred = predict(ds, "lp", val_fraction=0.34, seed=0)
     assert (pred.refit, pred.refit_refused, kept.refit_refused) == (False, True, False)
     np.testing.assert_array_equal(pred.scores, kept.scores)
@@ -97,7 +97,7 @@ def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
     import jax.numpy as jnp
 
     import jaxclp
-    from jaxclp.experiments import methods as M
+    from jaxclp.experiments import candidates, methods as M, refit
 
     n, k = 40, 3
     y = rng.integers(0, k, n)
@@ -105,9 +105,9 @@ def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
     role = rng.permutation(n)
     train, val = np.isin(np.arange(n), role[:16]), np.isin(np.arange(n), role[16:26])
     prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y]))
-    ctx = M.Context(graph=g, features=None, labels=jnp.asarray(M.visible_labels(y, train, val)),
-                    train=jnp.asarray(train), val=jnp.asarray(val), num_classes=k, metric="accuracy", key=None,
-                    priors={1: prior}, mlp_depth=1)
+    ctx = candidates.Context(graph=g, features=None, labels=jnp.asarray(candidates.visible_labels(y, train, val)),
+                             train=jnp.asarray(train), val=jnp.asarray(val), num_classes=k, metric="accuracy", key=None,
+                             priors={1: prior}, mlp_depth=1)
     grid = M.method_clp(ctx, variants=(("sym", False, "mlp"), ("row", True, "b0")), authors=False)
     grid |= M.method_clp_authors(ctx, echo=(False,), alphas=(0.4, 1.0), num_layers=5)  # method_clp's keys, fewer
     kinds = {}
@@ -115,21 +115,21 @@ def test_refit_candidate_with_the_training_nodes_gives_back_each_candidate(rng):
         kinds.setdefault(key[1] if key[3] != "authors" else "authors", []).append(key)
     assert set(kinds) == {"sym", "row", "sym/rho", "row/rho", "authors"}
     picked = [(m, key, grid) for ks in kinds.values() for key in (ks[0], ks[-1]) for m in ("clp_mlp",)]
-    clp = M.Candidates({("base_prior", "mlp") + key: v for key, v in grid.items()}, references={"mlp": prior})
+    clp = candidates.Candidates({("base_prior", "mlp") + key: v for key, v in grid.items()}, references={"mlp": prior})
     picked += [("clp", ("base_prior", "mlp") + kinds["authors"][7], clp), ("clp", ("base_prior", "mlp") + kinds["sym"][3], clp)]
     cs, lp = M.method_cs(ctx), M.method_lp(ctx)
     picked += [("cs", key, cs) for key in list(cs)[::7]] + [("lp", key, lp) for key in list(lp)[::4]]
     both = jnp.asarray(train | val)
     for method, key, cands in picked:
-        got = M.refit_candidate(ctx, method, key, cands, ctx.train)
+        got = refit.refit_candidate(ctx, method, key, cands, ctx.train)
         assert not got.refused
         got = got.scores
         np.testing.assert_allclose(np.asarray(got), np.asarray(cands[key]), rtol=0, atol=2e-6,  # solver tol 1e-6
                                    err_msg=f"{method} {key}")
-        more = M.refit_candidate(ctx, method, key, cands, both).scores
+        more = refit.refit_candidate(ctx, method, key, cands, both).scores
         assert np.abs(np.asarray(more) - np.asarray(cands[key])).max() > 1e-3, (method, key)
-    assert M.refit_candidate(ctx, "clp", ("base_prior", "mlp", "alpha", 0.0), clp, both) == (None, False)
-    assert M.refit_candidate(ctx, "mlp", ("depth", 1), {("depth", 1): prior}, both) == (None, False)
+    assert refit.refit_candidate(ctx, "clp", ("base_prior", "mlp", "alpha", 0.0), clp, both) == (None, False)
+    assert refit.refit_candidate(ctx, "mlp", ("depth", 1), {("depth", 1): prior}, both) == (None, False)
 
 
 def test_cli_predict(tmp_path, capsys):
@@ -164,12 +164,12 @@ def test_cli_predict(tmp_path, capsys):
 
 def test_cli_predict_reports_what_it_fits(tmp_path, capsys, monkeypatch):
     """`jaxclp predict` prints the methods' status lines (clp's base predictors) to stderr; --no-progress not."""
-    from jaxclp.experiments import methods
+    from jaxclp.experiments import candidates, methods
 
     lp = methods.METHODS["lp"]
 
     def reporting_lp(ctx, *a, **k):
-        methods.status("base predictor demo")
+        candidates.status("base predictor demo")
         return lp(ctx, *a, **k)
 
     monkeypatch.setitem(methods.METHODS, "lp", reporting_lp)
@@ -212,12 +212,12 @@ def test_predict_few_labels_one_class_validation(tmp_path, capsys):
 def _fake_clp(prior_scores, propagated_scores, skipped=()):
     """A method shaped like ``clp`` (candidates keyed by base prior, the prior alone a reference, the prior-first
     rule) with the given (n, K) scores: LINK alone, and CLP on LINK at alpha 0.5."""
-    from jaxclp.experiments import methods
+    from jaxclp.experiments import candidates
 
     def method(ctx):
-        cands = methods.Candidates({("base_prior", "link", "alpha", 0.0): prior_scores,
-                                    ("base_prior", "link", "alpha", 0.5): propagated_scores},
-                                   references={"link": prior_scores}, rule=methods.select_prior_first)
+        cands = candidates.Candidates({("base_prior", "link", "alpha", 0.0): prior_scores,
+                                       ("base_prior", "link", "alpha", 0.5): propagated_scores},
+                                      references={"link": prior_scores}, rule=candidates.select_prior_first)
         if skipped:
             cands.skipped = list(skipped)
         return cands

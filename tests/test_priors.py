@@ -12,8 +12,7 @@ import scipy.sparse as sp
 import jaxclp
 from jaxclp import search
 from jaxclp import priors as P
-from jaxclp.experiments import methods as M
-from jaxclp.experiments import runner
+from jaxclp.experiments import candidates, methods as M, runner
 from jaxclp.features import as_features
 from jaxclp.gnn import GNNSpec, fit_gnn_grid, tuned_grid
 
@@ -277,10 +276,11 @@ def test_bad_predict_proba_refused():
 
 # ----------------------------------------------------------------------------------------- runner methods
 def _context(g, x, y, tm, vm):
-    y_vis = jnp.asarray(M.visible_labels(y, tm, vm))
+    y_vis = jnp.asarray(candidates.visible_labels(y, tm, vm))
     mlp = jaxclp.fit_mlp(jax.random.key(0), x, y_vis, jnp.asarray(tm), jnp.asarray(vm), num_classes=3, cfg=TINY)
-    return M.Context(graph=g, features=jnp.asarray(x), labels=y_vis, train=jnp.asarray(tm), val=jnp.asarray(vm),
-                     num_classes=3, metric="accuracy", key=jax.random.key(5), priors={1: mlp.prior}, mlp_depth=1)
+    return candidates.Context(graph=g, features=jnp.asarray(x), labels=y_vis, train=jnp.asarray(tm),
+                              val=jnp.asarray(vm), num_classes=3, metric="accuracy", key=jax.random.key(5),
+                              priors={1: mlp.prior}, mlp_depth=1)
 
 
 def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
@@ -298,9 +298,9 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
         np.testing.assert_array_equal(np.asarray(cands[("base_prior", "mlp") + key]), np.asarray(b))
     # the "link" block is method_clp on the LINK prior
     link = P.fit_prior("link", ctx.key, g, ctx.features, ctx.labels, ctx.train, ctx.val, 3, TINY).prior
-    for key, b in M.method_clp(M.with_prior(ctx, link), **small).items():
+    for key, b in M.method_clp(candidates.with_prior(ctx, link), **small).items():
         np.testing.assert_allclose(np.asarray(cands[("base_prior", "link") + key]), np.asarray(b))
-    cfg, val = M.select(cands, np.asarray(ctx.labels), vm, "accuracy")
+    cfg, val = candidates.select(cands, np.asarray(ctx.labels), vm, "accuracy")
     params = runner.chosen_params(cfg, "clp", 1)
     assert params["base_prior"] == cfg[1] and params["mlp_depth"] == 1 and "alpha" in params
     assert val == max(float(jaxclp.accuracy(jnp.asarray(b), jnp.asarray(np.where(vm, y, 0)), jnp.asarray(vm)))
@@ -310,9 +310,9 @@ def test_clp_prior_method_records_the_chosen_prior(monkeypatch):
     for name in ("mlp", "link", "linkx"):
         np.testing.assert_array_equal(np.asarray(cands[("base_prior", name, "alpha", 0.0)]),
                                       np.asarray(cands.references[name]))
-    assert cands.rule is M.select_prior_first
+    assert cands.rule is candidates.select_prior_first
     y_v = np.asarray(ctx.labels)
-    best_prior, s_prior = M.select(cands.references, y_v, vm, "accuracy")
+    best_prior, s_prior = candidates.select(cands.references, y_v, vm, "accuracy")
     cfg2, val2 = cands.rule(cands, y_v, vm, "accuracy")
     assert cfg2[:2] == ("base_prior", best_prior) and val2 >= s_prior
     assert (val2 == s_prior) == (cfg2 == ("base_prior", best_prior, "alpha", 0.0))
@@ -343,13 +343,13 @@ def test_clp_prior_lazy_grids_choose_the_same_and_compute_only_the_chosen_one(mo
     cfg_l, val_l = lazy.rule(lazy, y_v, vm, "accuracy")
     assert (cfg_l, val_l) == (cfg_e, val_e) and len(calls) == 1
     np.testing.assert_array_equal(np.asarray(lazy[cfg_l]), np.asarray(eager[cfg_e]))
-    chosen = M.select(lazy.references, y_v, vm, "accuracy")[0]
+    chosen = candidates.select(lazy.references, y_v, vm, "accuracy")[0]
     assert set(lazy.pending) == {("base_prior", n) for n in ("mlp", "link", "linkx") if n != chosen}
     per_grid = (len(eager) - 3) // 3
     assert len(lazy) == 3 + per_grid  # the record's num_candidates: what was computed
     for key in lazy:
         np.testing.assert_array_equal(np.asarray(lazy[key]), np.asarray(eager[key]))
-    assert M.select(lazy, y_v, vm, "accuracy") == M.select(eager, y_v, vm, "accuracy")
+    assert candidates.select(lazy, y_v, vm, "accuracy") == candidates.select(eager, y_v, vm, "accuracy")
     assert not lazy.pending and set(lazy) == set(eager)
 
 
@@ -382,7 +382,7 @@ def test_base_priors_leave_h2gcn_out_where_its_two_hop_graph_is_too_large(monkey
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
     monkeypatch.setattr(gnn.two_hop, "MAX_TWO_HOP_EDGES", 5)
     said = []
-    with M.reporting(said.append), pytest.warns(UserWarning, match="h2gcn left out.*more than 5 pairs"):
+    with candidates.reporting(said.append), pytest.warns(UserWarning, match="h2gcn left out.*more than 5 pairs"):
         out = M.fit_base_priors(ctx, ("mlp", "link", "h2gcn"))
     assert set(out) == {"mlp", "link"} and any("h2gcn left out" in t for t in said)
     with pytest.raises(gnn.TwoHopTooLarge):
@@ -405,7 +405,7 @@ def test_clp_grid_past_its_memory_budget_keeps_group_bests_and_the_same_choice(m
     lean_ctx = _context(g, x, y, tm, vm)  # a fresh cache
     lean = M.method_clp(lean_ctx)
     assert len(lean) < len(full) / 10 and set(lean) <= set(full)
-    (c_full, s_full), (c_lean, s_lean) = (M.select(c, y_v, vm, "accuracy") for c in (full, lean))
+    (c_full, s_full), (c_lean, s_lean) = (candidates.select(c, y_v, vm, "accuracy") for c in (full, lean))
     assert (c_lean, s_lean) == (c_full, s_full)
     np.testing.assert_array_equal(np.asarray(lean[c_lean]), np.asarray(full[c_full]))
     lean_prior = M.method_clp_prior(lean_ctx, priors=("mlp", "link"), lazy=False)
@@ -413,7 +413,7 @@ def test_clp_grid_past_its_memory_budget_keeps_group_bests_and_the_same_choice(m
     # every group kept exactly its first best: e.g. the paper's variant, alpha by alpha
     group = {k: v for k, v in full.items() if k[:6] == ("normalization", "sym", "l1", False, "prior", "mlp")}
     kept = [k for k in lean if k[:6] == ("normalization", "sym", "l1", False, "prior", "mlp")]
-    assert kept == [M.select(group, y_v, vm, "accuracy")[0]]
+    assert kept == [candidates.select(group, y_v, vm, "accuracy")[0]]
 
 
 def test_linkx_method_and_registry(monkeypatch):
@@ -482,7 +482,7 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     names = ("mlp", "link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
     # unit = max(1/0.5, 4/2, 2/1, 4/2) = 2 s; at t = 11 the tuned GNNs' 6 * 2 = 12 s exceed the 9 s left
-    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={}), priors=names, **small)
+    cands = M.method_clp_prior(dataclasses.replace(ctx, time_limit=20.0, cache={}), priors=names, **small)
     assert fitted == ["link", "linkx", "gcn", "h2gcn"]
     assert cands.skipped == ["gcn_tuned", "sage_tuned"]
     assert list(cands.references) == ["mlp", "link", "linkx", "gcn", "h2gcn"]
@@ -490,21 +490,21 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     for s in seconds:
         seconds[s] /= 100
     fitted.clear()
-    again = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=20.0, cache={},
-                                                     decisions=cands.search.decisions()), priors=names, **small)
+    again = M.method_clp_prior(dataclasses.replace(ctx, time_limit=20.0, cache={},
+                                                   decisions=cands.search.decisions()), priors=names, **small)
     assert fitted == ["link", "linkx", "gcn", "h2gcn"] and again.skipped == ["gcn_tuned", "sage_tuned"]
     for s in seconds:
         seconds[s] *= 100
     # without a limit everything is fitted; ctx.base_priors names the predictors when priors= is not given
     fitted.clear()
-    assert not M.method_clp_prior(M.dataclasses.replace(ctx, cache={}), priors=names, **small).skipped
+    assert not M.method_clp_prior(dataclasses.replace(ctx, cache={}), priors=names, **small).skipped
     assert fitted == list(names[1:])
     fitted.clear()
-    only = M.method_clp_prior(M.dataclasses.replace(ctx, base_priors=("link", "gcn"), cache={}), **small)
+    only = M.method_clp_prior(dataclasses.replace(ctx, base_priors=("link", "gcn"), cache={}), **small)
     assert list(only.references) == ["link", "gcn"] and fitted == ["link", "gcn"]
     # a spent budget still fits the first predictor, so there is a choice; cached fits are free
     fitted.clear()
-    spent = M.dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})
+    spent = dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})
     assert list(M.method_clp_prior(spent, **small).references) == ["link"] and fitted == ["link"]
     assert M.method_clp_prior(spent, **small).skipped == ["gcn"] and fitted == ["link"]
     # the MLP prior's own fit (ctx.mlp_fit_seconds: 8 s for its 1 unit) sets the unit, not LINK's 1 s for 0.5:
@@ -512,7 +512,7 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     # (with LINK's unit of 2 s they would)
     fitted.clear()
     clock["t"] = 0.0
-    slow_mlp = M.dataclasses.replace(ctx, time_limit=20.5, mlp_fit_seconds=8.0, cache={})
+    slow_mlp = dataclasses.replace(ctx, time_limit=20.5, mlp_fit_seconds=8.0, cache={})
     cands = M.method_clp_prior(slow_mlp, priors=names, **small)
     assert fitted == ["link", "linkx", "gcn"] and cands.skipped == ["h2gcn", "gcn_tuned", "sage_tuned"]
     # a tuned GNN started trains until the split's time runs out (its deadline: the split's start + the limit);
@@ -527,12 +527,12 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
 
     monkeypatch.setattr(M, "fit_prior", fake_cut)
     clock["t"] = 100.0
-    tuned = M.dataclasses.replace(ctx, time_limit=5.0, base_priors=("gcn_tuned",), cache={})
+    tuned = dataclasses.replace(ctx, time_limit=5.0, base_priors=("gcn_tuned",), cache={})
     first = M.method_clp_prior(tuned, **small)
     assert calls == [("gcn_tuned", M.prior_train_config(ctx).epochs, 105.0)]
     assert first.skipped == ["gcn_tuned epochs after 25"]
     calls.clear()
-    later = M.method_clp_prior(M.dataclasses.replace(tuned, cache={}, decisions=first.search.decisions()), **small)
+    later = M.method_clp_prior(dataclasses.replace(tuned, cache={}, decisions=first.search.decisions()), **small)
     assert calls == [("gcn_tuned", 25, np.inf)] and later.skipped == ["gcn_tuned epochs after 25"]
 
 
@@ -556,7 +556,7 @@ def test_clp_on_the_other_priors_is_left_out_when_the_deadline_cannot_fit_it(mon
     small = dict(variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     for limit, left_out in ((15.0, 1), (25.0, 0)):  # the chosen grid ends at t = 10; the other's would at 20
         clock["t"] = 0.0
-        c = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=limit, cache={}), priors=("mlp", "link"),
+        c = M.method_clp_prior(dataclasses.replace(ctx, time_limit=limit, cache={}), priors=("mlp", "link"),
                                **small)
         c.rule(c, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric)
         assert len([s for s in c.skipped if s.startswith("clp on ")]) == left_out
@@ -571,7 +571,7 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     beliefs; a graph's first split decides for the later ones. A fake clock makes the seconds exact."""
     g, x, y, tm, vm = _tiny()
     ctx = _context(g, x, y, tm, vm)
-    full = M.method_clp(M.dataclasses.replace(ctx, cache={}))
+    full = M.method_clp(dataclasses.replace(ctx, cache={}))
     clock = {"t": 0.0, "scale": 1.0}
     real_beliefs, real_nonlinear = jaxclp.clp_beliefs, M.nonlinear_grid
 
@@ -590,7 +590,7 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
 
     # a far deadline: the whole grid, same keys in the same order, same beliefs
     far_search = search.Search(1e9)
-    far = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=far_search)
+    far = M.method_clp(dataclasses.replace(ctx, cache={}), search=far_search)
     assert list(far) == list(full) and far_search.skipped == []
     assert all(np.array_equal(np.asarray(far[k]), np.asarray(full[k])) for k in full)
 
@@ -598,7 +598,7 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     # variants' 21.6 s and the authors' 49.2 s do not
     start = clock["t"]
     first = search.Search(24.0)
-    part = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=first)
+    part = M.method_clp(dataclasses.replace(ctx, cache={}), search=first)
     left = first.skipped
     assert abs(clock["t"] - start - (6.0 + 4 * 4.2)) < 1e-9
     assert left == ["clp L1 variants", "clp authors' step"]
@@ -607,14 +607,14 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
     # the next split of the same graph (100x faster now) leaves out the same kinds
     clock["scale"] = 0.01
     later = search.Search(24.0, first.decisions())
-    again = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=later)
+    again = M.method_clp(dataclasses.replace(ctx, cache={}), search=later)
     assert list(again) == kept and later.skipped == ["clp L1 variants", "clp authors' step"]
     clock["scale"] = 1.0
 
     # deadline 3.5 s: the closed-form variants (1 s each) while one more fits: 3 of 6, in their order; then the
     # whole closed form is estimated at 6 s, so no costlier kind fits either
     start, short = clock["t"], search.Search(3.5)
-    few = M.method_clp(M.dataclasses.replace(ctx, cache={}), search=short)
+    few = M.method_clp(dataclasses.replace(ctx, cache={}), search=short)
     left = short.skipped
     assert abs(clock["t"] - start - 3.0) < 1e-9
     closed = [k for k in full if k[3] is False and "/rho" not in k[1]]
@@ -625,7 +625,7 @@ def test_clp_grid_deadline_keeps_the_closed_form_and_drops_the_costly_kinds_in_o
 
     # through clp: one deadline for the split; a spent one still computes the first closed-form variant on the
     # chosen prior
-    cands = M.method_clp_prior(M.dataclasses.replace(ctx, time_limit=0.0, cache={}), priors=("mlp",), lazy=False)
+    cands = M.method_clp_prior(dataclasses.replace(ctx, time_limit=0.0, cache={}), priors=("mlp",), lazy=False)
     assert cands.skipped == ["clp closed form sym/b0", "clp closed form row/mlp"] + late + [
         "clp spectral variants", "clp L1 variants", "clp authors' step"]
     assert [k[2:] for k in cands if k[2] == "normalization"] == closed[:9] and len(closed) == 6 * 9
@@ -678,9 +678,9 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monke
     assert list(runner.mlp_priors(*args)[0]) == list(search.MLP_DEPTHS) and fitted == [1, 2, 3]
     assert deadlines == [None] * 3
     # the depths a context lacks are named for the methods on the prior only, before the candidates' skipped
-    ctx = M.Context(graph=None, features=None, labels=None, train=None, val=None, num_classes=3,
-                    metric="accuracy", key=None, priors={1: None}, mlp_depth=1)
-    cands = M.Candidates(skipped=["gcn_tuned"])
+    ctx = candidates.Context(graph=None, features=None, labels=None, train=None, val=None, num_classes=3,
+                             metric="accuracy", key=None, priors={1: None}, mlp_depth=1)
+    cands = candidates.Candidates(skipped=["gcn_tuned"])
     assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "gcn_tuned"]
     assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"] and runner.left_out(ctx, {}, "lp") == []
     # a depth whose training the deadline stopped: neither early-stopped (patience 50 epochs past the best) nor at
@@ -690,7 +690,7 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monke
     assert runner.cut_epochs(info([75, 120], [70, 69]), cfg) == 75  # split 1 early-stopped at 120
     assert runner.cut_epochs(info([120, 500], [69, 400]), cfg) is None  # early-stopped / ran to the end
     assert runner.cut_epochs(info([75, 75], [70, 10]), cfg._replace(patience=0)) == 75
-    ctx = M.dataclasses.replace(ctx, mlp_cut={1: 75})
+    ctx = dataclasses.replace(ctx, mlp_cut={1: 75})
     assert runner.left_out(ctx, cands, "clp") == ["mlp depth 2", "mlp depth 3", "mlp depth 1 epochs after 75",
                                                   "gcn_tuned"]
     assert runner.left_out(ctx, cands, "lp") == ["gcn_tuned"]

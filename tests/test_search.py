@@ -12,7 +12,7 @@ import pytest
 import jaxclp
 from jaxclp.features import as_features
 from jaxclp import search as S
-from jaxclp.experiments import methods as M
+from jaxclp.experiments import candidates, methods as M
 
 
 @pytest.fixture
@@ -137,9 +137,10 @@ def test_the_estimator_and_the_runner_leave_out_the_same_under_one_clock(monkeyp
     x = np.zeros((y.size, 4), np.float32)
     est = jaxclp.CLP(prior=names, time_limit=10.0, num_classes=3).fit(ds.graph, x, y, tm, vm)
     by_estimator, fitted[:] = list(fitted), []
-    ctx = M.Context(graph=ds.graph, features=as_features(x), labels=jnp.asarray(np.where(tm | vm, y, -1), jnp.int32),
-                    train=jnp.asarray(tm), val=jnp.asarray(vm), num_classes=3, metric="accuracy",
-                    key=jax.random.key(0), priors={1: jnp.full((y.size, 3), 1 / 3)}, mlp_depth=1, time_limit=10.0)
+    ctx = candidates.Context(graph=ds.graph, features=as_features(x),
+                             labels=jnp.asarray(np.where(tm | vm, y, -1), jnp.int32), train=jnp.asarray(tm),
+                             val=jnp.asarray(vm), num_classes=3, metric="accuracy", key=jax.random.key(0),
+                             priors={1: jnp.full((y.size, 3), 1 / 3)}, mlp_depth=1, time_limit=10.0)
     cands = M.method_clp_prior(ctx, priors=names, variants=(("sym", False, "mlp"),), authors=False, spectral=False)
     assert fitted == by_estimator == ["link", "gcn", "h2gcn"]
     assert est.skipped_priors_ == cands.skipped == ["gcn_tuned"]
@@ -188,3 +189,32 @@ def test_the_architecture_page_names_what_exists():
             missing.append(name)
     assert not missing, missing
     assert "One module decides what `clp` computes: `jaxclp.search`" in text
+
+
+def test_a_grid_first_computed_on_a_later_split_is_decided_there_and_handed_on(clock):
+    """Decisions cover the predictors whose grid a split computed; a later split that chooses another predictor
+    decides that grid with its clock (not the whole grid unbounded) and the merged decisions go on."""
+    def groups(seconds):
+        def thunk(cost, key):
+            def run():
+                clock["t"] += cost
+                return {key: np.zeros(1)}
+            return run
+        return [("closed", "clp closed form sym/mlp", thunk(seconds, "a")),
+                ("closed", "clp closed form row/mlp", thunk(seconds, "b")),
+                ("spectral", S.GRID_KIND_NAMES["spectral"], thunk(3 * seconds, "c"))]
+
+    first = S.Search(10.0)
+    assert list(first.grid("gcn", groups(1.0))) == ["a", "b", "c"]
+    made = first.decisions()
+    assert made.grid == {"gcn": ()}
+    later = S.Search(2.5, made)  # a tighter clock: link's grid is decided here, gcn's followed
+    assert list(later.grid("link", groups(1.0))) == ["a", "b"] and later.skipped == ["clp spectral variants"]
+    assert list(later.grid("gcn", groups(1.0))) == ["a", "b", "c"]  # decided by the first split: no clock
+    merged = later.decisions()
+    assert merged.grid == {"gcn": (), "link": ("spectral",)}
+    assert S.Decisions.from_dict(json.loads(json.dumps(merged.as_dict()))) == merged
+    # the large-validation step's other grids: decided once per predictor, followed after
+    assert later.other_grid("h2gcn", lambda: False) is False and later.decisions().other_grids == {"h2gcn": False}
+    again = S.Search(2.5, later.decisions())
+    assert again.other_grid("h2gcn", lambda: True) is False and again.other_grid("mlp", lambda: True) is True

@@ -6,8 +6,7 @@ import pytest
 import jaxclp
 from jaxclp import search
 from jaxclp import selection as S
-from jaxclp.experiments import methods as M
-from jaxclp.experiments import runner
+from jaxclp.experiments import candidates, methods as M, runner
 
 
 def test_first_best_takes_the_first_maximal_finite_score():
@@ -101,7 +100,7 @@ def test_prior_first_leaves_out_the_other_grids_that_would_end_past_the_deadline
 
 
 def test_the_runners_rule_maps_a_switch_to_the_other_predictors_candidate_key(monkeypatch):
-    """methods.select_prior_first: with the large-validation step, the key returned is that of the other predictor's
+    """candidates.select_prior_first: with the large-validation step, the key returned is that of the other predictor's
     best CLP candidate (its pending grid computed), and without it that grid is never computed."""
     y, vm = np.zeros(10, int), np.ones(10, bool)
 
@@ -111,21 +110,24 @@ def test_the_runners_rule_maps_a_switch_to_the_other_predictors_candidate_key(mo
         return b
 
     def cands():
-        return M.Candidates({("base_prior", "mlp", "alpha", 0.0): scoring(6), ("base_prior", "link", "alpha", 0.0):
-                             scoring(7)}, references={"mlp": scoring(6), "link": scoring(7)},
-                            rule=M.select_prior_first,
-                            pending={("base_prior", "mlp"): lambda: {("alpha", 0.5): scoring(9), ("alpha", 0.9):
-                                                                     scoring(8)},
-                                     ("base_prior", "link"): lambda: {("alpha", 0.5): scoring(7), ("alpha", 0.9):
-                                                                      scoring(8)}})
+        return candidates.Candidates({("base_prior", "mlp", "alpha", 0.0): scoring(6),
+                                      ("base_prior", "link", "alpha", 0.0): scoring(7)},
+                                     references={"mlp": scoring(6), "link": scoring(7)},
+                                     rule=candidates.select_prior_first,
+                                     pending={("base_prior", "mlp"): lambda: {("alpha", 0.5): scoring(9),
+                                                                              ("alpha", 0.9): scoring(8)},
+                                              ("base_prior", "link"): lambda: {("alpha", 0.5): scoring(7),
+                                                                               ("alpha", 0.9): scoring(8)}})
 
     c = cands()
-    assert M.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "link", "alpha", 0.9), pytest.approx(0.8))
+    assert candidates.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "link", "alpha", 0.9),
+                                                                    pytest.approx(0.8))
     assert ("base_prior", "mlp") in c.pending  # the unchosen grid was never computed
     monkeypatch.setattr(S, "LARGE_VALIDATION", 10)
     monkeypatch.setattr(S, "MARGIN_SE", 0.0)
     c = cands()
-    assert M.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "mlp", "alpha", 0.5), pytest.approx(0.9))
+    assert candidates.select_prior_first(c, y, vm, "accuracy") == (("base_prior", "mlp", "alpha", 0.5),
+                                                                    pytest.approx(0.9))
     assert not c.pending
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp.experiments import methods, runner, specs
+from jaxclp.experiments import methods, records, runner, specs
 
 
 def _dataset():
@@ -53,7 +53,7 @@ def test_a_grid_constant_or_revision_changes_only_that_methods_hash(monkeypatch)
 def test_resume_skips_only_records_of_the_same_method_definition(tmp_path, monkeypatch):
     ds = _dataset()
     out = tmp_path / "o"
-    path = out / runner.RESULTS_FILE
+    path = out / records.RESULTS_FILE
     recs = runner.run(ds, "medium", ["lp", "link"], runs=1, out=out, epochs=3, progress=False)
     assert {r["method"]: r["method_hash"] for r in recs} == {"lp": specs.method_hash("lp"),
                                                             "link": specs.method_hash("link")}
@@ -62,15 +62,15 @@ def test_resume_skips_only_records_of_the_same_method_definition(tmp_path, monke
     # lp's grid changes: its record is stale (refused, nothing written), link's is not
     monkeypatch.setattr(methods, "ALPHAS", (0.3, 0.6))
     before = path.read_text()
-    with pytest.raises(runner.StaleResultsError, match=r"another definition of method 'lp' \(grid.alphas: "
+    with pytest.raises(records.StaleResultsError, match=r"another definition of method 'lp' \(grid.alphas: "
                                                        r"\[0\.1, .*\] -> \[0\.3, 0\.6\]"):
         runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
     assert path.read_text() == before
     assert runner.run(ds, "medium", ["link"], runs=1, out=out, epochs=3, progress=False) == []
     new = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False, replace_stale=True)
     assert [r["params"]["alpha"] in (0.3, 0.6) for r in new] == [True]
-    assert [r["method"] for r in runner.read_records(out / runner.STALE_FILE)] == ["lp"]
-    kept = [r for r in runner.read_records(path) if r.get("type") == "result"]
+    assert [r["method"] for r in records.read_records(out / records.STALE_FILE)] == ["lp"]
+    kept = [r for r in records.read_records(path) if r.get("type") == "result"]
     assert sorted(r["method"] for r in kept) == ["link", "lp"]
     assert {r["method_hash"] for r in kept if r["method"] == "lp"} == {specs.method_hash("lp")}
 
@@ -80,11 +80,11 @@ def test_records_without_a_method_hash_count_as_another_definition(tmp_path):
     out = tmp_path / "o"
     recs = runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
     old = {k: v for k, v in recs[0].items() if k not in ("method_hash", "method_spec")}
-    path = out / runner.RESULTS_FILE
+    path = out / records.RESULTS_FILE
     path.write_text(json.dumps(old) + "\n")
-    with pytest.raises(runner.StaleResultsError, match="no method definition recorded"):
+    with pytest.raises(records.StaleResultsError, match="no method definition recorded"):
         runner.run(ds, "medium", ["lp"], runs=1, out=out, epochs=3, progress=False)
-    np.testing.assert_equal(len(runner.read_records(path)), 1)
+    np.testing.assert_equal(len(records.read_records(path)), 1)
 
 
 def test_tuned_gnn_grid_uses_platonovs_blocks_and_its_hash_sees_them(monkeypatch):

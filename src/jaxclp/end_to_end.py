@@ -41,7 +41,7 @@ Choices (documented here once):
   solver round-off).
 * Validation (early stopping and the choice of alpha): the CLP output with ALL training labels fed
   (``B0`` and ``H`` from the whole training set, as at prediction time), scored with ``cfg.metric`` on the
-  raw beliefs (as :func:`jaxclp.experiments.methods.select` scores them), ties broken by the validation
+  raw beliefs (as :func:`jaxclp.experiments.candidates.select` scores them), ties broken by the validation
   cross-entropy of the row-normalized beliefs.
 * Updates whose gradient has a NaN/inf entry are skipped (counted in ``EndToEndResult.nonfinite_steps``).
 * Features: dense (float32; float64 runs the fine-tuning in float64), scipy.sparse or

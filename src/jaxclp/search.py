@@ -131,26 +131,28 @@ class Decisions:
         epochs: ``{predictor: epochs}`` where the limit stopped a predictor's training (later splits train it
             for that many epochs, no clock).
         grid: ``{predictor: names}`` of the kinds of CLP candidate (``"spectral"``, ``"l1"``, ``"authors"``) and
-            closed-form variants (``"clp closed form row/b0"``) left out on that predictor.
-        other_grids: predictors whose CLP grid the large-validation step left out.
+            closed-form variants (``"clp closed form row/b0"``) left out on that predictor, for every predictor
+            whose grid a split has computed under the limit (a predictor first chosen on a later split is decided
+            there, and added).
+        other_grids: ``{predictor: computed}`` of the large-validation step's other grids decided so far.
     """
 
     left_out: tuple = ()
     epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
     grid: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
-    other_grids: tuple = ()
+    other_grids: Mapping[str, bool] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """A JSON-able dict (a record's ``decisions``)."""
         return {"left_out": list(self.left_out), "epochs": dict(self.epochs),
-                "grid": {k: list(v) for k, v in self.grid.items()}, "other_grids": list(self.other_grids)}
+                "grid": {k: list(v) for k, v in self.grid.items()}, "other_grids": dict(self.other_grids)}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Decisions:
         """The inverse of :meth:`as_dict`."""
         return cls(left_out=tuple(d.get("left_out", ())), epochs={k: int(v) for k, v in d.get("epochs", {}).items()},
                    grid={k: tuple(v) for k, v in d.get("grid", {}).items()},
-                   other_grids=tuple(d.get("other_grids", ())))
+                   other_grids={k: bool(v) for k, v in dict(d.get("other_grids", {})).items()})
 
     @classmethod
     def from_record(cls, record: Mapping) -> Decisions | None:
@@ -281,7 +283,7 @@ class Search:
         self._left_out: list[str] = []
         self._epochs: dict[str, int] = {}
         self._grid: dict[str, tuple] = {}
-        self._other: list[str] = []
+        self._other: dict[str, bool] = {}
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -289,12 +291,14 @@ class Search:
         return self.time_limit is not None
 
     def decisions(self) -> Decisions | None:
-        """What this split decided (or followed), to hand to the later splits; None without a limit."""
+        """What this split followed and decided, to hand to the later splits: the given decisions with those
+        this split made where none was given (a predictor's grid first computed here); None without a limit."""
         if not self.limited:
             return None
-        if self.given is not None:
-            return self.given
-        return Decisions(tuple(self._left_out), dict(self._epochs), dict(self._grid), tuple(self._other))
+        if self.given is None:
+            return Decisions(tuple(self._left_out), dict(self._epochs), dict(self._grid), dict(self._other))
+        return dataclasses.replace(self.given, grid={**self.given.grid, **self._grid},
+                                   other_grids={**self.given.other_grids, **self._other})
 
     def late(self, seconds: float) -> bool:
         """Whether ``seconds`` more would end past the deadline."""
@@ -392,7 +396,8 @@ class Search:
             for _, _, thunk in groups:
                 cands.update(thunk())
             return cands
-        decided = set(self.given.grid.get(prior, ())) if self.given is not None else None
+        given = self.given.grid if self.given is not None else {}
+        decided = set(given[prior]) if prior in given else None  # None: this split decides, with the clock
         done, unit, left = {}, None, []
         closed = [i for i, (k, _, _) in enumerate(groups) if k == "closed"]
         for kind in sorted({k for k, _, _ in groups}, key=GRID_COST.get):
@@ -415,7 +420,7 @@ class Search:
                 jax.block_until_ready(list(done[i].values()))
             if kind == "closed":  # the seconds of the whole closed form, from the variants computed
                 unit = (time.perf_counter() - t0) / len(done) * len(closed) / GRID_COST["closed"]
-        if self.given is None:
+        if decided is None:
             self._grid[prior] = tuple(left)
         cands = {}
         for i in sorted(done):
@@ -427,12 +432,11 @@ class Search:
         """Whether the large-validation step (:func:`jaxclp.selection.prior_first`) computes CLP's grid on
         another predictor ``prior``, ``fits()`` its deadline's answer (the chosen predictor's grid time fits
         before it); the first split decides for the later ones; a grid left out is named ``"clp on NAME"``."""
-        if self.given is not None:
-            ok = prior not in self.given.other_grids
+        given = self.given.other_grids if self.given is not None else {}
+        if prior in given:
+            ok = given[prior]
         else:
-            ok = bool(fits())
-            if not ok:
-                self._other.append(prior)
+            ok = self._other[prior] = bool(fits())
         if not ok:
             self._skip(f"clp on {prior}", f"CLP candidates on {prior} skipped for time")
         return ok

@@ -33,7 +33,7 @@ from jaxclp.gnn import GNNSpec, fit_gnn_splits
 from jaxclp.metrics import METRICS, check_metric, evaluate
 from jaxclp.train import TrainConfig
 
-from jaxclp.experiments.runner import release_compiled
+from jaxclp.experiments.progress import release_compiled
 
 SOURCE = ("Platonov et al. (ICLR 2023), yandex-research/heterophilous-graphs @ a431395, "
           "notebooks/results.ipynb (test mean +- std over their 10 splits, %)")
@@ -162,7 +162,7 @@ def run(datasets, models, depths, splits: int, epochs: int, hidden: int, dropout
                        "epochs_run": np.asarray(r.info.epochs_run).tolist()}
                 res["runs"].append(rec)
                 _write(path, res)
-                release_compiled()  # a long grid would otherwise run into vm.max_map_count (runner.release_compiled)
+                release_compiled()  # a long grid would otherwise run into vm.max_map_count (progress.release_compiled)
                 print(f"{name} {model} L={spec.num_layers} res_ln={spec.residual} p={spec.hidden} ffn={spec.ffn} "
                       f"epochs={epochs} lr={lr} val={np.mean(val):.4f} "
                       f"test={np.mean(test):.4f}+-{np.std(test):.4f} {sec:.0f}s", flush=True)

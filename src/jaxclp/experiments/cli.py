@@ -25,14 +25,15 @@ from jaxclp.datasets.registry import canonical_name
 from jaxclp.datasets.splits import parse_split
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.anchors import main as anchors_main
-from jaxclp.experiments.methods import METHODS, clp_plan, reporting
+from jaxclp.experiments.candidates import reporting
+from jaxclp.experiments.methods import METHODS, clp_plan
 from jaxclp.experiments.predict import predict, write_predictions
 from jaxclp.priors import PRIORS
 from jaxclp.search import CLP_PRIOR_CANDIDATES
-from jaxclp.experiments.runner import (RESULTS_FILE, active_output, check_methods, check_priors, check_time_limit,
-                                       node_features,
-                                       is_writer, job, read_records, replacing_stale, run, split_names,
-                                       summary_target)
+from jaxclp.experiments.progress import active_output, job, summary_target
+from jaxclp.experiments.records import RESULTS_FILE, read_records, replacing_stale
+from jaxclp.experiments.runner import (check_methods, check_priors, check_time_limit, is_writer, node_features, run,
+                                       split_names)
 from jaxclp.experiments.summary import plot_summary, write_summary
 from jaxclp.datasets.fetch import DownloadError, user_cache_dir
 from jaxclp.metrics import METRICS
@@ -375,8 +376,8 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
 
 
 PRIOR_METHODS = ("clp",)
-"""The methods that read ``--priors`` and ``--time-limit`` (:attr:`jaxclp.experiments.methods.Context.base_priors`,
-:attr:`~jaxclp.experiments.methods.Context.time_limit`)."""
+"""The methods that read ``--priors`` and ``--time-limit`` (:attr:`jaxclp.experiments.candidates.Context.base_priors`,
+:attr:`~jaxclp.experiments.candidates.Context.time_limit`)."""
 
 
 def _warn_unused_cost_options(a, methods) -> None:

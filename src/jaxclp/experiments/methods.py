@@ -1,19 +1,19 @@
-"""The methods of the paper's tables as candidate generators, and validation-only selection.
+"""The methods of the paper's tables as candidate generators.
 
-Every method maps a :class:`Context` (which holds labels with the TEST labels already removed) to a dict
-``config -> (n, K) scores``. :func:`select` picks a config on validation; test labels enter only in
-:func:`jaxclp.experiments.runner.score_test`, after selection.
+Every method maps a :class:`~jaxclp.experiments.candidates.Context` (which holds labels with the TEST labels
+already removed) to a dict ``config -> (n, K) scores`` (:data:`METHODS`); the runner chooses among them on
+validation (:func:`jaxclp.experiments.candidates.select`, or a method's own rule such as ``clp``'s
+:func:`jaxclp.experiments.candidates.select_prior_first`); test labels enter only in
+:func:`jaxclp.experiments.runner.score_test`, after selection. Each method's grid is read from this module's
+constants by :mod:`jaxclp.experiments.specs` (its hash).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import dataclasses
 import functools
 import itertools
 import warnings
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,15 +30,16 @@ from jaxclp.gnn import TUNED_FFN as GNN_FFN
 from jaxclp.gnn import TUNED_HIDDEN as GNN_HIDDEN
 from jaxclp.gnn import TUNED_LR as GNN_LR
 from jaxclp.gnn import TUNED_PLAIN_DEPTHS as GNN_PLAIN_DEPTHS
-from jaxclp.gnn import TwoHopTooLarge, default_two_hop_graph, fit_gcn, fit_h2gcn
+from jaxclp.gnn import TwoHopTooLarge, fit_gcn, fit_h2gcn
 from jaxclp.nonlinear import NONLINEAR_ALPHAS
 from jaxclp.nonlinear import POSTS as NONLINEAR_POSTS
 from jaxclp.nonlinear import STARTS as NONLINEAR_STARTS
 from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
-from jaxclp.nonlinear import nonlinear_grid, nonlinear_propagate, nonlinear_starts
+from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
-from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
-from jaxclp.selection import first_best, prior_first, validation_scores
+from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Search, SearchPlan
+from jaxclp.experiments.candidates import (Candidates, Context, _first_best, select_prior_first, status,
+                                           with_prior)
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -48,225 +49,6 @@ CLP_VARIANTS = tuple(itertools.product(("sym", "row", "none"), (False, True), ("
 # spectrally scaled operators (A^F_k / rho_k): every alpha < 1 converges, so the grid extends toward 1
 CLP_SPECTRAL_VARIANTS = tuple(itertools.product(("sym", "row"), ("mlp", "b0")))
 SPECTRAL_ALPHAS = ALPHAS + (0.95, 0.99)
-
-
-class GraphViews:
-    """Graphs derived from a run's graph, built on first use and shared by the run's splits (one value per run,
-    handed to every split's :class:`Context`).
-
-    Args:
-        graph: the run's graph.
-    """
-
-    def __init__(self, graph):
-        self.graph = graph
-
-    @functools.cached_property
-    def two_hop(self):
-        """H2GCN's 2-hop graph (:func:`jaxclp.gnn.default_two_hop_graph`; raises
-        :class:`jaxclp.gnn.TwoHopTooLarge` on a hub-heavy graph)."""
-        return default_two_hop_graph(self.graph)
-
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    """What a method may see for one split.
-
-    Attributes:
-        graph: the graph.
-        features: (n, d) float32 features.
-        labels: (n,) int32 labels with -1 on every node outside ``train | val`` (test labels removed).
-        train, val: (n,) bool masks.
-        num_classes: K.
-        metric: "accuracy" or "roc_auc".
-        key: PRNG key of this split.
-        priors: dict depth -> (n, K) MLP softmax (computed for all splits at once by the runner).
-        mlp_depth: the MLP depth selected on validation (its prior is the base predictor).
-        train_cfg: the run's :class:`jaxclp.TrainConfig` (``--epochs`` etc.), used by the base predictors
-            :func:`fit_base_priors` fits; None: the paper's settings with ``metric``.
-        cache: per-split memo shared by the methods run on this context (a fresh dict per ``Context``): a
-            model fitted by two methods with the same inputs and settings (LINK, GCN, H2GCN: the baseline
-            rows and :func:`method_clp_prior`'s base predictors) is fitted once, and :func:`method_clp`'s
-            grid on the runner's MLP prior (``clp_mlp``) is computed once for ``clp_mlp`` and ``clp``. Keys:
-            ``("fit", name, TrainConfig)`` (prior-independent; kept by :func:`with_prior`) and
-            ``("clp_grid", ...)`` (this context's prior; dropped by :func:`with_prior`). Change the prior
-            only through :func:`with_prior`.
-        base_priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``);
-            None: :data:`CLP_PRIOR_CANDIDATES`.
-        time_limit: seconds ``clp`` may spend on this split (:class:`jaxclp.search.Search`: its base
-            predictors, then CLP's candidates on the chosen one); what was left out is named in the record's
-            ``skipped``. The runner passes what remains of the user's limit after the split's share of the MLP
-            priors (:data:`jaxclp.search.MLP_TIME_SHARE`). None: no limit.
-        mlp_fit_seconds: seconds of one MLP prior fit on this split (the runner's mean over the depths it
-            fitted, compilation included; 0 where unknown): under ``time_limit`` the first measurement of a
-            base predictor's cost on this graph (:meth:`jaxclp.search.Search.spent`).
-        mlp_cut: ``{depth: epochs}`` of the MLP priors whose training ``time_limit`` stopped before its end
-            (:func:`jaxclp.experiments.runner.mlp_priors`); empty: none was.
-        decisions: what the run's first split decided under ``time_limit`` for the method this context is for
-            (:class:`jaxclp.search.Decisions`; the runner hands it on); None: this split decides.
-        views: the run's :class:`GraphViews` (H2GCN's 2-hop graph, built once per run); None: built per fit.
-    """
-
-    graph: jaxclp.Graph
-    features: jax.Array
-    labels: jax.Array
-    train: jax.Array
-    val: jax.Array
-    num_classes: int
-    metric: str
-    key: jax.Array
-    priors: dict
-    mlp_depth: int
-    train_cfg: jaxclp.TrainConfig | None = None
-    base_priors: tuple | None = None
-    time_limit: float | None = None
-    mlp_fit_seconds: float = 0.0
-    mlp_cut: dict = dataclasses.field(default_factory=dict, compare=False)
-    decisions: Decisions | None = None
-    views: GraphViews | None = dataclasses.field(default=None, compare=False, repr=False)
-    cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def prior(self) -> jax.Array:
-        return self.priors[self.mlp_depth]
-
-
-class Candidates(dict):
-    """``config -> (n, K) scores``, the set :func:`select` chooses from, plus ``references``: named (n, K)
-    scores the runner scores on validation and test and records beside the choice (``record["references"]``)
-    but never chooses, e.g. each base predictor alone beside CLP run on it, for paired comparisons."""
-
-    def __init__(self, *args, references: dict | None = None, rule: Callable | None = None,
-                 pending: dict | None = None, skipped: Sequence[str] = (), search: Search | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.search = search
-        """The :class:`jaxclp.search.Search` that made these candidates (``clp``): its deadline bounds what a rule
-        computes of :attr:`pending`, its :meth:`~jaxclp.search.Search.decisions` go to the run's later splits."""
-        self.skipped = search.skipped if search is not None else list(skipped)
-        """Names of what :attr:`Context.time_limit` left out (the record's ``skipped``)."""
-        self.references = dict(references or {})
-        self.rule = rule
-        """How the runner chooses among these candidates: ``rule(cands, labels_visible, val_mask, metric) ->
-        (config, val_score)`` on validation only; None: :func:`select` (the best validation score)."""
-        self.pending = dict(pending or {})
-        """``key prefix -> thunk() -> {key suffix: (n, K) scores}``: groups of candidates not computed yet. A rule
-        that needs only some groups expands those (:meth:`expand`); :func:`select` and anything iterating over
-        every candidate expand all first. The choice is the same either way; only what gets computed differs."""
-
-    def expand(self, prefix: tuple | None = None) -> Candidates:
-        """Computes the pending group ``prefix`` (every pending group with None) into this dict; returns self."""
-        for p in ([prefix] if prefix is not None else list(self.pending)):
-            thunk = self.pending.pop(tuple(p), None)
-            if thunk is not None:
-                for key, scores in thunk().items():
-                    self[tuple(p) + tuple(key)] = scores
-        return self
-
-
-def visible_labels(labels: np.ndarray, train: np.ndarray, val: np.ndarray) -> np.ndarray:
-    """Labels with -1 outside ``train | val``: the only labels any fit/selection code receives."""
-    return np.where(train | val, labels, -1).astype(np.int32)
-
-
-def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[object, float]:
-    """Picks the config with the best validation score (first one on ties).
-
-    Args:
-        candidates: config -> (n, K) scores.
-        labels_visible: (n,) labels with -1 outside train/val (never test labels).
-        val_mask: (n,) bool.
-        metric: "accuracy" or "roc_auc".
-
-    Returns:
-        ``(config, val_score)``.
-    """
-    y = _validation_labels(labels_visible, val_mask)
-    if isinstance(candidates, Candidates):
-        candidates.expand()
-    best, best_score = _first_best(candidates, y, jnp.asarray(val_mask), metric)
-    if best is None:
-        raise ValueError("no candidate has a finite validation score")
-    return best, best_score
-
-
-def _validation_labels(labels_visible, val_mask) -> jax.Array:
-    """``labels_visible`` as a jax array; ValueError where a validation node has no label (-1)."""
-    y = jnp.asarray(labels_visible)
-    if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
-        raise ValueError("validation labels missing (-1) inside val_mask")
-    return y
-
-
-def _first_best(candidates: dict, y, val_mask, metric: str) -> tuple[object, float]:
-    """The first config with the best finite validation score and that score; ``(None, -inf)`` if none is finite
-    (:func:`jaxclp.selection.first_best`)."""
-    keys = list(candidates)
-    i, best_score = first_best(validation_scores(metric, [candidates[k] for k in keys], y, val_mask))
-    return (None if i is None else keys[i]), best_score
-
-
-def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str) -> tuple[object, float]:
-    """``clp``'s rule (revision 2), :func:`jaxclp.selection.prior_first` (the one :class:`jaxclp.CLP` uses): the
-    base predictor with the best validation score alone (its ``references``), then the best of CLP's candidates
-    on that predictor (keys ``("base_prior", name, ...)``); the predictor alone, ``("base_prior", name, "alpha",
-    0.0)`` (CLP at alpha = 0 is its prior), when no CLP candidate on it scores higher on validation. Ties go to
-    the simpler choice: the earlier predictor, the prior.
-
-    Chosen over the joint maximum of revision 1 by 2-fold cross-fitting on validation nodes only
-    (``jaxclp reproduce selection``, ``results/selection/summary.md``): with 20-500 validation nodes the best of
-    ~2100 joint candidates is an optimistic pick that held-out validation nodes do not confirm. On a large
-    validation set (:data:`jaxclp.selection.LARGE_VALIDATION` nodes, accuracy) the other predictors' grids are
-    computed too and one of them replaces the choice where it is better by a clear margin
-    (:func:`jaxclp.selection.prior_first`).
-    """
-    y = _validation_labels(labels_visible, val_mask)
-    names = list(cands.references)
-    on_prior = {}
-    pending = isinstance(cands, Candidates)
-
-    def candidate_scores(i):
-        name = names[i]
-        alone = ("base_prior", name, "alpha", 0.0)
-        if pending and ("base_prior", name) in cands.pending:
-            status(f"CLP candidates on {name}")
-            cands.expand(("base_prior", name))  # only the grids the rule reads are computed
-        on_prior[i] = [k for k in cands if k[:2] == ("base_prior", name) and k != alone]
-        return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jnp.asarray(val_mask))
-
-    search = getattr(cands, "search", None)
-
-    def decide(i, fits):  # another predictor's grid under the deadline: the search decides (the first split's)
-        if not (pending and ("base_prior", names[i]) in cands.pending):
-            return True  # computed already: nothing to spend
-        return search.other_grid(names[i], fits) if search is not None else fits()
-
-    choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
-                         candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric,
-                         deadline=None if search is None else search.deadline, decide=decide)
-    if not choice.propagated:
-        return ("base_prior", names[choice.prior], "alpha", 0.0), choice.score
-    return on_prior[choice.prior][choice.candidate], choice.score
-
-
-_STATUS: contextvars.ContextVar = contextvars.ContextVar("jaxclp_experiments_status", default=None)
-
-
-def status(text: str) -> None:
-    """Says what a long method is computing now (``jaxclp run`` shows it beside its progress bar, e.g. which of
-    ``clp``'s base predictors is being fitted); a no-op outside :func:`reporting`."""
-    callback = _STATUS.get()
-    if callback is not None:
-        callback(text)
-
-
-@contextlib.contextmanager
-def reporting(callback: Callable[[str], None] | None):
-    """Sends :func:`status` messages to ``callback`` (None: nowhere) inside the block."""
-    token = _STATUS.set(callback)
-    try:
-        yield
-    finally:
-        _STATUS.reset(token)
 
 
 def _cached(ctx: Context, key: tuple, compute: Callable[[], object]):
@@ -587,13 +369,6 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, search: Search | N
     return {names[i]: prior for i, prior in fitted.items()}
 
 
-def with_prior(ctx: Context, prior) -> Context:
-    """``ctx`` whose :attr:`Context.prior` is ``prior`` (n, K) (everything else unchanged; its cache keeps only the
-    prior-independent fits, never ``ctx``'s CLP grid)."""
-    return dataclasses.replace(ctx, priors={ctx.mlp_depth: prior},
-                               cache={k: v for k, v in ctx.cache.items() if k[0] == "fit"})
-
-
 def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options) -> Candidates:
     """The runner's ``clp``: CLP on several base predictors, chosen on validation by
     :func:`select_prior_first` (the best predictor alone first, then CLP's variant on it, or the predictor
@@ -641,77 +416,6 @@ def clp_plan(priors=None, time_limit: float | None = None, graph=None, num_featu
     if graph is None:
         return SearchPlan(**fields)
     return SearchPlan.for_graph(graph, num_features, epochs, **fields)
-
-
-REFIT_METHODS = ("clp", "clp_mlp", "clp_paper", "cs", "lp")
-"""Methods whose chosen candidate :func:`refit_candidate` recomputes from more labelled nodes: their last step
-propagates labels (CLP's grid, C&S, LP); the others' scores come from a trained model and stay as fitted."""
-
-
-class Refit(NamedTuple):
-    """What :func:`refit_candidate` returns.
-
-    Attributes:
-        scores: (n, K) scores propagated from the new labelled nodes; None where nothing was refitted.
-        refused: True where the chosen alpha is past the convergence bound of the operator built from them (the
-            variant's own validity check: the "none" normalization's spectral radius grows with labelled rows).
-    """
-
-    scores: jax.Array | None
-    refused: bool = False
-
-
-def refit_candidate(ctx: Context, method: str, key: tuple, candidates: dict, train) -> Refit:
-    """The (n, K) scores of ``method``'s candidate ``key`` recomputed with the labels of ``train`` (the
-    propagation step only, as scikit-learn's ``refit``; the prior is the one the candidate was computed on,
-    trained as it was). ``jaxclp predict`` calls it with every labelled node (training + validation), as PyG's
-    C&S example feeds training and validation labels to its correct and smooth steps.
-
-    ``train = ctx.train`` gives back ``candidates[key]`` as ``scores`` (to the solvers' tolerance; tested for every
-    kind of key).
-
-    Args:
-        ctx: the context the candidates were computed on (its ``labels`` hold every label of ``train``).
-        method: a name of :data:`REFIT_METHODS` (others: None).
-        key: the chosen key of ``candidates``.
-        candidates: ``METHODS[method](ctx)`` (``clp``: its ``references`` hold the base predictors).
-        train: (n,) bool, the labelled nodes to propagate from.
-
-    Returns:
-        :class:`Refit`: ``scores`` None where there is nothing to refit (a method outside :data:`REFIT_METHODS`,
-        ``clp`` at alpha = 0: the base predictor alone) or where the variant's bound refuses the alpha on
-        ``train`` (``refused``).
-    """
-    if method not in REFIT_METHODS:
-        return Refit(None)
-    train = jnp.asarray(train)
-    y = _labels0(ctx)
-    p = dict(zip(key[0::2], key[1::2]))
-    if method == "lp":  # no prior
-        return Refit(jaxclp.label_propagation(ctx.graph, y, train, ctx.num_classes, alpha=p["alpha"]))
-    prior = ctx.prior
-    if method == "clp":
-        prior = candidates.references[p.pop("base_prior")]
-        if p == {"alpha": 0.0}:
-            return Refit(None)
-    if method == "cs":
-        return Refit(jaxclp.correct_and_smooth(ctx.graph, prior, y, train, alpha_correct=p["alpha_correct"],
-                                               alpha_smooth=jnp.asarray([p["alpha_smooth"]]), scale=p["scale"])[0])
-    norm, alpha = p["normalization"], p["alpha"]
-    if p["l1"] == "authors":
-        H, _ = jaxclp.estimate_compatibility(ctx.graph, prior, y, train)
-        b0 = jaxclp.initial_beliefs(prior, y, train)
-        start = nonlinear_starts(prior, y, train)[NONLINEAR_STARTS.index(p["prior"])]
-        layer = int(p["layer"])
-        if layer == 0:
-            return Refit(start)
-        layers = nonlinear_propagate(ctx.graph, b0, H, start, alpha=alpha, num_layers=layer, post=p["post"],
-                                     echo=p["echo"], weight=norm.removeprefix("authors-"))
-        return Refit(layers[-1])
-    spectral = norm.endswith("/rho")
-    res = jaxclp.clp_beliefs(ctx.graph, prior, y, train, alphas=(alpha,), normalization=norm.removesuffix("/rho"),
-                             l1_normalize=p["l1"], prior_source=p["prior"], spectrum=False, spectral_scale=spectral)
-    return Refit(res.beliefs[0]) if bool(res.valid[0]) else Refit(None, refused=True)
 
 
 def method_linkx(ctx: Context) -> dict:

@@ -39,7 +39,7 @@ import numpy as np
 
 from jaxclp.experiments.figure_facts import facts as figure_facts
 from jaxclp.experiments.paper import paper_number
-from jaxclp.experiments.runner import RESULTS_FILE, read_records
+from jaxclp.experiments.records import RESULTS_FILE, read_records
 from jaxclp.experiments.summary import _std, aggregate
 
 VALUE = re.compile(r"<!-- n:(?P<key>.+?) -->(?P<body>[^<]*)<!-- /n -->")
@@ -64,7 +64,7 @@ class Sources:
         self._figures: dict | None = None
 
     def records(self, folder: str) -> list:
-        """The records of ``root/folder/results.jsonl`` (:func:`jaxclp.experiments.runner.read_records`)."""
+        """The records of ``root/folder/results.jsonl`` (:func:`jaxclp.experiments.records.read_records`)."""
         if folder not in self._records:
             self._records[folder] = read_records(self.root / folder / RESULTS_FILE)
         return self._records[folder]

@@ -3,10 +3,10 @@
 The evaluation commands (``run``, ``reproduce``) hide test labels to score a method; a user with a graph of their
 own wants the opposite: every label they have used, and a prediction for every other node. :func:`predict` splits
 the labelled nodes once into training and validation nodes (``val_fraction`` of them, uniformly at random, seeded),
-builds the same :class:`jaxclp.experiments.methods.Context` as a run's split, lets the method choose its
+builds the same :class:`jaxclp.experiments.candidates.Context` as a run's split, lets the method choose its
 configuration on the validation nodes exactly as in the tables (e.g. ``clp``: base predictor, variant, alpha), and
 returns the chosen configuration's (n, K) scores for every node. Where the chosen configuration's last step propagates
-labels (``clp``, C&S, LP: :data:`jaxclp.experiments.methods.REFIT_METHODS`), that step is then recomputed from every
+labels (``clp``, C&S, LP: :data:`jaxclp.experiments.refit.REFIT_METHODS`), that step is then recomputed from every
 labelled node, training and validation (scikit-learn's ``refit``; PyG's C&S example feeds both to its correct and
 smooth steps); the base predictor stays as it was trained. The validation score is the one of the choice, before
 that refit. :func:`write_predictions` writes them as a CSV
@@ -31,7 +31,8 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
-from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR, REFIT_METHODS, Refit, refit_candidate
+from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
+from jaxclp.experiments.refit import REFIT_METHODS, Refit, refit_candidate
 
 __all__ = ["Prediction", "predict", "write_predictions"]
 
@@ -57,7 +58,7 @@ class Prediction:
         skipped: what the method left out for time (``time_limit``), in its order: MLP depths and training epochs,
             base predictors, kinds of CLP candidate, and ``"refit"`` where the limit had run out before it.
         refit: True where ``scores`` were recomputed from every labelled node (training + validation) after the
-            choice (:func:`jaxclp.experiments.methods.refit_candidate`); False: the chosen candidate as computed
+            choice (:func:`jaxclp.experiments.refit.refit_candidate`); False: the chosen candidate as computed
             from the training nodes (a trained model's scores, ``clp`` at alpha = 0, or ``refit=False``).
         refit_refused: True where the refit was asked for but the chosen alpha is past the convergence bound of
             the operator built from every labelled node (the "none" normalization: more labelled rows can raise its
@@ -134,9 +135,9 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
             string or a sequence); None: its own list.
         time_limit: seconds ``clp`` may spend (>= 0): the MLP prior (its depths and epochs within a quarter of it),
             its base predictors, then CLP's candidates on the chosen one (the first closed-form variant always;
-            :attr:`jaxclp.experiments.methods.Context.time_limit`), and the refit if time is left; None: no limit.
+            :attr:`jaxclp.experiments.candidates.Context.time_limit`), and the refit if time is left; None: no limit.
         refit: after the choice, recompute the chosen configuration's propagation from every labelled node
-            (:func:`jaxclp.experiments.methods.refit_candidate`); False: keep the scores propagated from the
+            (:func:`jaxclp.experiments.refit.refit_candidate`); False: keep the scores propagated from the
             training nodes (what the validation score measured). Under ``time_limit`` only while time is left
             (else ``skipped`` names it).
 

@@ -9,7 +9,8 @@ import jaxclp
 from jaxclp.datasets import load
 from jaxclp.experiments.analyses import TARGETS as _FIGURE_TARGETS  # figures: results/figures/
 from jaxclp.experiments.analyses import dagger as _dagger
-from jaxclp.experiments.runner import BASE_SEED, job, run, summary_target
+from jaxclp.experiments.progress import job, summary_target
+from jaxclp.experiments.runner import BASE_SEED, run
 from jaxclp.experiments.summary import write_summary
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_mlp", "clp", "gcn", "h2gcn")
@@ -29,7 +30,7 @@ DAGGER_METHODS = ("cs", "clp")  # the paper's C&S† and CLP† rows
 SHARES = {"table2": ("table_gnn",), "table_gnn": ("table2",), "table5": ("table_homophily",),
           "table_homophily": ("table5",)}
 """Targets over the same datasets and splits: a record one of them made (same configuration and method hash,
-i.e. the same computation) is copied into the other instead of being recomputed (:func:`runner.reuse_records`;
+i.e. the same computation) is copied into the other instead of being recomputed (:func:`records.reuse_records`;
 e.g. table2's and table_gnn's ``mlp``/``gcn``/``h2gcn``, table5's and table_homophily's ACM and DBLP)."""
 
 

@@ -1,6 +1,6 @@
 """What defines each runner method, as data: the per-method part of a record's configuration key.
 
-A run's ``config`` (:func:`jaxclp.experiments.runner.run_config`) holds everything shared by its methods (data,
+A run's ``config`` (:func:`jaxclp.experiments.identity.run_config`) holds everything shared by its methods (data,
 splits, training settings, the jaxclp version). What differs per method is its candidate grid (alphas, variants,
 depths, ...) and its code. :func:`method_spec` returns that as a JSON-able dict and :func:`method_hash` a short
 hash of it; every result record carries both (``method_spec``, ``method_hash``), and a resumed run skips a
@@ -26,13 +26,14 @@ from jaxclp import end_to_end
 from jaxclp import priors as P
 from jaxclp.baselines import ALPHA_ONE_LAYERS, AUTOSCALE_CAP
 from jaxclp.experiments import methods as m
+from jaxclp.experiments.candidates import select_prior_first
 from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.search import MLP_DEPTHS
 
 REVISIONS: dict[str, int] = {"link": 1, "clp": 3}
 # link 1: early stopping on the task's metric (was accuracy). clp 1: tuned GCN / SAGE priors (the grid's "priors"
 # shows them) and GNN priors on sparse features too (revision 0 left them out there). clp 2: prior-first selection
-# (methods.select_prior_first) with each prior alone as a candidate (alpha = 0), instead of the joint maximum.
+# (candidates.select_prior_first) with each prior alone as a candidate (alpha = 0), instead of the joint maximum.
 # clp 3: the tuned GNN priors' grid trains as one program (jaxclp.gnn.fit_gnn_grid), which draws their dropout
 # masks otherwise than revision 2's per-spec fits; with it, successive halving on >= 500 validation nodes.
 """Method name -> revision of its code; absent means 0. Bump it when a method's code changes in a way its grid
@@ -108,7 +109,7 @@ def _grids() -> dict[str, dict]:
         "gat": tuned,
         "gat_sep": tuned,
         "gcn_sep": tuned,
-        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "selection": m.select_prior_first.__name__,
+        "clp": {"priors": m.CLP_PRIOR_CANDIDATES, "selection": select_prior_first.__name__,
                 # successive halving (jaxclp.priors.TUNED_RUNGS) only where there is any: without it, the
                 # hash of revision 2's records
                 "tuned_priors": (dict(tuned, rungs=P.TUNED_RUNGS, rungs_min_val=P.TUNED_RUNGS_MIN_VAL)

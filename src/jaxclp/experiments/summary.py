@@ -13,7 +13,7 @@ from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pypl
 from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.experiments.paper import paper_number
 from jaxclp.experiments.records import record_key
-from jaxclp.experiments.runner import RESULTS_FILE, read_records
+from jaxclp.experiments.records import RESULTS_FILE, read_records
 from jaxclp.experiments.specs import method_hash
 
 # The paper's reported numbers come from the CSV shipped in the package (jaxclp/data/paper_results.csv):
@@ -343,7 +343,7 @@ def with_candidate(last, dataset: str, split: str, extra: str = "clp_e2e", metho
     ``clp`` chooses its base predictor on validation first, then CLP's best variant on it (or the predictor
     alone); ``clp_e2e`` fine-tunes the MLP prior, so it competes only where validation chose ``base``: there it
     replaces the choice when its validation score is strictly higher (the first candidate wins ties, as
-    :func:`jaxclp.experiments.methods.select`). Both records hold the validation score of their own choice on
+    :func:`jaxclp.experiments.candidates.select`). Both records hold the validation score of their own choice on
     the same validation nodes, so no fit is needed. Runs that lack either record, or the chosen prior's score,
     are left out.
 

@@ -2,7 +2,7 @@
 prediction-exposing mirror of :func:`jaxclp.experiments.runner.run`.
 
 Protocol (every target): hyperparameters (MLP depth, alpha, CLP variant, C&S alphas) are chosen on validation
-only by :func:`jaxclp.experiments.methods.select`; test labels enter only through
+only by :func:`jaxclp.experiments.candidates.select`; test labels enter only through
 :func:`jaxclp.experiments.runner.score_test` and, for analysis quantities that by definition need all labels (node
 homophily ``h_v``, the true compatibility matrix), after selection and never inside it.
 """
@@ -21,8 +21,12 @@ import jax
 import numpy as np
 
 from jaxclp.experiments import runner
+from jaxclp.experiments.identity import config_hash, data_identity, run_config, splits_sha256
+from jaxclp.experiments.progress import _progress
 from jaxclp.experiments.methods import NEEDS_PRIOR
-from jaxclp.experiments.records import RecordKey, record_key
+from jaxclp.experiments.records import (RESULTS_FILE, RecordKey, _repair_tail, append_record, done_results, folder_lock,
+                                        header_record, read_records, record_key, replace_stale_default,
+                                        stale_records)
 from jaxclp.datasets import Dataset, Splits
 from jaxclp.train import TrainConfig
 
@@ -86,7 +90,7 @@ def last_results(path: Path) -> dict[RecordKey, dict]:
     """:class:`~jaxclp.experiments.records.RecordKey` ``(dataset, split, run, method) -> record`` (the last result
     record of each key)."""
     out = {}
-    for r in runner.read_records(Path(path)):
+    for r in read_records(Path(path)):
         if r.get("type") == "result":
             out[record_key(r)] = r
     return out
@@ -95,7 +99,7 @@ def last_results(path: Path) -> dict[RecordKey, dict]:
 def last_extras(path: Path, kind: str) -> dict:
     """``(dataset, split, run) -> record`` for the extra records of type ``kind``."""
     out = {}
-    for r in runner.read_records(Path(path)):
+    for r in read_records(Path(path)):
         if r.get("type") == kind:
             out[(r["dataset"], r["split"], r["run"])] = r
     return out
@@ -175,10 +179,10 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     (with dataset/split/run added). It may use all labels for ANALYSIS (e.g. h_v), never to choose anything.
     A split is skipped when all its result records (and its extra record) exist: the mirror is resumable, keyed
     on the configuration as the runner is: records carry ``config`` / ``config_hash`` (the runner's
-    :func:`~jaxclp.experiments.runner.run_config` of the dataset's arrays, plus a sha256 of ``splits`` when given,
+    :func:`~jaxclp.experiments.identity.run_config` of the dataset's arrays, plus a sha256 of ``splits`` when given,
     and ``extra_type``) and each method's ``method_spec`` / ``method_hash``; only records of the current hashes
     count as done. Records of another configuration or method definition (records without hashes, written before
-    the mirror had them, included) make it refuse with :class:`~jaxclp.experiments.runner.StaleResultsError`, or,
+    the mirror had them, included) make it refuse with :class:`~jaxclp.experiments.records.StaleResultsError`, or,
     with ``replace_stale`` (default: the runner's ``replacing_stale()`` context, i.e. ``jaxclp reproduce
     --replace-stale``), move them — extra records of another configuration too — to ``results.stale.jsonl`` and
     recompute. The check-and-run holds the folder lock.
@@ -194,30 +198,30 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     methods = list(methods)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / runner.RESULTS_FILE
-    replace_stale = runner.replace_stale_default(replace_stale)
+    path = out / RESULTS_FILE
+    replace_stale = replace_stale_default(replace_stale)
     sp = splits if splits is not None else runner.get_splits(ds, split, runs, seed)
     nruns = min(runs, sp.train.shape[0])
     feats, feat_kind = runner.node_features(ds)
     cfg = TrainConfig(epochs=epochs, metric=ds.metric)
-    data = runner.data_identity(ds, ds)
+    data = data_identity(ds, ds)
     if splits is not None:
-        data = data | {"splits_sha256": runner.splits_sha256(sp)}
-    config = runner.run_config(ds, split, seed, cfg, feat_kind, data) | {"extra_type": extra_type}
-    chash = runner.config_hash(config)
+        data = data | {"splits_sha256": splits_sha256(sp)}
+    config = run_config(ds, split, seed, cfg, feat_kind, data) | {"extra_type": extra_type}
+    chash = config_hash(config)
     mhash = {m: runner.method_hash(m) for m in methods}
-    with runner.folder_lock(out):
-        runner._repair_tail(path)
-        runner.stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash,
-                             extra_types=(extra_type,) if extra_type else ())
-        done = runner.done_results(path, chash, mhash)
+    with folder_lock(out):
+        _repair_tail(path)
+        stale_records(path, ds.name, split, methods, config, chash, replace_stale, mhash,
+                      extra_types=(extra_type,) if extra_type else ())
+        done = done_results(path, chash, mhash)
         done_extra = ({key for key, r in last_extras(path, extra_type).items() if r.get("config_hash") == chash}
                       if extra is not None else set())
         todo = [i for i in range(nruns) if any((ds.name, split, i, m) not in done for m in methods)
                 or (extra is not None and (ds.name, split, i) not in done_extra)]
         if not todo:
             return path
-        runner.append_record(path, runner.header_record(argv) | {
+        append_record(path, header_record(argv) | {
             "dataset": ds.name, "split": split, "producer": "experiments.analyses.run_mirror", "config": config,
             "config_hash": chash})
         setup = runner.prepare_splits(ds, feats, sp, nruns, todo, seed, cfg,
@@ -226,7 +230,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
         for i, parts in degenerate.items():
             warnings.warn(f"{ds.name}/{split} split {i}: single-class {parts}; run and flagged in the records "
                           "('single_class'), selection on it is meaningless", stacklevel=2)
-        for j, i in enumerate(runner._progress(todo, progress, f"{ds.name}/{split}")):
+        for j, i in enumerate(_progress(todo, progress, f"{ds.name}/{split}")):
             ctx = setup.context(j)
             chosen = {}
             for m in methods:
@@ -235,7 +239,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                 fields, chosen[m] = runner.score_method(ctx, m, setup.labels, setup.test[i], setup.mlp_seconds)
                 if (ds.name, split, i, m) in done:
                     continue
-                runner.append_record(path, {
+                append_record(path, {
                     "type": "result", "dataset": ds.name, "split": split, "run": i,
                     "seed": None if sp.seeds is None else sp.seeds[i]} | fields | {"features": feat_kind}
                     | ({"single_class": degenerate[i]} if i in degenerate else {})
@@ -243,8 +247,8 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
                        "method_hash": mhash[m]})
             if extra is not None:
                 rec = extra(i, ctx, chosen, setup.test[i])
-                runner.append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i}
-                                     | rec | {"config_hash": chash})
+                append_record(path, {"type": extra_type, "dataset": ds.name, "split": split, "run": i}
+                              | rec | {"config_hash": chash})
     return path
 
 

@@ -28,7 +28,8 @@ import numpy as np
 import jaxclp
 from jaxclp.experiments import runner
 from jaxclp.experiments.analyses import common
-from jaxclp.experiments.methods import Context, method_clp, method_clp_paper, select, visible_labels
+from jaxclp.experiments.candidates import Context, select, visible_labels
+from jaxclp.experiments.methods import method_clp, method_clp_paper
 from jaxclp.datasets import load, synthetic
 from jaxclp.mlp import mlp_param_count
 from jaxclp.features import as_features

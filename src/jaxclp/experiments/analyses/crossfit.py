@@ -9,7 +9,7 @@ the other, then the halves swap. Test labels are never read (the runner removes 
 runs), so the comparison can decide the rule without touching the numbers it will be reported on.
 
 Rules (each chooses one (n, K) score matrix from the split's candidates; ties go to the first, as
-:func:`jaxclp.experiments.methods.select`):
+:func:`jaxclp.experiments.candidates.select`):
 
 * ``joint``: today's ``clp``: the best of all candidates.
 * ``two_stage``: the prior with the best validation score alone, then the best CLP candidate on that prior.
@@ -46,6 +46,10 @@ import numpy as np
 
 from jaxclp.datasets import Dataset
 from jaxclp.experiments import runner
+from jaxclp.experiments.identity import config_hash, data_identity, run_config
+from jaxclp.experiments.progress import _progress, release_compiled
+from jaxclp.experiments.records import (RESULTS_FILE, append_record, folder_lock, read_records, replace_stale_default,
+                                        stale_records)
 from jaxclp.experiments.analyses import common
 from jaxclp.experiments.methods import METHODS
 from jaxclp.metrics import check_metric, evaluate
@@ -221,15 +225,15 @@ def split_candidates(name, runs: int, seed: int, data_root=None, epochs: int = 5
 def selection_config(name: str, seed: int, data_root=None, epochs: int = 500, analysis: str = "selection",
                      rules=RULES) -> tuple[Dataset, dict, str]:
     """``(dataset, config, config_hash)`` of one dataset's selection records: the runner's
-    :func:`~jaxclp.experiments.runner.run_config` of its medium split plus the definition of ``clp`` whose
+    :func:`~jaxclp.experiments.identity.run_config` of its medium split plus the definition of ``clp`` whose
     candidates are compared (its ``method_hash``), so records of another ``clp`` candidate set are stale; the
     analysis's name and rules too."""
     ds = runner.load(name, root=data_root)
     _, kind = runner.node_features(ds)
-    config = runner.run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
-                               runner.data_identity(name, ds, data_root))
+    config = run_config(ds, "medium", seed, TrainConfig(epochs=epochs, metric=ds.metric), kind,
+                        data_identity(name, ds, data_root))
     config = config | {"analysis": analysis, "clp_method_hash": runner.method_hash("clp"), "rules": list(rules)}
-    return ds, config, runner.config_hash(config)
+    return ds, config, config_hash(config)
 
 
 def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: int = 500, progress: bool = True,
@@ -239,9 +243,9 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
 
     Config-keyed like the runner: a split is done only if its record has the current ``config_hash``
     (:func:`selection_config`). Selection records of another configuration or ``clp`` definition (or without a
-    hash, written before records had one) make it refuse with :class:`~jaxclp.experiments.runner.StaleResultsError`,
-    or with ``replace_stale`` (default: ``runner.replacing_stale()``, i.e. ``--replace-stale``) move them to
-    ``results.stale.jsonl`` and recompute. Holds the folder lock.
+    hash, written before records had one) make it refuse with :class:`~jaxclp.experiments.records.StaleResultsError`,
+    or with ``replace_stale`` (default: :func:`~jaxclp.experiments.records.replacing_stale`, i.e.
+    ``--replace-stale``) move them to ``results.stale.jsonl`` and recompute. Holds the folder lock.
 
     Another cross-fitted analysis (``jaxclp reproduce prior_ensembles``) passes its ``record_type``, ``rules`` (in
     the configuration), ``candidates`` (as :func:`split_candidates`; default it) and ``fit(cands, labels_visible,
@@ -250,22 +254,22 @@ def run_dataset(name: str, out: Path, runs: int = 10, data_root=None, epochs: in
     candidates = split_candidates if candidates is None else candidates
     fit = cross_fit if fit is None else fit
     seed = runner.BASE_SEED.get(name, 0)
-    path = out / runner.RESULTS_FILE
+    path = out / RESULTS_FILE
     ds, config, chash = selection_config(name, seed, data_root, epochs, record_type, rules)
-    with runner.folder_lock(out):
-        runner.stale_records(path, ds.name, "medium", (), config, chash, runner.replace_stale_default(replace_stale),
-                             extra_types=(record_type,))
-        done = {r["run"] for r in runner.read_records(path) if r.get("type") == record_type
+    with folder_lock(out):
+        stale_records(path, ds.name, "medium", (), config, chash, replace_stale_default(replace_stale),
+                      extra_types=(record_type,))
+        done = {r["run"] for r in read_records(path) if r.get("type") == record_type
                 and r.get("dataset") == ds.name and r.get("config_hash") == chash}
         todo = [i for i in range(runs) if i not in done]
         gen = candidates(ds, runs, seed, data_root, epochs, todo)
-        for i, ds, ctx, cands in runner._progress(gen, progress, f"{record_type} {name}"):
+        for i, ds, ctx, cands in _progress(gen, progress, f"{record_type} {name}"):
             t0 = time.perf_counter()
             res = fit(cands, np.asarray(ctx.labels), np.asarray(ctx.val), ctx.metric, seed * SEED_OFFSET + i)
-            runner.append_record(path, {"type": record_type, "dataset": ds.name, "split": "medium", "run": i,
-                                        "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0}
+            append_record(path, {"type": record_type, "dataset": ds.name, "split": "medium", "run": i,
+                                 "seed": seed, "metric": ctx.metric, "seconds": time.perf_counter() - t0}
                                  | res | {"config_hash": chash})
-            runner.release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
+            release_compiled()  # as the runner: compiled executables of many graphs exhaust vm.max_map_count
 
 
 def paired_cell(d: np.ndarray) -> str:
@@ -283,8 +287,8 @@ def summarize(records: list[dict], table2: Path | None = None) -> str:
         if r.get("type") == "selection":
             by.setdefault(r["dataset"], {})[r["run"]] = r
     t2 = {}
-    if table2 is not None and (table2 / runner.RESULTS_FILE).exists():
-        for r in runner.read_records(table2 / runner.RESULTS_FILE):
+    if table2 is not None and (table2 / RESULTS_FILE).exists():
+        for r in read_records(table2 / RESULTS_FILE):
             if (r.get("type") == "result" and r.get("method") == "clp" and r.get("split") == "medium"
                     and r.get("method_spec", {}).get("revision") == 1):  # revision 1 chose the joint maximum
                 t2[(r["dataset"], r["run"])] = r["val"]
@@ -337,7 +341,7 @@ def selection(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, q
     for name in names:
         run_dataset(name, d, runs=2 if quick else runs, data_root=data_root, epochs=20 if quick else 500)
     summary = d / "summary.md"
-    summary.write_text(summarize(runner.read_records(d / runner.RESULTS_FILE), Path(out) / "table2") +
+    summary.write_text(summarize(read_records(d / RESULTS_FILE), Path(out) / "table2") +
                        f"\nCommand: `{' '.join(argv) if argv else 'jaxclp reproduce selection'}`.\n")
     return [summary]
 

@@ -30,6 +30,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from jaxclp.experiments import runner
+from jaxclp.experiments.identity import dataset_sha256
+from jaxclp.experiments.records import RESULTS_FILE
 from jaxclp.experiments.analyses import common
 from jaxclp.datasets import load, synthetic
 from jaxclp.datasets.cache import atomic_savez
@@ -150,7 +152,7 @@ def blocks_key(ds, cfg: DaggerConfig) -> str:
     """Cache key of ``ds``'s † blocks: the cache version, the recipe (:data:`_RECIPE_FIELDS` of ``cfg``) and the
     sha256 of the source dataset's arrays (graph, labels, features, published splits)."""
     recipe = {f: getattr(cfg, f) for f in _RECIPE_FIELDS}
-    blob = json.dumps({"v": BLOCKS_VERSION, "recipe": recipe, "source": runner.dataset_sha256(ds)}, sort_keys=True)
+    blob = json.dumps({"v": BLOCKS_VERSION, "recipe": recipe, "source": dataset_sha256(ds)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -246,7 +248,7 @@ def clp_dagger(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, 
         for d in (ds, dds):
             runner.run(d, cfg.split, cfg.methods, nruns, rec_dir, seed=cfg.seed, epochs=cfg.epochs,
                        progress=progress, argv=argv)
-        results = common.last_results(rec_dir / runner.RESULTS_FILE)
+        results = common.last_results(rec_dir / RESULTS_FILE)
         row = {"metric": ds.metric, "features": info}
         for m in cfg.methods:
             a = common.test_scores(results, ds.name, cfg.split, m, nruns)
@@ -261,7 +263,7 @@ def clp_dagger(out: Path, *, runs=10, datasets=None, data_root=None, argv=None, 
     png = _plot(per_ds, cfg, nruns, fig_dir / f"{prefix}.png")
     data = {"target": "clp_dagger", "quick": quick,
             "command": " ".join(argv or ["jaxclp", "reproduce", "clp_dagger"]), "config": dataclasses.asdict(cfg),
-            "runs_cap": runs, "records": str(rec_dir / runner.RESULTS_FILE),
+            "runs_cap": runs, "records": str(rec_dir / RESULTS_FILE),
             "std": "sample std (ddof=1) over splits; differences are paired per split",
             "wall_seconds_this_invocation": time.perf_counter() - t0, "datasets": per_ds}
     return [common.write_json(fig_dir / f"{prefix}.json", data), md_path, png]

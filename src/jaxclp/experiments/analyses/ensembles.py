@@ -48,7 +48,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp.experiments import runner
+from jaxclp.experiments.records import RESULTS_FILE, read_records
 from jaxclp.experiments.analyses import common, crossfit
 from jaxclp.experiments.methods import CLP_PRIOR_CANDIDATES, fit_base_priors
 
@@ -203,6 +203,6 @@ def prior_ensembles(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
     for name in datasets or (QUICK_DATASETS if quick else DEFAULT_DATASETS):
         run_dataset(name, d, runs=2 if quick else runs, data_root=data_root, epochs=20 if quick else 500)
     summary = d / "summary.md"
-    summary.write_text(summarize(runner.read_records(d / runner.RESULTS_FILE)) +
+    summary.write_text(summarize(read_records(d / RESULTS_FILE)) +
                        f"\nCommand: `{' '.join(argv) if argv else 'jaxclp reproduce prior_ensembles'}`.\n")
     return [summary]
