@@ -32,7 +32,7 @@ fi
 # install) modules; SIGINT at the limit so pytest still writes its summary and tests.xml (session 25: 286 s, -n 15)
 if has tests; then
   timeout -s INT -k 30 ${TEST_S:-300} $PY -m pytest -q -n ${WORKERS:-15} -p no:cacheprovider -rfs \
-    --junitxml="$OUT/tests.xml" tests --ignore=tests/test_datasets.py --ignore=tests/test_packaging.py \
-    --ignore=tests/test_readme.py > "$OUT/tests.log" 2>&1
+    --junitxml="$OUT/tests.xml" tests --ignore=tests/datasets/test_datasets.py --ignore=tests/package/test_packaging.py \
+    --ignore=tests/package/test_readme.py > "$OUT/tests.log" 2>&1
   echo "tests rc=$?" >> "$OUT/env.txt"
 fi

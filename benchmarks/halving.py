@@ -11,7 +11,7 @@ The rule and its adoption criterion, written before this benchmark ran:
 - **Rule** (:func:`jaxclp.gnn.fit_gnn_grid` ``rungs``, :data:`jaxclp.gnn.HALVING_RUNGS` = 50, 100, 200): all 8
   specs train 50 epochs; of those not early-stopped, the better half by validation score so far (then validation
   loss) goes on to 100 epochs, the better half of those to 200, the best to the end. A spec that goes on resumes
-  where it was (its result is bitwise the one it reaches without rungs, ``tests/test_gnn.py``); the others keep
+  where it was (its result is bitwise the one it reaches without rungs, ``tests/priors/test_gnn.py``); the others keep
   their best parameters so far and stay candidates. The spec is then chosen on validation as before.
 - **Criterion**, over the 14 graphs of the medium table, splits 0..S-1 (the runner's keys and splits), both
   architectures: adopt the rule if (a) the tuned grids' seconds (compilation excluded: the first split's are

@@ -6,7 +6,7 @@ and the facts computed from them (:data:`FACTS`, ``<!-- n:fact:NAME -->``) are t
 never imports the benchmarks. This module passes them in::
 
     python -m benchmarks.pages            # rewrite the generated blocks and values of README.md and docs/**.md
-    python -m benchmarks.pages --check    # exit 1 if a page differs from its rendering (tests/test_readme.py)
+    python -m benchmarks.pages --check    # exit 1 if a page differs from its rendering (tests/package/test_readme.py)
 """
 
 from __future__ import annotations

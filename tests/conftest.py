@@ -8,7 +8,7 @@ import os
 
 # XLA's CPU backend at LLVM -O0 for the tests: compiling dominates the suite (tiny graphs, hundreds of distinct
 # programs: training loops, solver grids), and -O0 compiles them 2-3x faster while running the few large ones
-# somewhat slower (user CPU of test_gnn -29 %, test_kernel + test_mlp_estimator -19 %, same machine, same load).
+# somewhat slower (user CPU of test_gnn -29 %, test_kernel + the MLP/estimator tests -19 %, same machine, same load).
 # The arithmetic is the same IEEE arithmetic (results can differ from -O2 builds in the last bit, like any two
 # programs); comparisons within the suite are between programs built the same way, subprocesses included (they
 # inherit XLA_FLAGS). JAXCLP_TEST_XLA_OPT=1 keeps XLA's default optimization (e.g. to test what users run).
@@ -68,7 +68,7 @@ def cheap_clp_priors(monkeypatch):
     choice to make) instead of its seven, whose GNN and tuned-GNN grids compile ~20 training loops per test
     process. For tests whose assertions are about what a target does with the records (binning, pairing,
     resuming), not about which predictors ``clp`` tries: each predictor is fitted on its own in
-    tests/test_priors.py, the choice among them in test_priors.py and test_mlp_estimator.py."""
+    tests/priors/test_priors.py, the choice among them in test_priors.py and estimator/test_estimator.py."""
     from jaxclp.experiments import methods
 
     monkeypatch.setattr(methods, "CLP_PRIOR_CANDIDATES", CHEAP_CLP_PRIORS)
@@ -77,8 +77,13 @@ def cheap_clp_priors(monkeypatch):
 
 @pytest.fixture
 def rng(request):
-    """A numpy Generator seeded from the test's node id (deterministic per test)."""
-    seed = zlib.crc32(request.node.nodeid.encode())
+    """A numpy Generator seeded from the test's id (deterministic per test).
+
+    The id is ``tests/<file name>::<test>[<params>]`` whatever folder the file is in (file names are unique across
+    tests/): moving a test file between folders keeps its tests' data, and the suite's layout by layer (issue 68)
+    kept the seeds the tests had in the flat tests/ folder."""
+    name = request.node.nodeid.split("::", 1)[1]
+    seed = zlib.crc32(f"tests/{request.node.path.name}::{name}".encode())
     return np.random.default_rng(seed)
 
 
@@ -87,7 +92,7 @@ def pytest_configure(config):
     # the parsed-dataset cache of every load in the tests goes to a fresh directory, not the user's cache
     import tempfile
     os.environ["JAXCLP_CACHE"] = tempfile.mkdtemp(prefix="jaxclp_test_cache_")
-    # the CLI's persistent XLA cache stays off in-process (tests/test_cli.py turns it on in a subprocess)
+    # the CLI's persistent XLA cache stays off in-process (tests/cli/test_cli.py turns it on in a subprocess)
     os.environ["JAXCLP_XLA_CACHE"] = "off"
 
 

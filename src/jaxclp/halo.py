@@ -12,7 +12,7 @@ One product:
    ``[local rows | halo slots]``, row pointers ``ShardedGraph.indptr`` precomputed) applied to
    ``[x_local | halo]`` (b + S, K) by :func:`jaxclp.sparse.csr_matmul`. On CPU (the fused C++ kernel, or
    with ``JAXCLP_NO_FFI=1`` XLA's own CSR kernel) no (E, K) array of the senders' rows is formed: the extra
-   memory of a product is the (b + S, K) block, per node, not per edge (``tests/test_shard.py`` checks XLA's
+   memory of a product is the (b + S, K) block, per node, not per edge (``tests/scale/test_shard.py`` checks XLA's
    temporary memory). On CUDA it is the gather + sorted ``segment_sum`` that XLA:GPU fuses into one
    scatter-add without temporaries (measured unsharded: ``benchmarks/results/gpu_spmm.md``); on TPU the XLA
    path is ``jax.experimental.sparse``'s lowering (not measured).

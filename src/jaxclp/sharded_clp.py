@@ -10,7 +10,7 @@ own. The sharded graph itself is built by :mod:`jaxclp.sharded_graph` (:func:`~j
 :mod:`jaxclp.partition` and the host-side plan of :mod:`jaxclp.halo_plan`; :mod:`jaxclp.halo` runs the exchanges.
 
 Many processes (``jax.distributed.initialize``): the mesh spans every process's devices and the same calls run
-unchanged (``tests/test_distributed.py``).
+unchanged (``tests/scale/test_distributed.py``).
 """
 
 from __future__ import annotations

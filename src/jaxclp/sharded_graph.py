@@ -13,7 +13,7 @@ The stages are :mod:`jaxclp`'s own, run through the graph protocol (:mod:`jaxclp
 :func:`shard_graph` is jit-able; outputs keep their row sharding and are never gathered.
 
 Many processes (``jax.distributed.initialize``): the mesh spans every process's devices and the same calls
-run unchanged (``tests/test_distributed.py``: two processes, two host devices each, gloo CPU collectives).
+run unchanged (``tests/scale/test_distributed.py``: two processes, two host devices each, gloo CPU collectives).
 :func:`shard_graph` then needs the whole graph on every host; :func:`shard_graph_local` builds the same
 :class:`ShardedGraph` from each process's own edges (the user order, equal row blocks), exchanging only the
 halo read lists.

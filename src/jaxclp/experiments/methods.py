@@ -63,7 +63,7 @@ def _fit_key(name: str, cfg) -> tuple:
     """Cache key of a fitted model: its name and TrainConfig. The key, the graph, features, training and
     validation masks of the split are the same for every method; the labels outside ``train | val`` differ
     (-1 in ``ctx.labels``, 0 in :func:`_labels0`) but are never read (``jaxclp.train`` zeroes them before the
-    loop), so the same name and config give bit-identical outputs (tests/test_experiments.py checks it)."""
+    loop), so the same name and config give bit-identical outputs (tests/experiments/test_runner.py checks it)."""
     return ("fit", name, cfg)
 
 

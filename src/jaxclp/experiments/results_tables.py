@@ -11,7 +11,7 @@ cites. Numbers in the prose of the README and the documentation are generated th
 
 This module renders what the records (``results/``) hold. The tables and facts of the benchmarks' results belong
 to the clone's ``benchmarks`` package, which passes them in (``blocks=``, ``facts=``): this repository's pages hold
-both, and ``python -m benchmarks.pages [--check]`` renders them (what tests/test_readme.py checks).
+both, and ``python -m benchmarks.pages [--check]`` renders them (what tests/package/test_readme.py checks).
 
 Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
 row's most complete method have, ``‡`` where a record was made under an earlier definition of its method (its

@@ -172,7 +172,7 @@ def run_mirror(ds: Dataset, split: str, methods: Iterable[str], runs: int, out, 
     ``split(key(seed), nruns)``, labels with test labels removed (``visible_labels``), vmapped MLP priors of depths
     ``runner.MLP_DEPTHS``, depth chosen on validation, :data:`jaxclp.experiments.methods.METHODS` candidates, ``select``
     on validation, ``runner.score_test``; the result records are written in the runner's format (so
-    ``jaxclp summarize`` reads them). tests/test_analyses.py checks that the records equal the runner's.
+    ``jaxclp summarize`` reads them). tests/experiments/test_analyses.py checks that the records equal the runner's.
 
     ``extra(i, ctx, chosen, test_mask)`` is called once per split after selection, with
     ``chosen = {method: (config, val, scores)}``; it returns a dict stored as a record of type ``extra_type``

@@ -23,7 +23,7 @@ from jaxclp import halo, halo_plan, sharded_clp, sharded_graph
 from jaxclp.partition import _structure, node_order
 from reference import host_devices_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------------------- host: the plan

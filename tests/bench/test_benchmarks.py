@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
 
 
 # the benchmark script's smoke run (slow_tests.py records it); the library's claim, float64 and tighter:
-# tests/test_gnn.py::test_tuned_gnn_csr_plan_equals_gather_path
+# tests/priors/test_gnn.py::test_tuned_gnn_csr_plan_equals_gather_path
 @pytest.mark.slow
 def test_gnn_quick_paths_agree(tmp_path, monkeypatch):
     """benchmarks/gnn.py --quick (Texas, one block): both message-passing paths time a step and give the same
@@ -337,7 +337,7 @@ def test_complete_pairs_takes_whole_pairs_of_a_stopped_rerun(tmp_path):
     assert [json.loads(ln)["config"] for ln in partial] == ["new"]
 
 
-# two child processes (slow_tests.py records it); the same bits and fit in-process: tests/test_rng.py::
+# two child processes (slow_tests.py records it); the same bits and fit in-process: tests/core/test_rng.py::
 # test_fast_key_draws_jax_bits, test_mlp_fit_uses_the_fast_key_and_keeps_its_params
 @pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/datasets")
@@ -387,7 +387,7 @@ def test_file_reader_quick_paths_agree(tmp_path):
     assert "| labels + edge list (2,000 nodes, 10,000 lines;" in md and "| 2,000 nodes, 10,000 edges, 8 features" in md
 
 
-# four fresh processes (slow_tests.py records it); the same choice in-process: tests/test_priors.py::
+# four fresh processes (slow_tests.py records it); the same choice in-process: tests/priors/test_priors.py::
 # test_clp_grid_past_its_memory_budget_keeps_group_bests_and_the_same_choice
 @pytest.mark.slow
 def test_grid_memory_quick_same_choice(tmp_path):
@@ -404,7 +404,7 @@ def test_grid_memory_quick_same_choice(tmp_path):
     assert "| 200 | 4 | pruned |" in (tmp_path / "grid_memory.md").read_text()
 
 
-# fresh processes (slow_tests.py records it); chunked alphas equal all at once in-process: tests/test_solve.py::
+# fresh processes (slow_tests.py records it); chunked alphas equal all at once in-process: tests/core/test_solve.py::
 # test_alphas_past_the_working_set_budget_are_solved_in_chunks
 @pytest.mark.slow
 def test_alpha_chunks_quick(tmp_path):
@@ -422,7 +422,7 @@ def test_alpha_chunks_quick(tmp_path):
 
 
 # the benchmark script's smoke run (slow_tests.py records it); the three paths against scipy in-process:
-# tests/test_kernel.py::test_gpu_product_paths_equal_scipy
+# tests/core/test_kernel.py::test_gpu_product_paths_equal_scipy
 @pytest.mark.slow
 def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,

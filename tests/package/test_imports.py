@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jaxclp"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "jaxclp"
 
 
 def module_names(root: Path = PACKAGE) -> dict[str, Path]:
@@ -371,11 +371,11 @@ def test_no_module_level_state_keyed_by_object_identity():
 
 def test_the_library_never_imports_the_benchmarks():
     """Nothing under src/jaxclp imports the clone's ``benchmarks`` package (nor a ``jaxclp.benchmarks``): the
-    benchmarks import the library, never the reverse, and they are not in the wheel (tests/test_packaging.py)."""
+    benchmarks import the library, never the reverse, and they are not in the wheel (tests/package/test_packaging.py)."""
     import ast
     from pathlib import Path
 
-    src = Path(__file__).resolve().parents[1] / "src" / "jaxclp"
+    src = Path(__file__).resolve().parents[2] / "src" / "jaxclp"
     assert not (src / "benchmarks").exists()
 
     def hit(name):

@@ -365,7 +365,7 @@ def test_base_priors_include_gnns_on_sparse_features_and_tuned_ones_use_the_runn
     out = M.fit_base_priors(ctx, ("gcn", "sage_tuned"))
     assert set(out) == {"gcn", "sage_tuned"}
     # the reference fit on the context's own (sparse) features: the same program, so equal bit for bit (sparse vs
-    # dense features fit alike: tests/test_gnn.py::test_sparse_features_fit_like_dense)
+    # dense features fit alike: tests/priors/test_gnn.py::test_sparse_features_fit_like_dense)
     ref, = fit_gnn_grid(ctx.key, g, ctx.features, ctx.labels, tm, vm, num_classes=3, specs=tiny,
                         cfg=TINY._replace(lr=M.GNN_LR, weight_decay=0.0))
     np.testing.assert_array_equal(np.asarray(out["sage_tuned"]), np.asarray(ref.prior))

@@ -69,7 +69,7 @@ def test_the_committed_facts_count_the_tables_cells():
     ones are those whose difference exceeds the combined spread (as the summaries' ⚠)."""
     from pathlib import Path
 
-    src = pv.Sources(Path(__file__).resolve().parents[1])
+    src = pv.Sources(Path(__file__).resolve().parents[2])
     cells, flagged = pv._paper_flags(src)
     agg, _ = src.scores("table2")
     with_paper = [k for k in agg if k[1] == "medium" and paper_number(k[0], "medium", k[2]) is not None]
@@ -123,7 +123,7 @@ def test_no_measurement_is_copied_by_hand():
     generated (a table block or an inline value); the settings and targets that remain are listed above."""
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     pages = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
     found = {}
     for page in pages:

@@ -13,7 +13,7 @@ import pytest
 
 import jaxclp
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAX_NAMES = 45
 INDEX = REPO / "docs" / "api" / "index.md"
 

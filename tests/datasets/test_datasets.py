@@ -18,7 +18,7 @@ import pytest
 from jaxclp import datasets as D
 from jaxclp.datasets import registry as R
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 BASE_URL = SHARED.as_uri()
 
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")

@@ -17,7 +17,7 @@ from jaxclp.datasets import load_file
 from jaxclp.datasets.fetch import user_cache_dir
 from reference import host_devices_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "datasets"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
 ARGS = ["run", "--dataset", "texas", "--methods", "mlp,clp_mlp", "--runs", "2", "--epochs", "5", "--no-progress"]

@@ -45,6 +45,6 @@ def test_clp_dagger_paired_losses():
 
 
 def test_the_committed_figures_give_every_fact():
-    facts = ff.facts(Path(__file__).resolve().parents[1])
+    facts = ff.facts(Path(__file__).resolve().parents[2])
     assert facts["fig4.low.cells"] == 18 and facts["fig1.wiki.bins"] == 11
     assert all(isinstance(v, (int, float)) for v in facts.values())

@@ -24,7 +24,7 @@ import pytest
 from jaxclp import datasets as D
 from jaxclp.experiments import cli, identity, records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "datasets"
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
 ARGS = ["run", "--dataset", "texas", "--methods", "mlp,lp", "--runs", "2", "--epochs", "5", "--no-progress"]

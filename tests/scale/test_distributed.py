@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from reference import host_devices_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 240  # a guard against a hung collective; the test takes ~20-40 s idle, 90+ s at load 12-15
 
 WORKER = textwrap.dedent("""

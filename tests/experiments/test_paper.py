@@ -8,7 +8,7 @@ import pytest
 from jaxclp import datasets
 from jaxclp.experiments.paper import DATASET_NAMES, paper_entry, paper_number, paper_rows
 
-SHARED_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "paper" / "paper_results.csv"
+SHARED_CSV = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "paper_results.csv"
 
 
 def test_csv_shape_and_columns():

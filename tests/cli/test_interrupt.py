@@ -14,7 +14,7 @@ import pytest
 
 from jaxclp.experiments import records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^jaxclp: interrupted: (\d+) records kept in (.+); run the same command to resume$")
 RESUME = re.compile(r"reusing (\d+) records in .*, computing (\d+)")
 

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 from reference import host_devices_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import os

@@ -16,7 +16,7 @@ from jaxclp.baselines import fit_link
 from jaxclp.gnn import fit_gcn, fit_h2gcn
 
 METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_mlp")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 
 
 def _dataset(labels=None):
