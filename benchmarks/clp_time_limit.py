@@ -87,7 +87,7 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from jaxclp.experiments.reproduce import HETEROPHILY, METHODS
+    from jaxclp.experiments.reproduce import HETEROPHILY, TABLE_METHODS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default=",".join(HETEROPHILY))
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
             seconds.update(method_seconds(path))
     payload = {"command": "python -m benchmarks.clp_time_limit " + " ".join(argv or sys.argv[1:]),
                "machine": C.machine_info(), "limit": a.limit, "times": times,
-               "rows": paired_rows(new, _scores(TABLE2), seconds, list(times), METHODS)}
+               "rows": paired_rows(new, _scores(TABLE2), seconds, list(times), TABLE_METHODS)}
     payload["summary"] = summary(payload["rows"], times)
     C.save_report(a.tag, payload, markdown(payload))
     return 0

@@ -184,7 +184,7 @@ def tables(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from jaxclp.experiments.reproduce import HETEROPHILY, METHODS
+    from jaxclp.experiments.reproduce import HETEROPHILY, TABLE_METHODS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default=",".join(HETEROPHILY))
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
                 f.write(f"{name} rc={rc} secs={time.perf_counter() - t0:.0f}\n")
     times = read_times(times_file)
     records = out / "table2" / "results.jsonl"
-    rows = compare(_scores(records), _scores(TABLE2), list(times), METHODS)
+    rows = compare(_scores(records), _scores(TABLE2), list(times), TABLE_METHODS)
     payload = {"cost": cost_rows(method_seconds(records), list(times)),
                "command": "python -m benchmarks.main_job " + " ".join(argv or sys.argv[1:]),
                "machine": C.machine_info(), "times": times, "rows": rows,

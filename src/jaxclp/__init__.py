@@ -7,13 +7,14 @@ Pipeline stages (each a pure function of arrays): :func:`fit_mlp` (or :func:`fit
 The top level holds what a user calls (``__all__``, listed on the API reference's index page); everything else is
 imported from the module that defines it: :mod:`jaxclp.graph` (``spmm``, ``edge_values``), :mod:`jaxclp.operator`
 (``lp_operator``, ``FactoredOperator``, ``spectral_scale``), :mod:`jaxclp.solve` (``solve_operator``,
-``METHODS``), :mod:`jaxclp.baselines` (``propagate_labels``, ``fit_link``), :mod:`jaxclp.nonlinear`,
+``SOLVERS``), :mod:`jaxclp.baselines` (``propagate_labels``, ``fit_link``), :mod:`jaxclp.nonlinear`,
 :mod:`jaxclp.mlp`, :mod:`jaxclp.gnn`, :mod:`jaxclp.priors`, :mod:`jaxclp.features`, :mod:`jaxclp.homophily`,
 :mod:`jaxclp.sharded_graph` and :mod:`jaxclp.sharded_clp`.
 """
 from jaxclp import datasets
 from jaxclp.baselines import clp_star, correct_and_smooth, label_propagation
 from jaxclp.clp import CLPResult, clp_beliefs
+from jaxclp.compilation_cache import enable_compilation_cache
 from jaxclp.compatibility import edge_weights, estimate_compatibility, initial_beliefs
 from jaxclp.end_to_end import EndToEndResult, fit_end_to_end
 from jaxclp.estimator import CLP, NotFittedError
@@ -48,4 +49,6 @@ __all__ = [
     # data, metrics, homophily
     "datasets", "accuracy", "roc_auc", "edge_homophily", "node_homophily", "true_compatibility",
     "compatibility_distance",
+    # set-up
+    "enable_compilation_cache",
 ]

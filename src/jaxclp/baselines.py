@@ -89,7 +89,7 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
         alpha: scalar or 1-D vector (solved together; the value gets a leading alpha axis). In (0, 1); 1 is
             allowed with ``num_layers`` (not a contraction: the result is that many steps, not a fixed point).
         normalization: "sym", "row" or "none".
-        method: solver of the closed form ("auto" or one of :data:`jaxclp.solve.METHODS`); ignored when
+        method: solver of the closed form ("auto" or one of :data:`jaxclp.solve.SOLVERS`); ignored when
             iterating.
         tol: relative residual (closed form) or relative increment (iteration) per column.
         max_iters: iteration cap.

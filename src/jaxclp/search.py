@@ -109,6 +109,18 @@ def estimate_unit_seconds(num_nodes: int, num_edges: int, num_features: int, epo
     return 2.0 + 5e-9 * work
 
 
+def rounded_seconds(seconds: float) -> str:
+    """Seconds as a person reads them: whole seconds from 10 on (``47.6452`` -> ``48``), two significant digits
+    below (``2.5``, ``0.25``)."""
+    s = float(seconds)
+    return f"{s:.0f}" if abs(s) >= 10 else f"{s:.2g}"
+
+
+def limit_words(time_limit: float) -> str:
+    """How a status message names the user's limit: ``20 s per split``."""
+    return f"{rounded_seconds(time_limit)} s per split"
+
+
 def mlp_deadline(start: float, time_limit: float | None, num_splits: int) -> float | None:
     """Where the MLP priors' training stops: :data:`MLP_TIME_SHARE` of the limit per split, for ``num_splits``
     splits fitted together from ``start`` (None: no limit)."""
@@ -267,11 +279,16 @@ class Search:
             things and trains a stopped predictor for the epochs it reached, with no clock. None: this split
             decides (see :meth:`decisions`).
         status: ``status(text)`` told what is being computed or left out (e.g. the runner's progress line).
+        stated_limit: the user's time limit per split, named by the status messages (:func:`limit_words`) where
+            ``time_limit`` is what remains of it; None: the messages name ``time_limit``.
     """
 
     def __init__(self, time_limit: float | None = None, decisions: Decisions | None = None,
-                 status: Callable[[str], None] | None = None):
+                 status: Callable[[str], None] | None = None, stated_limit: float | None = None):
         self.time_limit = check_time_limit(time_limit)
+        self.stated_limit = stated_limit
+        """The user's limit per split (seconds), which :attr:`time_limit` is what remains of (the runner gives the
+        time left after the MLP priors): only the status messages name it; None: they name :attr:`time_limit`."""
         self.start = time.perf_counter()
         self.deadline = None if self.time_limit is None else self.start + self.time_limit
         self.given = decisions if self.time_limit is not None else None
@@ -303,6 +320,10 @@ class Search:
     def late(self, seconds: float) -> bool:
         """Whether ``seconds`` more would end past the deadline."""
         return self.deadline is not None and time.perf_counter() + seconds > self.deadline
+
+    def _limit_words(self) -> str:
+        return (limit_words(self.stated_limit) if self.stated_limit is not None
+                else f"{rounded_seconds(self.time_limit)} s")
 
     def _skip(self, name: str, message: str) -> None:
         self.skipped.append(name)
@@ -356,7 +377,8 @@ class Search:
             is_free = named and bool(free(name, cap))
             if (named and name in given.left_out) if given is not None else (not is_free and not self.allows(name)):
                 self._left_out.append(name)
-                self._skip(name, f"base predictor {name} skipped: time limit {self.time_limit:g} s")
+                self._skip(name, f"base predictor {name} skipped: it would not fit in the time limit "
+                                 f"({self._limit_words()})")
                 continue
             deadline = None
             if self.limited and named and name in clocked and not is_free:
@@ -372,7 +394,8 @@ class Search:
             out[i] = prior
             if cap is not None:
                 self._skip(f"{name} epochs after {cap}",
-                           f"base predictor {name} stopped after epoch {cap}: time limit {self.time_limit:g} s")
+                           f"base predictor {name} stopped after epoch {cap} for the time limit "
+                           f"({self._limit_words()})")
             self.spent(name, 0.0 if is_free else time.perf_counter() - t0)
         return out
 

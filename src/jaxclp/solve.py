@@ -47,7 +47,7 @@ from jaxclp.operator import FactoredOperator, clp_operator, norm_bounds
 from jaxclp.propagate import check_spectrum, residual
 
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
-METHODS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
+SOLVERS = ("dense", "cg", "bicgstab", "gmres", "jacobi", "neumann")
 """The closed-form methods :func:`solve` takes as ``method=`` (besides ``"auto"``, which picks one of them)."""
 EDGE_LIST_METHODS = ("dense", "gmres")
 """Methods that need the graph's global edge list (``graph.has_edge_list``: not a sharded graph)."""
@@ -473,10 +473,10 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
         if _checks.is_concrete(alphas, rho_bound):
             bound = float(np.max(np.asarray(alphas))) * float(np.max(np.asarray(rho_bound)))
         method = choose_method(op.graph, normalization, bound)
-    elif method not in METHODS:
-        raise ValueError(f"method must be 'auto' or one of {METHODS}; got {method!r}")
+    elif method not in SOLVERS:
+        raise ValueError(f"method must be 'auto' or one of {SOLVERS}; got {method!r}")
     if method in EDGE_LIST_METHODS and not op.graph.has_edge_list:
-        usable = tuple(m for m in METHODS if m not in EDGE_LIST_METHODS)
+        usable = tuple(m for m in SOLVERS if m not in EDGE_LIST_METHODS)
         raise ValueError(f"method={method!r} is not supported for a {type(op.graph).__name__} (it needs the global "
                          f"edge list on one device); use 'auto' or one of {usable}")
     if method == "cg" and not (cg_valid(op.graph, normalization) if symmetric_ok is None else symmetric_ok):
@@ -513,7 +513,7 @@ def alpha_chunk(method: str, shape, dtype) -> int:
     size = int(np.prod(shape))
     per_alpha = WORKING_VECTORS[method] * size * np.dtype(dtype).itemsize
     chunk = max(1, int(min(SOLVE_CHUNK_BYTES / max(per_alpha, 1), 2**31)))  # an infinite budget: one chunk
-    if method in METHODS and size >= SOLVE_CHUNK_MIN_SIZE:
+    if method in SOLVERS and size >= SOLVE_CHUNK_MIN_SIZE:
         chunk = min(chunk, SOLVE_CHUNK_ALPHAS)
     return chunk
 
@@ -605,7 +605,7 @@ def solve(
             all at once would pass :data:`SOLVE_CHUNK_BYTES`, and at most :data:`SOLVE_CHUNK_ALPHAS` together
             from n K = :data:`SOLVE_CHUNK_MIN_SIZE`; the value is then (A, n, K)).
         normalization: "sym", "row" or "none".
-        method: "auto" or one of ``METHODS`` (see the module docstring).
+        method: "auto" or one of ``SOLVERS`` (see the module docstring).
         tol: relative residual target per class; a class whose normwise backward error is within
             :data:`BACKWARD_ERROR_ULPS` units of roundoff of its dtype counts as converged too (the module
             docstring: in float32 near alpha = 1 a relative residual of 1e-6 is below what rounding leaves).

@@ -80,7 +80,7 @@ def test_cli_epochs_and_runs_must_be_positive(tmp_path, capsys, bad):
         cli.main(["run", "--dataset", "texas", "--out", str(out), *bad])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument {bad[0]}:" in err and ("must be >= 1" in err or "invalid int" in err)
+    assert err == f"jaxclp run: error: {bad[0]} must be an integer >= 1; got {bad[1]!r}\n"
     assert not out.exists()
 
 
@@ -93,7 +93,8 @@ def test_predict_val_fraction_is_checked_when_parsed(tmp_path, capsys, bad):
                   "--val-fraction", bad, "--out", str(tmp_path / "p.csv")])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "argument --val-fraction:" in err and ("must lie in (0, 1)" in err or "invalid float" in err)
+    assert err == f"jaxclp predict: error: --val-fraction must be a number between 0 and 1 (exclusive, e.g. 0.2); got " \
+                  f"{bad!r}\n"
     assert not (tmp_path / "p.csv").exists()
 
 
@@ -108,7 +109,7 @@ def test_cli_version_datasets_and_help(tmp_path, capsys, monkeypatch):
     assert "`jaxclp datasets` lists them" in " ".join(capsys.readouterr().out.split())
     with pytest.raises(SystemExit) as e:  # --dataset and --graph are mutually exclusive
         cli.main(["run", "--dataset", "texas", "--graph", "g.npz"])
-    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert e.value.code == 2 and "--graph is not allowed with --dataset" in capsys.readouterr().err
     # the registry, with "cached" for a dataset whose files are in the data root
     root = tmp_path / "data"
     spec = jaxclp.datasets.REGISTRY["texas"]
@@ -252,7 +253,7 @@ def test_cli_distributed_flags_parse_and_are_checked(tmp_path, capsys, monkeypat
     assert calls == []
     with pytest.raises(SystemExit) as e:
         cli.main(base + ["--coordinator", "h:1", "--num-processes", "2", "--process-id", "-1"])
-    assert e.value.code == 2 and "must be >= 0" in capsys.readouterr().err
+    assert e.value.code == 2 and "--process-id must be an integer >= 0; got '-1'" in capsys.readouterr().err
 
 
 def test_cli_run_on_a_non_zero_process_writes_nothing(tmp_path, capsys, monkeypatch):
@@ -356,10 +357,12 @@ def test_cli_run_with_custom_label_rates(tmp_path, capsys):
     recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     assert [r["split"] for r in recs] == ["0.6/0.2/0.2"] * 2
     assert all(round(12 * r["test"]) == pytest.approx(12 * r["test"], abs=1e-4) for r in recs)  # 12 test nodes
+    capsys.readouterr()
     for bad in ("60/30/20", "0.7/0.4", "huge"):
         with pytest.raises(SystemExit) as e:
             cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", bad, "--out", str(out)])
-        assert e.value.code == 2 and "argument --split" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("jaxclp run: error: --split ") and err.count("\n") == 1
 
 
 # ------------------------------------------------------------------------------- what a newcomer meets
@@ -437,9 +440,7 @@ def test_cli_refuses_silent_inputs_with_one_line(tmp_path, capsys):
          "an unlabelled one with an empty label (a line '25,')"),
         ([*run, "--graph", str(e), "--priors", "mlp,gnn", "--out", out], "unknown base predictor(s) ['gnn']",
          "choose from gat, gat_tuned, gcn"),
-        ([*run, "--graph", str(e), "--time-limit", "-1", "--out", out], "--time-limit must be a number of seconds",
-         ">= 0, or 'none' for no limit"),
-    ]
+    ]  # a bad --time-limit is refused when parsed: test_every_bad_value_is_one_line_naming_option_value_and_...
     for args, what, way_out in cases:
         assert cli.main(args) == 2, args
         err = capsys.readouterr().err
@@ -450,28 +451,52 @@ def test_cli_refuses_silent_inputs_with_one_line(tmp_path, capsys):
 
 
 def test_cli_two_class_graph_metric_and_note(tmp_path, capsys):
-    """A two-class user graph whose rarer class is under a third of the labelled nodes is scored by ROC-AUC unless
-    --metric says otherwise, with a one-line note; a balanced one keeps accuracy, with a note saying why. Every
-    printed line names the metric used (the description line used to say accuracy under --metric roc_auc)."""
-    e, y = _edge_list(tmp_path, [1 if i % 5 == 0 else 0 for i in range(60)], p_in=0.1)  # 12 of 60: 20 %
+    """Every two-class user graph is scored by ROC-AUC unless --metric says otherwise (one rule, whatever the class
+    balance: 40 % positives as 20 % or 50 %), with a one-line note naming the rarer class's share and the way to
+    accuracy; the ranking's chance line is 50. Every printed line names the metric used."""
+    e, y = _edge_list(tmp_path, [1 if i % 5 in (0, 1) else 0 for i in range(60)], p_in=0.1)  # 24 of 60: 40 %
     args = ["run", "--graph", str(e), "--labels", str(y), "--methods", "lp", "--runs", "2", "--split", "dense",
             "--no-progress"]
     assert cli.main([*args, "--out", str(tmp_path / "a")]) == 0
     io = capsys.readouterr()
-    assert "jaxclp: note: e has two classes and only 20% of its labelled nodes are 1: scoring ROC-AUC" in io.err
+    assert ("jaxclp: note: e has two classes (40% of its labelled nodes are 1): scoring ROC-AUC, as for every "
+            "two-class graph (--metric accuracy to change it)") in io.err
     describe = next(ln for ln in io.err.splitlines() if ln.startswith("jaxclp: e: "))
     assert describe.endswith("metric roc_auc")  # the graph's line names the metric used
-    assert "test ROC-AUC" in io.out
+    assert "test ROC-AUC" in io.out and "  chance (a constant score): 50.0" in io.out.splitlines()
     assert {r["metric"] for r in records.read_records(tmp_path / "a" / records.RESULTS_FILE)
             if r["type"] == "result"} == {"roc_auc"}
     assert cli.main([*args, "--metric", "accuracy", "--out", str(tmp_path / "b")]) == 0
     io = capsys.readouterr()
     assert "note:" not in io.err and io.err.rstrip().endswith("metric accuracy") and "test accuracy" in io.out
+    assert "  chance (always the majority class): " in io.out
     _edge_list(tmp_path, [i % 2 for i in range(60)], p_in=0.1)
     assert cli.main([*args, "--out", str(tmp_path / "c")]) == 0
     err = capsys.readouterr().err
-    assert "two classes, 50% of its labelled nodes 0: balanced enough for accuracy (--metric roc_auc" in err
-    assert "metric accuracy" in err
+    assert "two classes (50% of its labelled nodes are 0): scoring ROC-AUC" in err and "metric roc_auc" in err
+
+
+def test_cli_ranking_shows_chance_and_marks_methods_not_above_it(tmp_path):
+    """The ranking's chance line is the mean over the runs of the header's majority-class shares; a method whose
+    mean is within its std of it is marked '≤ chance' and counted in one line; the best line says how far above
+    chance it is; records without the header field say chance is unknown in one line."""
+    out = tmp_path / "r"
+    out.mkdir()
+    recs = [{"type": "header", "dataset": "g", "split": "medium", "chance": [0.64, 0.66]}]
+    for m, tests in (("clp", [0.68, 0.69]), ("lp", [0.64, 0.68]), ("mlp", [0.60, 0.62])):
+        recs += [{"type": "result", "dataset": "g", "split": "medium", "run": i, "method": m, "metric": "accuracy",
+                  "val": 0.5, "test": t, "params": {}, "seconds": 0.1} for i, t in enumerate(tests)]
+    (out / records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    lines = cli.ranking_text(out, "g", "medium", ["clp", "lp", "mlp"]).splitlines()
+    assert lines[0].endswith("% test accuracy over 2 runs (mean ± std), +3.5 over chance")
+    assert [ln.split()[1] for ln in lines[2:5]] == ["clp", "lp", "mlp"]
+    assert not lines[2].endswith("≤ chance") and lines[3].endswith("≤ chance") and lines[4].endswith("≤ chance")
+    assert lines[5] == "  chance (always the majority class): 65.0"
+    assert lines[6] == ("≤ chance: 2 of 3 methods (lp, mlp) are not above chance by more than their std over the "
+                        "runs")
+    (out / records.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in recs[1:]))
+    text = cli.ranking_text(out, "g", "medium", ["clp", "lp", "mlp"])
+    assert "≤ chance" not in text and text.splitlines()[5].startswith("chance: unknown for these records")
 
 
 def test_cli_run_prints_the_ranking_in_words(tmp_path, capsys):
@@ -485,8 +510,8 @@ def test_cli_run_prints_the_ranking_in_words(tmp_path, capsys):
     recs = [r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "result"]
     score = {m: 100 * np.array([r["test"] for r in recs if r["method"] == m]) for m in ("lp", "clp_star")}
     best, second = sorted(score, key=lambda m: -score[m].mean())
-    assert lines[0] == (f"best on e (medium split): {best}, {score[best].mean():.1f} ± {score[best].std(ddof=1):.1f} "
-                        "% test accuracy over 3 runs (mean ± std)")
+    assert lines[0].startswith(f"best on e (medium split): {best}, {score[best].mean():.1f} ± "
+                               f"{score[best].std(ddof=1):.1f} % test accuracy over 3 runs (mean ± std)")
     assert lines[1] == "ranking (test accuracy in %, mean ± std over the runs):"
     assert lines[2].split() == ["1.", best, f"{score[best].mean():.1f}", "±", f"{score[best].std(ddof=1):.1f}",
                                 "(test", "accuracy", "%,", "3", "runs)"]  # each line names the metric
@@ -532,21 +557,6 @@ def test_cli_musae_target_csv_header_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "musae_ENGB_target.csv: line 1 (the header 'id,days,mature,views,partner,new_id')" in err
     assert "line 7127" not in err
-
-
-def test_job_eta_from_the_records_own_times():
-    """No ETA before 3 records; then mean record time x records left (this unit's exactly, later units' at most
-    runs x methods): by hand 2 s x (7 + 2 x 10) = 54 s."""
-    tracker = progress.Job(total=3, records_per_unit=10)
-    tracker.begin("a", "medium", 10)
-    tracker.record(1.0)
-    tracker.record(2.0)
-    assert tracker.eta() is None
-    tracker.record(3.0)
-    assert tracker.eta() == pytest.approx(2.0 * (7 + 2 * 10))
-    tracker.begin("b", "medium", 4)  # 6 of b's 10 records reused: 4 to compute, one unit after it
-    assert tracker.eta() == pytest.approx(2.0 * (4 + 10))
-    assert [progress._duration(s) for s in (45, 192, 7500)] == ["45s", "3m12s", "2h05m"]
 
 
 def test_run_says_what_it_reuses_and_plumbs_priors_and_time_limit(tmp_path, capsys, monkeypatch):
@@ -609,7 +619,7 @@ def test_reproduce_targets_name_their_job_and_summary(tmp_path, monkeypatch):
     title = "Heterophily datasets, sparse (5/5/90) and dense (48/32/20) splits"
     assert [c[:4] for c in calls] == [("texas", "sparse", 1, 4), ("cornell", "sparse", 2, 4),
                                       ("texas", "dense", 3, 4), ("cornell", "dense", 4, 4)]
-    assert calls[0][4] == (tmp_path / "table4", {"title": title, "methods": reproduce.METHODS})
+    assert calls[0][4] == (tmp_path / "table4", {"title": title, "methods": reproduce.TABLE_METHODS})
     assert progress.active_output()[0] != tmp_path / "table4"  # restored after the target
 
 
@@ -667,3 +677,101 @@ def test_run_and_predict_plan_print_the_search_and_fit_nothing(tmp_path, capsys,
                      "--out", str(tmp_path / "p.csv")]) == 0
     text = capsys.readouterr().out
     assert "base predictor  link" in text and "gcn_tuned" not in text and not (tmp_path / "p.csv").exists()
+
+
+# ------------------------------------------------------------------ issue 70: bad values, names, help defaults
+@pytest.mark.parametrize("args, line", [
+    (["--runs", "0"], "jaxclp run: error: --runs must be an integer >= 1; got '0'"),
+    (["--runs", "x"], "jaxclp run: error: --runs must be an integer >= 1; got 'x'"),
+    (["--time-limit", "abc"], "jaxclp run: error: --time-limit must be seconds (a number >= 0) or 'none' for no "
+                              "limit; got 'abc'"),
+    (["--time-limit", "-3"], "jaxclp run: error: --time-limit must be seconds (a number >= 0) or 'none' for no "
+                             "limit; got '-3'"),
+    (["--time-limit", "nan"], "jaxclp run: error: --time-limit must be seconds (a number >= 0) or 'none' for no "
+                              "limit; got 'nan'"),
+    (["--seed", "1.5"], "jaxclp run: error: --seed must be an integer; got '1.5'"),
+    (["--metric", "f1"], "jaxclp run: error: --metric must be one of accuracy, roc_auc; got 'f1'"),
+    (["--split", "huge"], "jaxclp run: error: --split must be one of sparse, medium, dense, published or "
+                          "TRAIN/VAL[/TEST] label rates (e.g. 0.6/0.2/0.2 or 60/20/20); got 'huge'"),
+    (["--epochs"], "jaxclp run: error: --epochs needs a value (expected one argument)"),
+])
+def test_every_bad_value_is_one_line_naming_option_value_and_what_is_accepted(tmp_path, capsys, args, line):
+    """``--time-limit abc`` and ``--runs 0`` printed argparse's 12-line usage block first; now every bad value is
+    one line ``jaxclp run: error: OPTION must be ...; got 'VALUE'`` and exit 2, nothing written."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--dataset", "texas", "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == line + "\n" and "usage:" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_values_of_other_subcommands_are_one_line_too(tmp_path, capsys):
+    for argv, line in ((["reproduce", "table9"], "jaxclp reproduce: error: TARGET must be one of "),
+                       (["reproduce", "table2", "--runs", "-1"],
+                        "jaxclp reproduce: error: --runs must be an integer >= 1; got '-1'"),
+                       (["predict", "--dataset", "texas", "--out", "p.csv", "--method", "nomethod"],
+                        "jaxclp predict: error: --method must be one of "),
+                       (["nope"], "jaxclp: error: the command must be one of run, predict, reproduce")):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith(line) and err.count("\n") == 1, (argv, err)
+    # a missing option is no bad value: argparse's usage line stays, it names what the command needs
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: jaxclp run" in err and "one of the arguments --dataset --graph" in err
+
+
+def test_help_prints_the_time_limit_default_once(capsys):
+    for sub, value in (("run", "60"), ("predict", "60")):
+        with pytest.raises(SystemExit):
+            cli.main([sub, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        start = text.index("--time-limit SECONDS seconds")
+        part = text[start:text.index("--plan", start)]
+        assert part.count("(default:") == 1 and part.endswith(f"(default: {value}) "), part
+
+
+def test_features_with_the_wrong_number_of_rows_name_the_way_out(tmp_path, capsys):
+    e, y = _edge_list(tmp_path, [i % 2 for i in range(12)])
+    np.save(tmp_path / "x.npy", np.ones((10, 2), np.float32))
+    assert cli.main(["run", "--graph", str(e), "--labels", str(y), "--features", str(tmp_path / "x.npy"),
+                     "--out", str(tmp_path / "o"), "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert "x.npy: 10 feature rows but the labels file defines 12 nodes; give one row per node of the graph (12 " \
+           "rows, row i for node id i, 0..11;" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("rel, name", [("PTBR/musae_PTBR_edges.csv", "musae_PTBR"), ("PTBR/edges.csv", "PTBR"),
+                                       ("git/data/edges.csv.gz", "git"), ("cora/cora.edges", "cora"),
+                                       ("x/my-graph-edges.txt", "my-graph"), ("x/mine.npz", "mine"),
+                                       ("books/graph.csv", "books"), ("y/roads.tsv.xz", "roads")])
+def test_a_graph_file_is_named_after_its_folder_or_stem(tmp_path, rel, name):
+    from jaxclp.datasets.files import graph_name
+
+    assert graph_name(tmp_path / rel) == name
+
+
+def test_run_and_predict_name_the_graph_after_the_folder_or_name(tmp_path, capsys):
+    """``run --graph PTBR/edges.csv`` records the dataset ``PTBR`` (it was ``edges``); ``--name`` sets it for run and
+    predict (records, ranking title, predictions' JSON); ``--name`` with ``--dataset`` is refused."""
+    d = tmp_path / "PTBR"
+    d.mkdir()
+    e, y = _edge_list(d, [i % 2 for i in range(40)])
+    e = e.rename(d / "edges.csv")
+    base = ["run", "--graph", str(e), "--labels", str(y), "--methods", "lp", "--runs", "1", "--no-progress"]
+    assert cli.main([*base, "--out", str(tmp_path / "a")]) == 0
+    recs = [r for r in records.read_records(tmp_path / "a" / records.RESULTS_FILE) if r["type"] == "result"]
+    assert {r["dataset"] for r in recs} == {"PTBR"}
+    assert cli.main([*base, "--out", str(tmp_path / "b"), "--name", "twitch-ptbr"]) == 0
+    recs = [r for r in records.read_records(tmp_path / "b" / records.RESULTS_FILE) if r["type"] == "result"]
+    assert {r["dataset"] for r in recs} == {"twitch-ptbr"}
+    assert "twitch-ptbr" in (tmp_path / "b" / "summary.md").read_text()
+    capsys.readouterr()
+    assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--method", "lp", "--name", "ptbr2",
+                     "--out", str(tmp_path / "p.csv"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "p.json").read_text())["dataset"] == "ptbr2"
+    capsys.readouterr()
+    assert cli.main(["run", "--dataset", "texas", "--name", "t", "--out", str(tmp_path / "c")]) == 2
+    assert "--name only apply to --graph FILE" in capsys.readouterr().err

@@ -246,17 +246,21 @@ def test_predict_says_which_predictor_made_the_labels(tmp_path, monkeypatch, cap
     monkeypatch.setitem(methods.METHODS, "clp", _fake_clp(prior, right))
     pred = predict(ds, "clp", val_fraction=0.34, seed=0, refit=False)
     assert (pred.base_prior, pred.prior_val_score, pred.val_score) == ("link", 0.5, 1.0)
+    # chance: the training labels hold two nodes of each class (tie: class 0), one of the 2 validation nodes is 0
+    assert pred.chance == 0.5
     assert pred.explain() == ("labels from CLP's propagation on top of LINK: validation accuracy 0.50 -> 1.00 on 2 "
-                              "nodes (alpha 0.5)")
+                              "nodes (alpha 0.5); +0.50 over chance (always the majority class: 0.50 on the "
+                              "validation nodes)")
     monkeypatch.setitem(methods.METHODS, "clp", _fake_clp(right, half, skipped=("gcn_tuned",)))
     pred = predict(ds, "clp", val_fraction=0.34, seed=0)
     assert pred.params["alpha"] == 0.0 and pred.prior_val_score == pred.val_score == 1.0
     assert pred.explain() == ("labels from LINK alone (validation accuracy 1.00 on 2 nodes): CLP's propagation did "
-                              "not beat it on validation, so alpha = 0; left out for the time limit: gcn_tuned")
+                              "not beat it on validation, so alpha = 0; +0.50 over chance (always the majority "
+                              "class: 0.50 on the validation nodes); left out for the time limit: gcn_tuned")
     out = tmp_path / "p.csv"
     with pytest.warns(UserWarning):
         assert cli.main(["predict", "--graph", str(e), "--labels", str(y), "--val-fraction", "0.34", "--out",
-                         str(out)]) == 0
+                         str(out), "--metric", "accuracy"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == pred.explain()  # between the CSV's and the JSON's path
     info = json.loads(out.with_suffix(".json").read_text())
     assert info["explanation"] == pred.explain() and info["base_prior"] == "link" and info["skipped"] == ["gcn_tuned"]

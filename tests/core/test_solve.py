@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import reference as ref
 from jaxclp import Graph, solve
-from jaxclp.solve import METHODS
+from jaxclp.solve import SOLVERS
 
 N = 40
 K = 5
@@ -72,7 +72,7 @@ def cg_valid(kind, norm):
 
 
 @pytest.mark.parametrize("kind,norm", CASES)
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", SOLVERS)
 def test_method_agrees_with_reference(rng, method, kind, norm):
     g = make_graph(kind)
     b0, h, prior = make_problem(rng, N, K)
@@ -145,7 +145,7 @@ def test_auto_returns_valid_method(rng):
         ops = ref_ops(g, b0, h, norm)
         alpha = pick_alpha(ops, norm)
         sol = solve(g, jnp.asarray(b0), jnp.asarray(h), jnp.asarray(prior), alpha=alpha, normalization=norm)
-        assert sol.method in METHODS
+        assert sol.method in SOLVERS
         assert_solution_ok(sol, ops, prior, alpha, 1e-6)
 
 
@@ -574,7 +574,7 @@ def sparse_residual(a, normalization, b0, h, prior, x, alpha):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", SOLVERS)
 def test_every_method_converges_to_what_its_precision_allows(method, dtype):
     """alpha 0.9 / 0.99 / 0.999 in float32 and float64, every method, against numpy's dense solve.
 

@@ -16,7 +16,7 @@ import jaxclp
 from jaxclp import Graph
 from jaxclp.operator import FactoredOperator, operator_spectral_radius, spectral_scale
 from jaxclp.graph import edge_values
-from jaxclp.solve import METHODS, solve_operator
+from jaxclp.solve import SOLVERS, solve_operator
 
 N, K = 9, 3
 EPS = 1e-6
@@ -93,7 +93,7 @@ def _slow_gmres(methods, keep=True):
     return [pytest.param(m, marks=pytest.mark.slow) if (m == "gmres" and not keep) else m for m in methods]
 
 
-@pytest.mark.parametrize("method", _slow_gmres(METHODS, keep=False))
+@pytest.mark.parametrize("method", _slow_gmres(SOLVERS, keep=False))
 @pytest.mark.parametrize("normalization", ["sym", "row", "none"])
 def test_grad_matches_finite_differences_undirected(method, normalization):
     if method == "cg" and normalization == "row":
@@ -101,7 +101,7 @@ def test_grad_matches_finite_differences_undirected(method, normalization):
     _check(False, method, normalization, alpha=0.3 if normalization == "none" else 0.7)
 
 
-@pytest.mark.parametrize("method", [m for m in METHODS if m != "cg"])
+@pytest.mark.parametrize("method", [m for m in SOLVERS if m != "cg"])
 def test_grad_matches_finite_differences_directed(method):
     """gmres runs here (directed, the nonsymmetric adjoint); undirected gmres cases are marked slow."""
     _check(True, method, "sym", alpha=0.8, seed=3)

@@ -65,8 +65,60 @@ def test_npz_wrong_keys_and_pickle(tmp_path):
     np.savez(tmp_path / "c.npz", **{**a, "node_labels": np.arange(5)})
     with pytest.raises(ValueError, match=r"c\.npz: node_features has 6 rows but node_labels has 5"):
         D.load_file(tmp_path / "c.npz")
-    with pytest.raises(ValueError, match="labels=, features= and weighted= apply to an edge-list"):
-        D.load_file(tmp_path / "p.npz", labels=tmp_path / "p.npz")
+    with pytest.raises(ValueError, match=r"features= and weighted= apply to an edge-list.*labels= may replace"):
+        D.load_file(tmp_path / "p.npz", features=tmp_path / "p.npz")
+
+
+def test_labels_file_replaces_the_labels_of_an_npz(tmp_path, capsys):
+    """``labels=`` with a .npz: its rows (node index, label) replace the file's own labels, a node it does not list
+    is unlabelled, and a warning says both; ids outside 0..n-1 or not integers are refused, naming the way out."""
+    a = _platonov(tmp_path / "mine.npz")
+    lab = tmp_path / "fixed.csv"
+    lab.write_text("node,label\n0,b\n1,a\n2,a\n3,b\n5,a\n")  # node 4's label hidden
+    with pytest.warns(UserWarning) as caught:
+        ds = D.load_file(tmp_path / "mine.npz", labels=lab)
+    notes = [str(w.message) for w in caught]
+    assert any("fixed.csv: these labels replace the labels of" in t and "mine.npz" in t
+               and "node ids = its node indices 0..5" in t and "the 1 of its 6 nodes the file does not list are "
+               "unlabelled" in t for t in notes), notes
+    assert ds.labels.tolist() == [1, 0, 0, 1, -1, 0] and ds.num_classes == 2
+    assert ds.label_values.tolist() == ["a", "b"]
+    np.testing.assert_array_equal(ds.features, a["node_features"])  # the graph and features stay the file's
+    assert ds.num_undirected_edges == 4 and ds.info["files"]["labels"] == str(lab) and ds.name == "mine"
+    one_per_line = tmp_path / "y.txt"
+    one_per_line.write_text("1\n1\n0\n0\n1\n0\n")  # one label per line: nodes 0..5
+    with pytest.warns(UserWarning, match="these labels replace") as caught:
+        ds = D.load_file(tmp_path / "mine.npz", labels=one_per_line)
+    assert ds.labels.tolist() == [1, 1, 0, 0, 1, 0]
+    assert not any("does not list" in str(w.message) for w in caught)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,a\n1,b\n9,a\n")
+    with pytest.raises(ValueError, match=r"bad\.csv: 1 node id\(s\) outside the nodes 0\.\.5 of .*mine\.npz, "
+                                         r"e\.g\. \[9\]; a labels file for a platonov npz names its nodes by index"):
+        D.load_file(tmp_path / "mine.npz", labels=bad)
+    bad.write_text("n0,a\nn1,b\n")
+    with pytest.raises(ValueError, match=r"bad\.csv: node ids must be the node indices 0\.\.5 of"):
+        D.load_file(tmp_path / "mine.npz", labels=bad)
+
+
+def test_cli_labels_with_an_npz_graph_prints_one_note(tmp_path, capsys, monkeypatch):
+    """``jaxclp run --graph g.npz --labels L``: accepted; the replacement is one line on stderr."""
+    import sys
+
+    from jaxclp.experiments import cli
+
+    def show(message, category, filename, lineno, file=None, line=None):  # as outside pytest: printed to stderr
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", show)
+
+    _platonov(tmp_path / "mine.npz", with_masks=False)
+    lab = tmp_path / "y.csv"
+    lab.write_text("0,0\n1,1\n2,0\n3,1\n4,0\n5,1\n")
+    assert cli.main(["run", "--graph", str(tmp_path / "mine.npz"), "--labels", str(lab), "--plan"]) == 0
+    err = capsys.readouterr().err
+    notes = [ln for ln in err.splitlines() if "these labels replace" in ln]
+    assert len(notes) == 1 and notes[0].startswith("jaxclp: warning: ") and "y.csv" in notes[0], err
 
 
 def test_edge_list_with_ids_and_string_labels(tmp_path):
@@ -126,7 +178,8 @@ def test_edge_list_errors_name_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"node id\(s\) that are not in y2\.csv, e\.g\. \[0, 1\]"):
         D.load_file(e, labels=lab2)
     np.save(tmp_path / "x.npy", np.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"x\.npy: 2 feature rows but the labels file defines 3 nodes"):
+    with pytest.raises(ValueError, match=r"x\.npy: 2 feature rows but the labels file defines 3 nodes; give one row "
+                                         r"per node of the graph \(3 rows, "):
         D.load_file(e, labels=lab, features=tmp_path / "x.npy")
     (tmp_path / "x.csv").write_text("1,2\n3,oops\n5,6\n")
     with pytest.raises(ValueError, match=r"x\.csv: line 2: non-numeric"):

@@ -73,8 +73,12 @@ def test_ogb_refusals_name_the_file(tmp_path):
     _ogb(tmp_path / "a", features=False)
     ds = D.load_file(tmp_path / "a")
     assert ds.features is None
-    with pytest.raises(ValueError, match="an OGB folder holds its own labels"):
-        D.load_file(tmp_path / "a", labels=tmp_path / "a" / "raw" / "node-label.csv.gz")
+    # labels= replaces the folder's labels (one label per line: nodes 0..n-1), with a warning saying so
+    with pytest.warns(UserWarning, match=r"node-label\.csv\.gz: these labels replace the labels of .*ogb folder"):
+        same = D.load_file(tmp_path / "a", labels=tmp_path / "a" / "raw" / "node-label.csv.gz")
+    np.testing.assert_array_equal(same.labels, ds.labels)
+    with pytest.raises(ValueError, match="an OGB folder holds its own features and edges"):
+        D.load_file(tmp_path / "a", features=tmp_path / "a" / "raw" / "node-label.csv.gz")
     # multi-task labels (ogbn-proteins)
     _gz(tmp_path / "a" / "raw" / "node-label.csv.gz", ["0,1,0\n"] * 40)
     with pytest.raises(ValueError, match=r"node-label\.csv\.gz: 3 label columns \(multi-task"):

@@ -274,7 +274,7 @@ def test_gcn_is_the_papers_single_candidate_and_gcn_tuned_adds_the_grid(tmp_path
     assert sorted(grid) == sorted([(d, True, True) for d in range(1, 6)] + [(d, False, False) for d in (1, 2, 3)])
     # gcn_tuned's candidates include the very same Kipf fit (same key), so validation can only improve on it
     assert by["gcn_tuned"]["val"] >= by["gcn"]["val"]
-    assert "gcn" in reproduce.METHODS and "gcn_tuned" not in reproduce.METHODS  # tables: the paper's GCN
+    assert "gcn" in reproduce.TABLE_METHODS and "gcn_tuned" not in reproduce.TABLE_METHODS  # tables: the paper's GCN
     assert {"gcn_tuned", "sage", "gat", "gat_sep", "gcn_sep"} <= set(reproduce.GNN_METHODS)
     assert "table_gnn" in reproduce.TARGETS
 
@@ -288,7 +288,7 @@ def test_table_ablation_target_runs_the_extensions_in_order(tmp_path, monkeypatc
     assert reproduce.TARGETS["table_ablation"] is reproduce.table_ablation
     assert reproduce.ABLATION_METHODS == ("mlp", "clp_paper", "clp_authors", "clp_mlp", "clp", "clp_e2e")
     assert set(reproduce.ABLATION_METHODS) <= set(methods.METHODS)
-    assert {"clp", "clp_mlp", "clp_paper"} <= set(reproduce.METHODS)
+    assert {"clp", "clp_mlp", "clp_paper"} <= set(reproduce.TABLE_METHODS)
     calls, summaries = [], []
     monkeypatch.setattr(reproduce, "run", lambda name, split, meth, runs, d, **kw: calls.append(
         (name, split, tuple(meth), runs, d.name)))
@@ -538,3 +538,25 @@ def test_a_three_split_run_compiles_no_more_programs_than_a_one_split_run(tmp_pa
     more = {f: (per_runs[1].get(f, 0), n) for f, n in per_runs[3].items() if n > per_runs[1].get(f, 0)}
     assert sum(per_runs[1].values()) > 20  # the listener saw the run's compilations
     assert not more, f"programs compiled again for later splits (1-split count, 3-split count): {more}"
+
+
+def test_header_records_each_splits_majority_class_chance(tmp_path):
+    """The run's header holds, per split, the accuracy of always answering the majority class of that split's
+    training labels on its test nodes (counted here by hand from the splits); result records are unchanged."""
+    ds = _dataset()
+    y = np.asarray(ds.labels).copy()
+    y[:60] = 0  # 60 of class 0 (40 + 20 relabelled), 40 of class 1, 20 of class 2: 0 is the majority
+    y[60:80] = 1
+    ds = dataclasses.replace(ds, labels=y)
+    out = tmp_path / "chance"
+    recs = runner.run(ds, "medium", ["lp"], runs=2, out=out, epochs=5, progress=False)
+    header = next(r for r in records.read_records(out / records.RESULTS_FILE) if r["type"] == "header")
+    sp = runner.get_splits(ds, "medium", 2, 0)
+    hand = []
+    for i in range(2):
+        counts = [int((y[np.asarray(sp.train[i])] == c).sum()) for c in range(3)]
+        majority = counts.index(max(counts))
+        test_labels = y[np.asarray(sp.test[i])]
+        hand.append(sum(int(v == majority) for v in test_labels) / len(test_labels))
+    assert header["chance"] == pytest.approx(hand) and all(0.3 < h < 0.7 for h in hand)
+    assert all("chance" not in r for r in recs)

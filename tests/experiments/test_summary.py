@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from jaxclp.experiments import summary
 
@@ -52,7 +53,7 @@ def test_no_paper_number_beside_another_metric():
     """The paper's deezer-europe numbers are accuracies: beside ROC-AUC records (``jaxclp run --metric roc_auc``)
     no paper number is shown, in result cells or empty ones; beside accuracy records it is."""
     acc = summary.markdown(_records("deezer-europe", "medium", "mlp", [0.66, 0.67]), "t")
-    assert "paper" in _row(acc, "deezer-europe", "medium")[3]
+    assert "paper" in _row(acc, "deezer-europe", "medium")[4]  # after the chance column
     auc = summary.markdown(_records("deezer-europe", "medium", "mlp", [0.70, 0.71], metric="roc_auc"), "t",
                            methods=("mlp", "cs"))
     row = _row(auc, "deezer-europe", "medium")
@@ -65,7 +66,7 @@ def test_columns_without_results_show_the_paper_number():
     recs = _records("texas", "medium", "mlp", [0.6, 0.7])
     text = summary.markdown(recs, "t", methods=("mlp", "gcn", "h2gcn"))
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
-    assert header[3:] == ["mlp", "gcn", "h2gcn"]
+    assert header[3:] == ["chance", "mlp", "gcn", "h2gcn"]
     row = _row(text, "texas", "medium")
     assert row[header.index("gcn")] == "–<br>paper 54.2 ± 3.2"  # paper GCN texas/medium 54.17 ± 3.18
     assert "gcn" not in summary.markdown(recs, "t")  # only the records' methods by default
@@ -80,10 +81,10 @@ def test_table_homophily_target_runs_the_papers_grid(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "write_summary", lambda d, title="", methods=(): (d, title, tuple(methods)))
     (d, title, methods), = reproduce.table_homophily(tmp_path, runs=3, dagger=False)
     assert "WikiCS" in title and "not obtainable" in title
-    assert methods == reproduce.METHODS and {"gcn", "h2gcn"} <= set(methods)
+    assert methods == reproduce.TABLE_METHODS and {"gcn", "h2gcn"} <= set(methods)
     assert {c[0] for c in calls} == {"dblp", "coauthor-cs", "acm", "coauthor-physics"}
     assert {c[1] for c in calls} == {"sparse", "medium", "dense"} and len(calls) == 12
-    assert all(c[2] == reproduce.METHODS and c[3] == 3 and c[4] == "table_homophily" for c in calls)
+    assert all(c[2] == reproduce.TABLE_METHODS and c[3] == 3 and c[4] == "table_homophily" for c in calls)
     assert "table_homophily" in reproduce.TARGETS
 
 
@@ -162,7 +163,7 @@ def test_only_shows_exactly_the_given_columns():
     recs = _records("texas", "medium", "mlp", [0.6, 0.7]) + _records("texas", "medium", "lp", [0.5, 0.5])
     text = summary.markdown(recs, "t", methods=("mlp", "clp"), only=True)
     header = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
-    assert header[3:] == ["mlp", "clp"]
+    assert header[3:] == ["chance", "mlp", "clp"]
 
 
 def test_compute_time_counts_the_mlp_prior_once_per_split():
@@ -252,7 +253,7 @@ def test_paper_legend_only_where_the_paper_has_a_number():
     with the paper's method keeps both."""
     mine = summary.markdown(_records("my_graph", "medium", "clp", [0.6, 0.7]), "t")
     assert "paper" not in mine.lower() and "Δ = ours" not in mine
-    assert "| my_graph | medium | accuracy | **65.0 ± 7.1 (2)** ‡ |" in mine  # ‡: the records have no method_hash
+    assert "| my_graph | medium | accuracy | ? | **65.0 ± 7.1 (2)** ‡ |" in mine  # ‡: the records have no method_hash
     texas = summary.markdown(_records("texas", "medium", "clp", [0.6, 0.7]), "t")
     assert "Paper: the CLP paper's mean ± std" in texas and "paper 69.6 ± 3.8" in texas
 
@@ -266,3 +267,45 @@ def test_skipped_base_predictors_are_listed_with_the_time_limit():
     assert "### Left out for time" in text
     assert "| g | medium | clp | 30 | gcn_tuned (1 of 3), sage_tuned (2 of 3) |" in text
     assert "Left out for time" not in summary.markdown(_records("g", "medium", "clp", [0.6]), "t")
+
+
+def test_majority_share_by_hand():
+    """The chance reference of accuracy: the majority class of the TRAINING labels (not of the test nodes), scored on
+    the test nodes; unlabelled nodes count nowhere; ROC-AUC's is 50 %."""
+    from jaxclp.experiments import chance
+
+    y = np.array([0, 0, 0, 1, 1, 2, 1, 1, 1, 0, -1, 2])
+    train = np.zeros(12, bool)
+    train[[0, 1, 2, 3, 4, 10]] = True        # training: three 0s, two 1s (node 10 unlabelled): majority 0
+    test = np.zeros(12, bool)
+    test[[5, 6, 7, 8, 9, 10, 11]] = True     # test: 2, 1, 1, 1, 0, (unlabelled), 2 -> one 0 among six labelled
+    assert chance.majority_share(y, train, test) == 1 / 6
+    assert chance.chance_score("accuracy", y, train, test) == 1 / 6
+    assert chance.chance_score("roc_auc", y, train, test) == 0.5
+    assert chance.split_chances(y, np.stack([train, test]), np.stack([test, train])) == [1 / 6, 2 / 5]
+    # (the second split swaps them: majority 1 of 2,1,1,1,0,2, two 1s among 0,0,0,1,1)
+    assert chance.chance_percent("roc_auc", [0, 1], None) == 50.0
+    assert chance.chance_percent("accuracy", [0, 1], {0: 0.6, 1: 0.7}) == pytest.approx(65.0)
+    assert chance.chance_percent("accuracy", [0, 1], {0: 0.6}) is None  # a run without a recorded value: unknown
+    assert chance.beats_chance([66.0, 67.0], 65.0) and not chance.beats_chance([64.0, 68.0], 65.0)
+    assert not chance.beats_chance([65.0], 65.0) and chance.beats_chance([65.1], 65.0)
+
+
+def test_summary_chance_column_and_marker():
+    """summary.md's chance column: the mean over the runs of the header's per-split majority shares (accuracy), 50
+    for ROC-AUC, '?' with a one-line note for records without it; '≤ chance' on a method whose mean is within its std
+    of chance (lp: 66.0 ± 2.8 vs 65.0), not on one above it by more (mlp: 66.5 ± 0.7)."""
+    header = {"type": "header", "dataset": "g", "split": "medium", "chance": [0.6, 0.7]}
+    recs = ([header] + _records("g", "medium", "mlp", [0.66, 0.67]) + _records("g", "medium", "lp", [0.64, 0.68])
+            + _records("h", "medium", "mlp", [0.52, 0.53], metric="roc_auc"))
+    text = summary.markdown(recs, "t")
+    header_cells = _cells(next(ln for ln in text.splitlines() if ln.startswith("| dataset |")))
+    row = _row(text, "g", "medium")
+    assert row[header_cells.index("chance")] == "65.0"
+    assert row[header_cells.index("lp")].split("‡")[0].strip() == "66.0 ± 2.8 (2) ≤ chance"
+    assert "≤ chance" not in row[header_cells.index("mlp")]
+    auc = _row(text, "h", "medium")
+    assert auc[header_cells.index("chance")] == "50.0" and "≤ chance" not in auc[header_cells.index("mlp")]
+    assert "unknown" not in text
+    old = summary.markdown(_records("g", "medium", "mlp", [0.66, 0.67]), "t")
+    assert _row(old, "g", "medium")[3] == "?" and "?: chance: unknown for these records" in old

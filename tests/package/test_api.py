@@ -68,3 +68,36 @@ def test_no_deprecated_aliases_or_shims():
     for module in ("jaxclp.authors", "jaxclp.shard"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(module)
+
+
+def test_enable_compilation_cache_is_explicit(tmp_path, monkeypatch):
+    """``jaxclp.enable_compilation_cache(path)`` turns on JAX's persistent cache at ``path`` (every executable
+    cached); without ``path`` it follows ``$JAXCLP_XLA_CACHE`` (``off``: nothing changes); ``import jaxclp`` alone
+    changes no JAX setting (checked in a fresh process)."""
+    import os
+    import subprocess
+    import sys
+
+    import jax
+
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    before = {k: getattr(jax.config, k) for k in keys}
+    try:
+        assert jaxclp.enable_compilation_cache(tmp_path / "xla") == tmp_path / "xla"
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xla")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+        monkeypatch.setenv("JAXCLP_XLA_CACHE", str(tmp_path / "env"))
+        assert jaxclp.enable_compilation_cache() == tmp_path / "env"
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+        monkeypatch.setenv("JAXCLP_XLA_CACHE", "off")
+        assert jaxclp.enable_compilation_cache() is None
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")  # unchanged
+    finally:
+        for k, v in before.items():
+            jax.config.update(k, v)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    code = ("import jax\nget = lambda: (jax.config.jax_compilation_cache_dir, "
+            "jax.config.jax_persistent_cache_min_compile_time_secs)\na = get()\nimport jaxclp\nb = get()\n"
+            "assert a == b and a[0] is None, (a, b)\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

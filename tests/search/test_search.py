@@ -218,3 +218,34 @@ def test_a_grid_first_computed_on_a_later_split_is_decided_there_and_handed_on(c
     assert later.other_grid("h2gcn", lambda: False) is False and later.decisions().other_grids == {"h2gcn": False}
     again = S.Search(2.5, later.decisions())
     assert again.other_grid("h2gcn", lambda: True) is False and again.other_grid("mlp", lambda: True) is True
+
+
+def test_a_records_plan_reads_back():
+    """clp_plan_of_record: the plan and decisions a clp record was made under (priors from the run's config,
+    else the method spec; the time limit; the decisions), from a record as the runner writes it."""
+    from jaxclp.experiments import specs
+
+    record = {"type": "result", "method": "clp", "config": {"time_limit": 10.0, "priors": ["mlp", "link"]},
+              "method_spec": specs.method_spec("clp"), "skipped": ["link"],
+              "decisions": S.Decisions(left_out=("link",)).as_dict()}
+    plan, decisions = M.clp_plan_of_record(record)
+    assert plan.priors == ("mlp", "link") and plan.time_limit == 10.0 and decisions.left_out == ("link",)
+    plan, decisions = M.clp_plan_of_record({**record, "config": {}, "decisions": None})
+    assert plan.priors == S.CLP_PRIOR_CANDIDATES and plan.time_limit is None
+    with pytest.raises(ValueError, match="not a clp result record"):
+        M.clp_plan_of_record({"type": "result", "method": "lp"})
+
+
+def test_skip_messages_name_the_users_limit_rounded():
+    """The status said ``skipped: time limit 47.6452 s``, the split's time left after the MLP priors; now it names
+    the user's limit per split, rounded; what is recorded (``skipped``) stays the predictor's name."""
+    said = []
+    search = S.Search(0.0, status=said.append, stated_limit=20.4)
+    search.fit_priors(["mlp", "gcn_tuned"], lambda i, deadline, epochs: ("prior", None))
+    assert search.skipped == ["gcn_tuned"]
+    assert said == ["base predictor gcn_tuned skipped: it would not fit in the time limit (20 s per split)"]
+    said.clear()
+    alone = S.Search(0.0, status=said.append)  # no stated limit (jaxclp.CLP): its own, rounded
+    alone.fit_priors(["mlp", "gcn_tuned"], lambda i, deadline, epochs: ("prior", None))
+    assert said == ["base predictor gcn_tuned skipped: it would not fit in the time limit (0 s)"]
+    assert [S.rounded_seconds(x) for x in (47.6452, 9.96, 2.5, 0.25, 0)] == ["48", "10", "2.5", "0.25", "0"]

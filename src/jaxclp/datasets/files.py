@@ -35,6 +35,7 @@ appearance). npz files are read with ``numpy.load(allow_pickle=False)``: nothing
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import warnings
@@ -54,7 +55,7 @@ from jaxclp.datasets.shchur import ADJ_KEYS as SHCHUR_ADJ_KEYS
 from jaxclp.datasets.shchur import read_shchur_npz
 
 __all__ = ["load_file", "read_edge_list", "read_edge_weights", "read_weighted_edge_list", "read_labels_file",
-           "read_features_file", "UNLABELLED", "MISSING_TOKENS"]
+           "read_features_file", "graph_name", "UNLABELLED", "MISSING_TOKENS"]
 
 UNLABELLED = (-1, "-1", "?")
 """Label values of a labels file that mark an unlabelled node (besides an empty field and :data:`MISSING_TOKENS`)."""
@@ -508,7 +509,11 @@ def read_features_file(path, num_nodes: int, index: IdIndex | None = None):
             raise ValueError(f"{path}: empty features file")
         x = _features_by_id(path, rows, num_nodes, index) if keyed else _numeric_rows(path, rows)
     if x.shape[0] != num_nodes:
-        raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes")
+        order = ("in the labels file's row order" if index is not None and not index.is_identity
+                 else f"row i for node id i, 0..{num_nodes - 1}")
+        raise ValueError(f"{path}: {x.shape[0]} feature rows but the labels file defines {num_nodes} nodes; give one "
+                         f"row per node of the graph ({num_nodes} rows, {order}; list every node in the labels file, "
+                         "an unlabelled one with an empty label)")
     _check_finite_features(path, x, index)
     return x
 
@@ -793,6 +798,72 @@ def _report_cleanup(path, edge_index: np.ndarray, num_nodes: int, weighted: bool
         warnings.warn(f"{path}: " + "; ".join(parts), UserWarning, stacklevel=3)
 
 
+def _replace_labels(raw: RawData, path, labels, id_column, label_column, fmt: str) -> RawData:
+    """``raw`` (a ``.npz`` or an OGB folder) with the labels of the file ``labels`` instead of its own: rows
+    ``node,label`` whose ids are the graph's node indices 0..n-1 (one label per line: nodes 0, 1, ... in order);
+    a node the file does not list is unlabelled. A warning (the CLI's one line) says that the file's labels are
+    replaced, and how many nodes are left unlabelled.
+
+    Raises:
+        ValueError: ids that are not integers or lie outside 0..n-1 (naming the file and the way out).
+    """
+    n = int(raw.num_nodes)
+    ids, raw_labels = read_labels_file(labels, id_column, label_column)
+    if raw.node_ids is not None:
+        at = IdIndex(raw.node_ids, str(path)).index(ids, f"the node ids of {labels}")
+    else:
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"{labels}: node ids must be the node indices 0..{n - 1} of {path} (its nodes are "
+                             f"numbered so); got {ids[:3].tolist()}")
+        bad = ids[(ids < 0) | (ids >= n)]
+        if bad.size:
+            raise ValueError(f"{labels}: {bad.size} node id(s) outside the nodes 0..{n - 1} of {path}, e.g. "
+                             f"{bad[:5].tolist()}; a labels file for a {fmt} names its nodes by index 0..{n - 1}")
+        at = ids.astype(np.int64)
+    codes_in_file, classes = _encode_with_unlabelled(raw_labels, labels)
+    codes = np.full(n, -1, dtype=np.int32)
+    codes[at] = codes_in_file
+    absent = n - int(np.unique(at).size)
+    warnings.warn(f"{labels}: these labels replace the labels of {path} ({fmt}; node ids = its node indices "
+                  f"0..{n - 1})" + (f"; the {absent} of its {n} nodes the file does not list are unlabelled (in "
+                                    "the graph, in no split, never scored)" if absent else ""),
+                  UserWarning, stacklevel=3)
+    if not (codes >= 0).any():
+        raise ValueError(f"{labels}: no node of {path} gets a label")
+    return dataclasses.replace(raw, labels=codes, num_classes=int(classes.shape[0]),
+                               info={**dict(raw.info), "label_values": classes.tolist()})
+
+
+GENERIC_STEMS = ("edges", "edge", "edgelist", "edge_list", "edge-list", "graph", "network", "links", "adjacency",
+                 "adj", "data", "net", "input", "")
+"""File stems (after :func:`graph_name` strips an ``_edges`` suffix) that say nothing of the graph: such a graph is
+named after its folder (``twitch/PTBR/edges.csv`` -> ``PTBR``)."""
+_EDGE_SUFFIXES = ("_edges", "-edges", ".edges", "_edgelist", "-edgelist", "_edge_list", "_edge", "-edge")
+_GENERIC_FOLDERS = ("raw", "data", "files", "input", "graph", "graphs", "")
+
+
+def graph_name(path) -> str:
+    """The dataset name of a graph file or folder (the records' ``dataset`` when ``name`` is not given): an OGB
+    folder's name; else the file name without its extensions (``.csv.gz``) and an ``_edges``/``-edges``/``.edges``
+    suffix (``musae_PTBR_edges.csv`` -> ``musae_PTBR``); a generic name (``edges.csv``, ``graph.npz``,
+    :data:`GENERIC_STEMS`) is named after its folder (skipping folders such as ``raw`` or ``data``)."""
+    path = Path(path)
+    root = ogb_root(path)
+    if root is not None:
+        return root.resolve().name or root.name
+    stem = path.name.split(".")[0]
+    for suffix in _EDGE_SUFFIXES:
+        if stem.lower().endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[:-len(suffix)]
+            break
+    if stem.lower() not in GENERIC_STEMS:
+        return stem
+    for folder in list(path.resolve().parents)[:3]:
+        if folder.name.lower() not in _GENERIC_FOLDERS:
+            return folder.name
+    return stem or "graph"
+
+
 def load_file(path, *, labels=None, features=None, directed: bool = False, weighted: bool = False,
               name: str | None = None, id_column: str | None = None, label_column: str | None = None) -> Dataset:
     """Loads a user's graph from files (see the module docstring for the formats).
@@ -800,8 +871,9 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
     Args:
         path: a ``.npz`` (Platonov or Shchur layout), an OGB node-property folder (:mod:`jaxclp.datasets.ogb`), or
             an edge-list file (CSV/TSV/whitespace; gzip/bz2/xz compressed files are read as well).
-        labels: labels file; required for an edge list, not allowed with a ``.npz`` or a folder (they hold the
-            labels).
+        labels: labels file; required for an edge list. With a ``.npz`` or an OGB folder it replaces the labels
+            they hold (``node,label`` rows, ids the node indices 0..n-1; a node it does not list is unlabelled;
+            a warning says so).
         features: optional features file for an edge list (``.npy``, ``.npz`` CSR, or CSV); without it the
             dataset is featureless (the runner then uses ``log(degree + 1)``, see
             :func:`jaxclp.datasets.node_features`).
@@ -809,7 +881,8 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         weighted: an edge list's third column is the edge weight (finite, nonnegative; an edge listed twice keeps
             its largest weight, and the reverse edge of an undirected graph gets the same weight). Every
             normalization (``"sym"``, ``"row"``), degree and GNN aggregation is then weighted.
-        name: dataset name (default: the file name without extension).
+        name: dataset name (default: :func:`graph_name`, the file name without extensions and an ``_edges``
+            suffix, or the folder's name for a generic file name such as ``edges.csv``).
         id_column, label_column: header names of the node id and label columns of a labels CSV with more
             columns (:func:`read_labels_file`; ``jaxclp run --id-column ... --label-column ...``).
 
@@ -841,18 +914,18 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
     for what, f in (("graph", path), ("labels", labels), ("features", features)):
         if f is not None and not (what == "graph" and root is not None):
             check_format(f, what)
-    name = name or (root.name if root is not None else path.name.split(".")[0])
+    name = name or graph_name(path)
     info = {"files": {"graph": str(path)}, "source": "load_file"}
     if root is not None:
-        if labels is not None or features is not None or weighted:
-            raise ValueError(f"{path}: labels=, features= and weighted= apply to an edge-list file; an OGB folder "
-                             "holds its own labels, features and edges")
+        if features is not None or weighted:
+            raise ValueError(f"{path}: features= and weighted= apply to an edge-list file; an OGB folder holds its "
+                             "own features and edges (labels= may replace its labels)")
         raw = read_ogb_folder(root)
         info["format"] = "ogb folder"
     elif path.suffix.lower() == ".npz":
-        if labels is not None or features is not None or weighted:
-            raise ValueError(f"{path}: labels=, features= and weighted= apply to an edge-list file; a .npz holds "
-                             "its own labels, features and edges")
+        if features is not None or weighted:
+            raise ValueError(f"{path}: features= and weighted= apply to an edge-list file; a .npz holds its own "
+                             "features and edges (labels= may replace its labels)")
         kind = _npz_kind(path)
         try:
             if kind == "platonov":
@@ -867,7 +940,10 @@ def load_file(path, *, labels=None, features=None, directed: bool = False, weigh
         if raw.features is not None:
             _check_finite_features(path, raw.features, None)
         info["format"] = f"{kind} npz"
-    else:
+    if labels is not None and (root is not None or path.suffix.lower() == ".npz"):
+        raw = _replace_labels(raw, path, labels, id_column, label_column, info["format"])
+        info["files"].update(labels=str(labels))
+    elif root is None and path.suffix.lower() != ".npz":
         if labels is None:
             raise ValueError(f"{path}: an edge-list file needs labels=<labels file> (node,label rows or one label "
                              "per line); or pass a .npz in the Platonov or Shchur layout")

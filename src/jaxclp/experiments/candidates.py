@@ -81,6 +81,9 @@ class Context:
         decisions: what the run's first split decided under ``time_limit`` for the method this context is for
             (:class:`jaxclp.search.Decisions`; the runner hands it on); None: this split decides.
         views: the run's :class:`GraphViews` (H2GCN's 2-hop graph, built once per run); None: built per fit.
+        stated_time_limit: the user's limit per split, of which ``time_limit`` is what remains: named by the
+            status messages of what the limit leaves out (``... would not fit in the time limit (20 s per
+            split)``), never used to compute; None: they name ``time_limit``.
     """
 
     graph: jaxclp.Graph
@@ -100,6 +103,7 @@ class Context:
     mlp_cut: dict = dataclasses.field(default_factory=dict, compare=False)
     decisions: Decisions | None = None
     views: GraphViews | None = dataclasses.field(default=None, compare=False, repr=False)
+    stated_time_limit: float | None = dataclasses.field(default=None, compare=False)
     cache: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property

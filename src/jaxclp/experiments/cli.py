@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -18,14 +19,18 @@ import jax
 import numpy as np
 
 import jaxclp
+from jaxclp.compilation_cache import CACHE_ENV, MIN_COMPILE_SECONDS, compilation_cache_dir, enable_compilation_cache
 from jaxclp.datasets import REGISTRY, load, load_file
 from jaxclp.datasets.cache import cache_key, cache_path
 from jaxclp.datasets.fetch import data_root as resolve_root, processed_dir
+from jaxclp.datasets.files import graph_name
 from jaxclp.datasets.registry import canonical_name
 from jaxclp.datasets.splits import parse_split
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.anchors import main as anchors_main
 from jaxclp.experiments.candidates import reporting
+from jaxclp.experiments.chance import (NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_label, chance_percent,
+                                     recorded_chances)
 from jaxclp.experiments.methods import METHODS, clp_plan
 from jaxclp.experiments.predict import predict, write_predictions
 from jaxclp.priors import PRIORS
@@ -35,36 +40,30 @@ from jaxclp.experiments.records import RESULTS_FILE, read_records, replacing_sta
 from jaxclp.experiments.runner import (check_methods, check_priors, check_time_limit, is_writer, node_features, run,
                                        split_names)
 from jaxclp.experiments.summary import plot_summary, write_summary
-from jaxclp.datasets.fetch import DownloadError, user_cache_dir
+from jaxclp.datasets.fetch import DownloadError
 from jaxclp.metrics import METRICS
 
 ALL_METHODS = "mlp,link,lp,cs,clp_star,clp"
-XLA_CACHE_ENV = "JAXCLP_XLA_CACHE"
-XLA_CACHE_MIN_COMPILE_SECONDS = 0.0
-"""Cache every executable: most of a run's ~130 compilations are small (20-150 ms) and were recompiled by every
-process under JAX's default 1 s / our former 0.2 s threshold (warm ``jaxclp run`` on Texas 11.5 -> 7.9 s,
-``benchmarks/results/compile_time.md``)."""
+XLA_CACHE_ENV = CACHE_ENV
+XLA_CACHE_MIN_COMPILE_SECONDS = MIN_COMPILE_SECONDS
+"""See :data:`jaxclp.compilation_cache.MIN_COMPILE_SECONDS` (a benchmark may lower or raise it here)."""
 
 
 def xla_cache_dir(environ=None) -> Path | None:
-    """JAX's persistent compilation cache for ``run``/``reproduce``: ``$JAXCLP_XLA_CACHE``, default
-    ``<user cache dir>/xla``; ``off`` (or ``0``, ``none``, empty) disables it.
+    """JAX's persistent compilation cache for ``run``/``reproduce``/``predict``/``anchors``:
+    :func:`jaxclp.compilation_cache.compilation_cache_dir` (``$JAXCLP_XLA_CACHE``, default
+    ``<user cache dir>/xla``; ``off`` disables it).
 
     Each (dataset shape, method) compiles once per machine instead of once per process (cold vs warm
     ``jaxclp run``: ``benchmarks/results/speedups.md``). The benchmarks never use it (they measure compile
     time).
     """
-    v = (os.environ if environ is None else environ).get(XLA_CACHE_ENV)
-    if v is not None and v.strip().lower() in ("", "0", "off", "none", "false", "no"):
-        return None
-    return Path(v).expanduser() if v else user_cache_dir() / "xla"
+    return compilation_cache_dir(environ)
 
 
 def _enable_xla_cache() -> None:
-    path = xla_cache_dir()
-    if path is not None:
-        jax.config.update("jax_compilation_cache_dir", str(path))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", XLA_CACHE_MIN_COMPILE_SECONDS)
+    """The commands' call of :func:`jaxclp.enable_compilation_cache` (the one implementation)."""
+    enable_compilation_cache(min_compile_seconds=XLA_CACHE_MIN_COMPILE_SECONDS)
 
 
 def _positive_int(text: str) -> int:
@@ -72,9 +71,9 @@ def _positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        v = 0
     if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1; got {v}")
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
     return v
 
 
@@ -83,9 +82,9 @@ def _open_fraction(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+        v = float("nan")
     if not 0.0 < v < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1); got {v}")
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive, e.g. 0.2); got {text!r}")
     return v
 
 
@@ -94,9 +93,9 @@ def _nonnegative_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        v = -1
     if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0; got {v}")
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}")
     return v
 
 
@@ -106,7 +105,42 @@ def _split_arg(text: str) -> str:
     try:
         return parse_split(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        listed = re.sub(r"\[('[^\]]*)\]", lambda m: m.group(1).replace("'", ""), str(err))  # ['a', 'b'] -> a, b
+        raise argparse.ArgumentTypeError(listed.removeprefix("split ")) from None
+
+
+def _value_error(option: str, problem: str) -> str:
+    """The one line of a bad value of ``option`` from argparse's ``problem`` (``invalid choice: 'x' (choose from
+    ...)``, ``invalid int value: 'x'``, an :class:`argparse.ArgumentTypeError`'s "must be ...; got 'x'"): the
+    option, what it accepts and the value given."""
+    problem = " ".join(problem.split())
+    choice = re.fullmatch(r"invalid choice: (.*) \(choose from (.*)\)", problem)
+    if choice:
+        choices = ", ".join(c.strip().strip("'") for c in choice.group(2).split(","))
+        return f"{option} must be one of {choices}; got {choice.group(1)}"
+    typed = re.fullmatch(r"invalid (\w+) value: (.*)", problem)
+    if typed:
+        kind = {"int": "an integer", "float": "a number"}.get(typed.group(1), "a valid value")
+        return f"{option} must be {kind}; got {typed.group(2)}"
+    if problem.startswith("expected ") and "argument" in problem:
+        return f"{option} needs a value ({problem})"
+    if problem.startswith("not allowed with argument "):
+        return f"{option} is not allowed with {problem.removeprefix('not allowed with argument ')} (give one of them)"
+    return f"{option} {problem}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one line for a bad argument value: ``jaxclp run: error: --runs must be an integer >= 1; got
+    '0'`` (the option, what it accepts, the value) and exit 2, like every other error of the command, instead of the
+    usage block first; other parse errors (a missing or unknown option) keep argparse's usage line."""
+
+    def error(self, message):
+        m = re.match(r"argument (\S+?): (.*)\Z", message, re.S)
+        if m is None:
+            super().error(message)
+        option = m.group(1).split("/")[-1]
+        option = "the command" if option == "cmd" else option  # the subcommand's dest
+        self.exit(2, f"{self.prog}: error: {_value_error(option, m.group(2))}\n")
 
 
 METHOD_HELP = {
@@ -166,8 +200,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if ("%(default)" in text or default is None or default is False or default is argparse.SUPPRESS
-                or not action.option_strings):
+        if ("%(default)" in text or "(default: " in text or default is None or default is False
+                or default is argparse.SUPPRESS or not action.option_strings):
             return text
         return text + " (default: %(default)s)"
 
@@ -190,7 +224,9 @@ def _add_graph_source(parser) -> None:
     parser.add_argument("--labels", metavar="FILE", help="labels file of an edge-list --graph (node id, label; or a "
                                                           ".npy array, one label per node, NaN/-1 unlabelled; a CSV "
                                                           "with more columns: name them with --id-column and "
-                                                          "--label-column)")
+                                                          "--label-column); with an .npz or OGB --graph it replaces "
+                                                          "the graph's own labels (ids: node indices 0..n-1; a node "
+                                                          "not listed is unlabelled)")
     parser.add_argument("--id-column", metavar="NAME", default=None,
                         help="header name of the node id column of a multi-column --labels CSV (the ids the edge "
                              "list uses; default: the first column)")
@@ -207,11 +243,15 @@ def _add_graph_source(parser) -> None:
     parser.add_argument("--weighted", action="store_true",
                         help="the third column of an edge-list --graph is the edge weight (finite, >= 0; default: "
                              "unweighted, further columns ignored)")
+    parser.add_argument("--name", metavar="NAME", default=None,
+                        help="the graph's name in the records, the summary and the predictions (default: the "
+                             "--graph file's name without extensions and an _edges suffix, or its folder's name for "
+                             "a generic file name such as edges.csv)")
 
 
 def _parser() -> argparse.ArgumentParser:
 
-    p = argparse.ArgumentParser(prog="jaxclp", description="Compatible Label Propagation experiments.",
+    p = _Parser(prog="jaxclp", description="Compatible Label Propagation experiments.",
                                 formatter_class=_HelpFormatter)
     p.add_argument("--version", action="version", version=f"jaxclp {jaxclp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -237,9 +277,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="results/runs", metavar="DIR",
                    help="folder of the records (results.jsonl) and the summary; a run resumes the records it holds")
     r.add_argument("--metric", choices=METRICS, default=None,
-                   help="selection and test metric: roc_auc is binary ROC-AUC, for two-class graphs with rare "
-                        "positives (default: the dataset's; for a --graph file roc_auc when it has two classes and "
-                        "the rarer one under a third of the labelled nodes, else accuracy)")
+                   help="selection and test metric: roc_auc is binary ROC-AUC (two classes only) (default: the "
+                        "dataset's published one; for a --graph file roc_auc for every two-class graph, as Platonov "
+                        "et al. and OGB score binary tasks, else accuracy)")
     _add_cost_options(r, "per split", RUN_TIME_LIMIT)
     r.add_argument("--replace-stale", action="store_true",
                    help="move results of another configuration in --out (same dataset, split, method) to "
@@ -278,8 +318,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="predictions CSV (node, label, role, predicted, score_<class>...); FILE.json beside it "
                          "names the chosen configuration and its validation score")
     pr.add_argument("--metric", choices=METRICS, default=None,
-                    help="validation metric of the choice (default: the dataset's; for a --graph file roc_auc when "
-                         "it has two classes and the rarer one under a third of the labelled nodes, else accuracy)")
+                    help="validation metric of the choice (default: the dataset's published one; for a --graph "
+                         "file roc_auc for every two-class graph, else accuracy)")
     _add_cost_options(pr, "for the whole fit", PREDICT_TIME_LIMIT)
     pr.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     pr.add_argument("--no-progress", action="store_true",
@@ -344,13 +384,16 @@ while they fit (``benchmarks/results/grid_budget.md``);
 
 
 def _time_limit_arg(text: str):
-    """``--time-limit``: seconds, or ``none``/``off`` for no limit."""
+    """``--time-limit``: seconds (a finite number >= 0), or ``none``/``off`` for no limit."""
     if text.strip().lower() in ("none", "off"):
         return None
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds or 'none'; got {text!r}") from None
+        v = float("nan")
+    if not (np.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be seconds (a number >= 0) or 'none' for no limit; got {text!r}")
+    return v
 
 
 def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> None:
@@ -413,29 +456,22 @@ def check_out_file(out, option: str = "--out") -> None:
             raise UserError(f"{option} {out}: {q} is a file, not a folder; choose another path for the predictions")
 
 
-IMBALANCED_SHARE = 1.0 / 3.0
-"""A two-class user graph whose rarer class holds less than this share of the labelled nodes is scored by ROC-AUC
-when ``--metric`` is not given (accuracy rewards the constant guess there: 80 % for 20 % positives)."""
-
-
 def _user_graph_metric(ds, metric):
-    """A user's graph with its metric: ``metric`` if given; else for two classes ROC-AUC when the rarer one is
-    under :data:`IMBALANCED_SHARE` of the labelled nodes, accuracy otherwise, with a one-line note either way
-    saying why and how to change it. Returns the dataset."""
+    """A user's graph with its metric: ``metric`` if given; else ROC-AUC for every two-class graph (Platonov et
+    al.'s and OGB's rule for binary tasks: one metric whatever the class balance, so sibling graphs compare;
+    accuracy rewards the constant guess on skewed ones), with a one-line note naming the rarer class's share and
+    how to change it; accuracy for three or more classes. Registered datasets keep their published metric (this is
+    only called for ``--graph``). Returns the dataset."""
 
     if metric is not None or ds.num_classes != 2:
         return ds.with_metric(metric)
     counts = np.asarray(ds.class_counts, dtype=float)
     share = counts / max(counts.sum(), 1.0)
     rare = int(np.argmin(share))
-    value = ds.label_values[rare]
-    if share[rare] < IMBALANCED_SHARE:
-        print(f"jaxclp: note: {ds.name} has two classes and only {100 * share[rare]:.0f}% of its labelled nodes are "
-              f"{value!s}: scoring ROC-AUC, not accuracy (--metric accuracy to change it)", file=sys.stderr)
-        return ds.with_metric("roc_auc")
-    print(f"jaxclp: note: {ds.name} has two classes, {100 * share[rare]:.0f}% of its labelled nodes {value!s}: "
-          f"balanced enough for accuracy (--metric roc_auc to rank by ROC-AUC)", file=sys.stderr)
-    return ds.with_metric("accuracy")
+    print(f"jaxclp: note: {ds.name} has two classes ({100 * share[rare]:.0f}% of its labelled nodes are "
+          f"{ds.label_values[rare]!s}): scoring ROC-AUC, as for every two-class graph (--metric accuracy to change "
+          "it)", file=sys.stderr)
+    return ds.with_metric("roc_auc")
 
 
 METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}
@@ -443,10 +479,14 @@ METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}
 
 def ranking_text(out, dataset: str, split: str, methods) -> str:
     """The methods of ``out``'s records on (dataset, split) best first: test score mean ± std over the runs (in
-    percent, the metric named), the best named in words; and which base predictors ``clp`` left out for time."""
+    percent, the metric named), the best named in words; the chance reference of the metric (always the majority
+    training class for accuracy, from the run's header record; 50 for ROC-AUC: :mod:`jaxclp.experiments.chance`),
+    with ``≤ chance`` on every method whose mean is not above it by more than its std; and which base predictors
+    ``clp`` left out for time."""
 
+    records = read_records(Path(out) / RESULTS_FILE)
     last = {}
-    for r in read_records(Path(out) / RESULTS_FILE):
+    for r in records:
         if (r.get("type") == "result" and r.get("dataset") == dataset and r.get("split") == split
                 and r.get("method") in methods):
             last[(r["method"], r["run"])] = r
@@ -458,18 +498,32 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
         scores.setdefault(m, []).append(100.0 * r["test"])
     rank = sorted(scores, key=lambda m: -np.mean(scores[m]))
     mname = METRIC_NAMES.get(metric, metric)
+    chance = chance_percent(metric, sorted({i for _, i in last}), recorded_chances(records).get((dataset, split)))
+    below = set() if chance is None else {m for m in rank if not beats_chance(scores[m], chance)}
 
     def cell(m, words=False):
         v = np.asarray(scores[m])
         std = f" ± {v.std(ddof=1):.1f}" if v.size > 1 else ""
         runs = f"{v.size} run{'s' if v.size > 1 else ''}"
         return (f"{v.mean():.1f}{std} % test {mname} over {runs}" if words
-                else f"{v.mean():.1f}{std}  (test {mname} %, {runs})")
+                else f"{v.mean():.1f}{std}  (test {mname} %, {runs})" + (f"  {NOT_ABOVE}" if m in below else ""))
 
     several = len(scores[rank[0]]) > 1
-    lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)}{' (mean ± std)' if several else ''}",
+    best_vs = (f"; not above chance ({chance:.1f})" if rank[0] in below
+               else f", {np.mean(scores[rank[0]]) - chance:+.1f} over chance" if chance is not None else "")
+    lines = [f"best on {dataset} ({split} split): {rank[0]}, {cell(rank[0], True)}"
+             f"{' (mean ± std)' if several else ''}{best_vs}",
              f"ranking (test {mname} in %, mean ± std over the runs):"]
     lines += [f"  {k}. {m:<10} {cell(m)}" for k, m in enumerate(rank, start=1)]
+    if chance is None:
+        lines.append(UNKNOWN_NOTE)
+    else:
+        lines.append(f"  {chance_label(metric)}: {chance:.1f}")
+        if below:
+            names = ", ".join(m for m in rank if m in below)
+            verb, its = ("is", "its") if len(below) == 1 else ("are", "their")
+            lines.append(f"{NOT_ABOVE}: {len(below)} of {len(rank)} methods ({names}) {verb} not above chance by more "
+                         f"than {its} std over the runs")
     skipped = {}
     for (m, _), r in last.items():
         for name in r.get("skipped") or ():
@@ -691,14 +745,14 @@ def _graph_source(a):
     if a.graph is None:
         extra = [o for o, v in (("--labels", a.labels), ("--features", a.features), ("--directed", a.directed),
                                 ("--weighted", a.weighted), ("--id-column", a.id_column),
-                                ("--label-column", a.label_column)) if v]
+                                ("--label-column", a.label_column), ("--name", a.name)) if v]
         if extra:
             raise UserError(f"{', '.join(extra)} only apply to --graph FILE")
         return a.dataset
 
     columns = {k: v for k, v in (("id_column", a.id_column), ("label_column", a.label_column)) if v is not None}
     return load_file(a.graph, labels=a.labels, features=a.features, directed=a.directed, weighted=a.weighted,
-                     **columns)
+                     name=a.name, **columns)
 
 
 def _main(a, argv) -> int:
@@ -717,7 +771,7 @@ def _main(a, argv) -> int:
         if a.plan:
             return _print_plan(a, priors, time_limit)
         check_out_folder(a.out, "--out")
-        title = f"jaxclp run ({a.dataset or Path(a.graph).name.split('.')[0]}, {a.split})"
+        title = f"jaxclp run ({a.dataset or a.name or graph_name(a.graph)}, {a.split})"
         with summary_target(a.out, title=title), _interruptible(is_writer()):  # loading a large graph too
             return _run(a, argv, methods, priors, time_limit)
     elif a.cmd == "predict":

@@ -37,7 +37,7 @@ from jaxclp.nonlinear import STARTS as NONLINEAR_STARTS
 from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
 from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
-from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Search, SearchPlan
+from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
 from jaxclp.experiments.candidates import (Candidates, Context, _first_best, select_prior_first, status,
                                            with_prior)
 
@@ -328,7 +328,7 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, search: Search | N
     a search of ``ctx.time_limit`` following ``ctx.decisions``): the MLP prior, fitted before, counts as the first;
     fits already in ``ctx.cache`` cost nothing and are always used.
     """
-    search = search or Search(ctx.time_limit, ctx.decisions, status)
+    search = search or Search(ctx.time_limit, ctx.decisions, status, stated_limit=ctx.stated_time_limit)
     cfg = prior_train_config(ctx)
 
     def fit(i, deadline, epochs):
@@ -392,7 +392,7 @@ def method_clp_prior(ctx: Context, priors=None, lazy: bool = True, **clp_options
     """
     if priors is None:
         priors = ctx.base_priors if ctx.base_priors is not None else CLP_PRIOR_CANDIDATES
-    search = Search(ctx.time_limit, ctx.decisions, status)
+    search = Search(ctx.time_limit, ctx.decisions, status, stated_limit=ctx.stated_time_limit)
     bases = fit_base_priors(ctx, priors, search)
     cands = Candidates(references=bases, rule=select_prior_first, search=search)
     for name, prior in bases.items():
@@ -416,6 +416,23 @@ def clp_plan(priors=None, time_limit: float | None = None, graph=None, num_featu
     if graph is None:
         return SearchPlan(**fields)
     return SearchPlan.for_graph(graph, num_features, epochs, **fields)
+
+
+def clp_plan_of_record(record: dict) -> tuple[SearchPlan, Decisions | None]:
+    """The plan a ``clp`` result record was computed under, read back from it: its base predictors (the run's
+    ``--priors``, else the method's list as its ``method_spec`` holds it), its time limit (``config``), and the
+    :class:`jaxclp.search.Decisions` it followed (None without a limit). What was left out is the record's
+    ``skipped``.
+
+    Raises:
+        ValueError: not a ``clp`` result record.
+    """
+    if record.get("type") != "result" or record.get("method") != "clp":
+        raise ValueError(f"not a clp result record (type {record.get('type')!r}, method {record.get('method')!r})")
+    config = record.get("config", {})
+    grid = record.get("method_spec", {}).get("grid", {})
+    priors = config.get("priors") or grid.get("priors")
+    return clp_plan(priors, config.get("time_limit")), Decisions.from_record(record)
 
 
 def method_linkx(ctx: Context) -> dict:

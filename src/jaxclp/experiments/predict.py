@@ -31,6 +31,7 @@ from jaxclp.datasets.splits import Splits, holdout_split
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
+from jaxclp.experiments.chance import chance_label, chance_score
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
 from jaxclp.experiments.refit import REFIT_METHODS, Refit, refit_candidate
 
@@ -63,6 +64,9 @@ class Prediction:
         refit_refused: True where the refit was asked for but the chosen alpha is past the convergence bound of
             the operator built from every labelled node (the "none" normalization: more labelled rows can raise its
             spectral radius), so the training-only propagation was kept.
+        chance: the chance reference of ``val_score`` (0-1; :mod:`jaxclp.experiments.chance`): for accuracy, always
+            answering the majority class of the training labels, scored on the validation nodes; 0.5 for ROC-AUC.
+            None where unknown.
     """
 
     dataset: Dataset
@@ -80,12 +84,14 @@ class Prediction:
     skipped: tuple = ()
     refit: bool = False
     refit_refused: bool = False
+    chance: float | None = None
 
     def explain(self) -> str:
         """One sentence for a person: which predictor produced the labels and what CLP's propagation added on
         validation, e.g. ``"labels from LINK alone (validation accuracy 0.81): CLP's propagation did not beat it on
         validation, so alpha = 0"`` or ``"labels from CLP's propagation on top of the MLP: validation accuracy 0.62
-        -> 0.71 (alpha 0.9)"``; what was left out for time is named."""
+        -> 0.71 (alpha 0.9)"``, then how far the validation score is above chance (``"; +0.16 over chance (always
+        the majority class: 0.55)"``); what was left out for time is named."""
         metric = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}.get(self.dataset.metric, self.dataset.metric)
         nval = int(np.asarray(self.val).sum())
         labelled = int(np.asarray(self.train).sum()) + nval
@@ -93,7 +99,8 @@ class Prediction:
                  f"; final labels propagated from the training nodes only: alpha {self.params.get('alpha')} is past "
                  f"the convergence bound of the operator built from all {labelled} labelled nodes"
                  if self.refit_refused else "")
-        skipped = refit + (f"; left out for the time limit: {', '.join(self.skipped)}" if self.skipped else "")
+        skipped = self._over_chance() + refit + (f"; left out for the time limit: {', '.join(self.skipped)}"
+                                                 if self.skipped else "")
         if self.base_prior is None:
             return (f"labels from {self.method} (validation {metric} {self.val_score:.2f} on {nval} nodes, "
                     f"{self.num_candidates} configuration(s) compared){skipped}")
@@ -104,6 +111,17 @@ class Prediction:
                     f"CLP's propagation did not beat it on validation, so alpha = 0{skipped}")
         return (f"labels from CLP's propagation on top of {name}: validation {metric} {self.prior_val_score:.2f} -> "
                 f"{self.val_score:.2f} on {nval} nodes (alpha {float(alpha):g}){skipped}")
+
+    def _over_chance(self) -> str:
+        """``"; +0.16 over chance (always the majority class: 0.55)"``, or that the validation score is not above
+        it; empty where the chance reference is unknown."""
+        if self.chance is None:
+            return ""
+        what = chance_label(self.dataset.metric).removeprefix("chance (").removesuffix(")")
+        gap = self.val_score - self.chance
+        if gap > 0:
+            return f"; {gap:+.2f} over chance ({what}: {self.chance:.2f} on the validation nodes)"
+        return f"; NOT above chance ({what}: {self.chance:.2f} on the validation nodes)"
 
 
 _PRIOR_NAMES = {"mlp": "the MLP", "link": "LINK", "linkx": "LINKX", "gcn": "GCN", "h2gcn": "H2GCN",
@@ -182,7 +200,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
                       train=train, val=val, params=params, val_score=float(val_score), num_candidates=len(cands),
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
                       skipped=tuple(skipped), refit=refitted.scores is not None,
-                      refit_refused=refitted.refused)
+                      refit_refused=refitted.refused, chance=chance_score(ds.metric, labels, train, val))
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
@@ -213,7 +231,8 @@ def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
             "num_train": int(pred.train.sum()), "num_val": int(pred.val.sum()),
             "num_unlabelled": int((labels < 0).sum()), "classes": [c.item() if hasattr(c, "item") else c
                                                                    for c in pred.classes],
-            "refit": pred.refit, "refit_refused": pred.refit_refused, "explanation": pred.explain(),
+            "refit": pred.refit, "refit_refused": pred.refit_refused, "chance_val_score": pred.chance,
+            "explanation": pred.explain(),
             "argv": list(argv) if argv else None}
     if pred.base_prior is not None:
         info |= {"base_prior": pred.base_prior, "base_prior_val_score": pred.prior_val_score}

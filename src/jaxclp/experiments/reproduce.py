@@ -13,7 +13,7 @@ from jaxclp.experiments.progress import job, summary_target
 from jaxclp.experiments.runner import BASE_SEED, run
 from jaxclp.experiments.summary import write_summary
 
-METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_mlp", "clp", "gcn", "h2gcn")
+TABLE_METHODS = ("mlp", "link", "lp", "cs", "clp_star", "clp_paper", "clp_mlp", "clp", "gcn", "h2gcn")
 """The tables' methods. ``clp`` is jaxclp's CLP: its base predictor (MLP, LINK, LINKX, GCN, H2GCN, tuned GCN, SAGE)
 and every variant chosen on validation; ``clp_mlp`` the same on the MLP prior alone; ``clp_paper`` the paper's update
 exactly."""
@@ -54,7 +54,7 @@ def pick_splits(target: str, splits=None) -> tuple:
     return tuple(s for s in own if s in splits)
 
 
-def _table(out: Path, target: str, datasets, splits, runs, data_root, argv, title, methods=METHODS):
+def _table(out: Path, target: str, datasets, splits, runs, data_root, argv, title, methods=TABLE_METHODS):
     d = out / target
     reuse = [out / t for t in SHARES.get(target, ())]
     with summary_target(d, title=title, methods=methods), job(len(splits) * len(datasets), runs * len(methods)):
@@ -139,10 +139,10 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
     title = ("Homophily datasets (the paper's appendix table without WikiCS, which is not obtainable), "
              "sparse/medium/dense splits; † = spectral + diffusion features")
     units = len(splits) * len(names) * (2 if dagger else 1)
-    with summary_target(d, title=title, methods=METHODS), job(units, runs * len(METHODS)):
+    with summary_target(d, title=title, methods=TABLE_METHODS), job(units, runs * len(TABLE_METHODS)):
         for split in splits:
             for name in names:
-                run(name, split, METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
+                run(name, split, TABLE_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv, data_root=data_root,
                     reuse=reuse)
         if dagger:
             for name in names:
@@ -150,7 +150,7 @@ def table_homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=N
                 dds, _ = _dagger.dagger_dataset(ds, dataclasses.replace(_dagger.FULL_DAGGER, datasets=(name,)))
                 for split in splits:
                     run(dds, split, DAGGER_METHODS, runs, d, seed=BASE_SEED.get(name, 0), argv=argv)
-    return [write_summary(d, title=title, methods=METHODS)]
+    return [write_summary(d, title=title, methods=TABLE_METHODS)]
 
 
 def homophily(out: Path, *, runs=10, datasets=None, data_root=None, argv=None):

@@ -59,6 +59,7 @@ from jaxclp.mlp import fit_mlp_splits
 from jaxclp.priors import PRIORS
 from jaxclp.train import TrainConfig, stopped_early
 
+from jaxclp.experiments.chance import split_chances
 from jaxclp.experiments.candidates import Context, GraphViews, reporting, select, status, visible_labels
 from jaxclp.experiments.identity import config_hash, data_identity, run_config
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
@@ -218,9 +219,9 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
 
     Resuming prints ``reusing N records, computing M`` (stderr) when some of the work is already in ``out``.
     Inside :func:`~jaxclp.experiments.progress.job` the progress bar names the job's position (``dataset 4/14
-    actor``), the split and the method, and shows an overall ETA from the job's own record times once
-    :data:`~jaxclp.experiments.progress.ETA_MIN_RECORDS` exist; with ``progress`` a line per finished dataset and
-    split stays on stderr with its time.
+    actor``), the split and the method, and shows an overall ETA from the job's own split times (a range until
+    :data:`~jaxclp.experiments.progress.ETA_SINGLE_SPLITS` splits are done, the first split's compilation apart);
+    with ``progress`` a line per finished dataset and split stays on stderr with its time.
 
     Returns:
         The new records (not the copied ones).
@@ -267,7 +268,7 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         computing = nruns * len(methods) - reused
         tracker = _JOB.get()
         if tracker is not None:
-            tracker.begin(ds.name, split, computing)
+            tracker.begin(ds.name, split, computing, splits=len(todo), methods=len(methods))
         if reused and writer:
             print(f"jaxclp: {ds.name}/{split}: reusing {reused} records in {path}, computing {computing}",
                   file=sys.stderr, flush=True)
@@ -278,8 +279,11 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         if "h2gcn" in methods:  # a hub-heavy graph: refused now, not after hours of the other methods
             check_two_hop_size(ds.graph)
         if writer:
+            # the accuracy of always answering each split's majority training class on its test nodes: the chance
+            # line of the rankings (jaxclp.experiments.chance; a header field, so result records and hashes keep)
+            chance = split_chances(np.asarray(ds.labels), np.asarray(sp.train)[:nruns], np.asarray(sp.test)[:nruns])
             append_record(path, header_record(argv) | {"dataset": ds.name, "split": split, "config": config,
-                                                       "config_hash": chash})
+                                                       "config_hash": chash, "chance": chance})
         records = []
         t_start = time.perf_counter()
         where = (f"dataset {tracker.index}/{tracker.total} {ds.name}" if tracker is not None and tracker.total > 1
@@ -295,6 +299,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             # for a predictor first chosen there): the next splits follow it (jaxclp.search.Decisions)
             decisions = {}
             for j, i in enumerate(bar):
+                if tracker is not None:
+                    tracker.split_start()
                 ctx = setup.context(j)
                 for m in methods:
                     if RecordKey(ds.name, split, i, m) in done:
@@ -315,12 +321,14 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
                     if tracker is not None:
                         tracker.record(time.perf_counter() - t_rec)
                     release_compiled()
+                if tracker is not None:
+                    tracker.split_end()
         if hasattr(bar, "close"):
             bar.close()
         if progress and writer:
-            eta = tracker.eta() if tracker is not None else None
+            eta = tracker.eta_text() if tracker is not None else None
             print(f"jaxclp: {where} done: {len(records)} records in {_duration(time.perf_counter() - t_start)}"
-                  + (f"; whole job: about {_duration(eta)} left" if eta else ""), file=sys.stderr, flush=True)
+                  + (f"; whole job: {eta}" if eta else ""), file=sys.stderr, flush=True)
     return records
 
 
@@ -384,7 +392,8 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
     stop, last = mlp_deadline(t0, time_limit, len(todo)), 0.0
     for d in MLP_DEPTHS:
         if priors and not mlp_depth_fits((time.perf_counter() - t0) / len(todo), last, time_limit):
-            status(f"MLP prior depth {d} and deeper skipped: time limit {time_limit:g} s")
+            status(f"MLP prior depth {d} and deeper skipped: they would not fit in the time limit "
+                   f"({search.limit_words(time_limit)})")
             break
         t1 = time.perf_counter()
         res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
@@ -396,7 +405,7 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         if epochs is not None:
             cut[d] = epochs
             status(f"MLP prior depth {d}: training stopped at epoch {epochs} of {cfg.epochs} for the time limit "
-                   f"{time_limit:g} s")
+                   f"({search.limit_words(time_limit)})")
     return priors, (time.perf_counter() - t0) / len(todo), cut
 
 
@@ -455,7 +464,7 @@ class SplitSetup:
         # first measurement of what a base predictor costs on this graph
         return split_context(self.ds, self.x, self.y_vis[j], self.train[i], self.val[i], key, priors, self.cfg,
                              self.base_priors, left, float(self.mlp_seconds) / max(len(self.priors), 1),
-                             self.mlp_cut, self.views)
+                             self.mlp_cut, self.views, stated_time_limit=self.time_limit)
 
 
 @jax.jit
@@ -488,17 +497,19 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
                   base_priors: tuple | None = None, time_limit: float | None = None,
                   mlp_fit_seconds: float = 0.0, mlp_cut: dict | None = None,
-                  views: GraphViews | None = None) -> Context:
+                  views: GraphViews | None = None, stated_time_limit: float | None = None) -> Context:
     """The :class:`Context` of one split, with the MLP depth chosen on validation (1 without priors); ``cfg``
     is the run's training configuration (the base predictors a method fits use it); ``base_priors``,
     ``time_limit``, ``mlp_fit_seconds`` and ``mlp_cut``: :attr:`Context.base_priors`, :attr:`Context.time_limit`
-    (None: the method's defaults), :attr:`Context.mlp_fit_seconds`, :attr:`Context.mlp_cut`."""
+    (None: the method's defaults), :attr:`Context.mlp_fit_seconds`, :attr:`Context.mlp_cut`;
+    ``stated_time_limit``: :attr:`Context.stated_time_limit` (the user's limit, for the status messages)."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
     return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
                    val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg,
                    base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit,
-                   mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}), views=views)
+                   mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}), views=views,
+                   stated_time_limit=stated_time_limit)
 
 
 def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.ndarray,

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from jaxclp.datasets.registry import REGISTRY, canonical_name
+from jaxclp.experiments.chance import NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_percent, recorded_chances
 from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
 from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.experiments.paper import paper_number
@@ -51,14 +52,21 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
     """The summary table of ``records``, then which variant / base prior validation chose and the paired
     comparisons of ``clp`` (:func:`paired_table`).
 
+    The ``chance`` column holds the chance reference of the row's metric (:mod:`jaxclp.experiments.chance`): for
+    accuracy, always answering the majority class of each split's training labels, scored on its test nodes (the
+    run's header records hold it; ``?`` for records made before they did), for ROC-AUC 50; a method's cell gets
+    ``≤ chance`` where its mean is not above it by more than its std.
+
     Args:
-        records: result records (other record types are ignored).
+        records: result records, and the header records before them (their ``"chance"``; other records are
+            ignored).
         title: heading.
         methods: columns to show even where no record has them yet (the cell then holds "–" and the paper's
             number, if any); the methods of the records are always shown unless ``only``.
         only: show the columns ``methods`` and no others.
     """
     agg, last = aggregate(records)
+    chances = recorded_chances(records)
     present = set(methods) if only else {k[2] for k in agg} | set(methods)
     methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
@@ -72,12 +80,18 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
              "Test score in percent (accuracy, or ROC-AUC where the metric column says so): mean ± sample std (ddof 1) over "
              f"the runs (n), every hyperparameter chosen on validation only; bold: the best mean of the row. {paper}"
              "‡ marks a cell holding records made under an earlier definition "
-             "of its method (stale: the next `--replace-stale` run recomputes them).", "",
-             "| dataset | split | metric | " + " | ".join(methods) + " |",
-             "|---|---|---|" + "---|" * len(methods)]
+             "of its method (stale: the next `--replace-stale` run recomputes them). chance: the score of a constant "
+             "answer on the same test nodes (accuracy: always the majority class of each split's training labels; "
+             f"ROC-AUC: 50); {NOT_ABOVE} marks a mean not above it by more than its std over the runs.", "",
+             "| dataset | split | metric | chance | " + " | ".join(methods) + " |",
+             "|---|---|---|---|" + "---|" * len(methods)]
+    unknown = False
     for d, s in rows:
         metric = next(r["metric"] for r in last.values() if r["dataset"] == d and r["split"] == s)
-        cells = []
+        runs = sorted({i for (dd, ss, _, i) in last if (dd, ss) == (d, s)})
+        chance = chance_percent(metric, runs, chances.get((d, s)))
+        unknown |= chance is None
+        cells = ["?" if chance is None else f"{chance:.1f}"]
         best = max((agg[(d, s, m)].mean() for m in methods if (d, s, m) in agg), default=None)
         for m in methods:
             v = agg.get((d, s, m))
@@ -87,11 +101,15 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
             txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
+            if chance is not None and not beats_chance(v, chance):
+                txt += f" {NOT_ABOVE}"
             txt += paper_cell(d, s, m, v, metric)
             if (d, s, m) in stale:
                 txt += " ‡"
             cells.append(txt)
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
+    if unknown:
+        lines += ["", f"?: {UNKNOWN_NOTE}."]
     sections = [variant_table(last), paired_table(agg, last),
                 candidate_table(last) if "clp_e2e" in methods else "", skipped_table(last),
                 compute_table(last, methods)]
