@@ -309,3 +309,76 @@ def test_summary_chance_column_and_marker():
     assert "unknown" not in text
     old = summary.markdown(_records("g", "medium", "mlp", [0.66, 0.67]), "t")
     assert _row(old, "g", "medium")[3] == "?" and "?: chance: unknown for these records" in old
+
+
+def _committed_style(ds, split="medium", seed=3, runs=3, metric="accuracy"):
+    """Result records as a run made before the runner stored the chance reference: no header chance, each record
+    with its configuration (seed, data identity) and ``seed`` = base seed + run."""
+    from jaxclp.experiments.identity import config_hash, data_identity, run_config
+    from jaxclp.train import TrainConfig
+
+    config = run_config(ds, split, seed, TrainConfig(epochs=5), "given", data_identity(ds, ds))
+    return [{"type": "header", "dataset": ds.name, "split": split, "config": config}] + [
+        {"type": "result", "dataset": ds.name, "split": split, "run": i, "seed": seed + i, "method": "mlp",
+         "metric": metric, "val": 0.5, "test": 0.6, "params": {}, "config": config, "config_hash": config_hash(config)}
+        for i in range(runs)]
+
+
+def test_chance_for_committed_records_is_a_hand_count(tmp_path):
+    """chance.for_records rebuilds the splits a committed record set used (its config's seed and data identity) and
+    scores the majority TRAINING class on each split's test nodes: equal to a count by hand on those nodes; a record
+    whose seed is not its split's, or a dataset whose arrays differ from the config's, gives nothing (unknown); the
+    values go to chance.json, which serves them without the dataset."""
+    import collections
+    import dataclasses
+
+    import jaxclp
+    from jaxclp.datasets import random_splits
+    from jaxclp.experiments import chance
+
+    ds = jaxclp.datasets.synthetic(h=0.3, avg_degree=4, num_classes=3, nodes_per_class=20, seed=1)
+    labels = np.asarray(ds.labels).copy()
+    labels[:15] = 0  # unbalanced: class 0 is the majority of most training sets
+    ds = dataclasses.replace(ds, labels=labels)
+    recs = _committed_style(ds)
+    chances, stored = chance.for_records(recs, datasets={ds.name: ds})
+    sp = random_splits(ds.num_nodes, "medium", num_splits=3, seed=3)
+    for i in range(3):
+        train, test = np.asarray(sp.train[i]), np.asarray(sp.test[i])
+        majority = collections.Counter(labels[train].tolist()).most_common()
+        top = min(c for c, n in majority if n == majority[0][1])  # ties: the lowest class
+        hand = sum(int(labels[j] == top) for j in np.flatnonzero(test)) / int(test.sum())
+        assert chances[(ds.name, "medium")][i] == pytest.approx(hand)
+    assert set(stored) == {(ds.name, "medium", recs[1]["config_hash"])}
+    # the percent the summary shows: their mean
+    want = 100 * np.mean([chances[(ds.name, "medium")][i] for i in range(3)])
+    text = summary.markdown(recs, "t", chances=chances)
+    assert _row(text, ds.name, "medium")[3] == f"{want:.1f}"
+    # a record whose seed is not its split's (another split), or other labels than the config's: unknown
+    bad = [dict(r, seed=99) if r.get("run") == 1 else r for r in recs]
+    assert chance.for_records(bad, datasets={ds.name: ds})[0] == {}
+    other = dataclasses.replace(ds, labels=np.roll(labels, 1))
+    assert chance.for_records(recs, datasets={ds.name: other})[0] == {}
+    # ROC-AUC records need no dataset; the header's own values win over a rebuild
+    assert chance.for_records(_committed_style(ds, metric="roc_auc"))[0] == {}
+    # chance.json: written, read back, used without the dataset (what the results pages do)
+    chance.write_stored(tmp_path, stored)
+    again, _ = chance.for_records(recs, stored=chance.read_stored(tmp_path), compute=False)
+    assert again == {k: dict(v) for k, v in chances.items()}
+    assert chance.for_records(recs, compute=False)[0] == {}
+
+
+def test_write_summary_fills_the_chance_of_old_records(tmp_path):
+    """write_summary: records without a header chance get it from chance.json beside them; '?' without one (the
+    dataset of these records is not registered, so it cannot be rebuilt)."""
+    import jaxclp
+    from jaxclp.experiments import chance
+
+    ds = jaxclp.datasets.synthetic(h=0.3, avg_degree=4, num_classes=3, nodes_per_class=20, seed=1)
+    recs = _committed_style(ds)
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert _row(summary.write_summary(tmp_path).read_text(), ds.name, "medium")[3] == "?"
+    chances, stored = chance.for_records(recs, datasets={ds.name: ds})
+    chance.write_stored(tmp_path, stored)
+    want = 100 * np.mean(list(chances[(ds.name, "medium")].values()))
+    assert _row(summary.write_summary(tmp_path).read_text(), ds.name, "medium")[3] == f"{want:.1f}"

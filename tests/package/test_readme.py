@@ -162,7 +162,8 @@ def test_readme_table_cells_by_hand(tmp_path):
                 "test": test, "val": test, "params": {"base_prior": base} if base else {},
                 "method_hash": "old" if stale else method_hash(method)}
 
-    recs = [rec("mlp", 0, 0.50), rec("mlp", 1, 0.60), rec("clp", 0, 0.70, base="gcn"),  # clp: 1 of 2 runs
+    recs = [{"type": "header", "dataset": "texas", "split": "medium", "chance": [0.5, 0.5]},  # chance 50.0
+            rec("mlp", 0, 0.50), rec("mlp", 1, 0.60), rec("clp", 0, 0.70, base="gcn"),  # clp: 1 of 2 runs
             rec("lp", 0, 0.90, stale=True), rec("lp", 1, 0.90, stale=True)]
     (tmp_path / "results" / "t").mkdir(parents=True)
     (tmp_path / "results" / "t" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
@@ -175,10 +176,11 @@ def test_readme_table_cells_by_hand(tmp_path):
     finally:
         del tables.TABLES["_test"]
     row = next(line for line in out.splitlines() if line.startswith("| texas"))
-    # mlp 55.0 ± 7.1 is the only complete current cell: bold; lp is stale (‡, never bold); clp has 1 of 2 runs
-    assert row == "| texas | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 (1) (GCN 1) | 69.6 ± 3.8 |"
-    assert out.startswith("x\n<!-- jaxclp:_test -->\n| dataset | MLP | LP | CLP | paper |") and out.endswith(
-        "<!-- /jaxclp:_test -->\ny\n")
+    # mlp 55.0 ± 7.1 is the only complete current cell: bold, and not above chance (50.0) by more than its std;
+    # lp is stale (‡, never bold); clp has 1 of 2 runs
+    assert row == "| texas | 50.0 | **55.0 ± 7.1** ≤ chance | 90.0 ± 0.0 ‡ | 70.0 (1) (GCN 1) | 69.6 ± 3.8 |"
+    assert out.startswith("x\n<!-- jaxclp:_test -->\n| dataset | chance | MLP | LP | CLP | paper |") and out.endswith(
+        f"\n\n{tables.CHANCE_LEGEND}\n<!-- /jaxclp:_test -->\ny\n")
     # a table stopped part-way: with the protocol's run count every cell below it says (n), and none is bold
     tables.TABLES["_test"] = table._replace(runs=3, paper="", base_counts=False)
     try:
@@ -186,7 +188,21 @@ def test_readme_table_cells_by_hand(tmp_path):
     finally:
         del tables.TABLES["_test"]
     row = next(line for line in out.splitlines() if line.startswith("| texas"))
-    assert row == "| texas | 55.0 ± 7.1 (2) | 90.0 ± 0.0 (2) ‡ | 70.0 (1) |"
+    assert row == "| texas | 50.0 | 55.0 ± 7.1 (2) ≤ chance | 90.0 ± 0.0 (2) ‡ | 70.0 (1) |"
+    # without the header's chance: chance.json beside the records gives it; without either, '?' and no marker
+    config = {"dataset": "texas", "split": "medium", "seed": 0}  # what chance.json's rows are keyed by (its hash)
+    (tmp_path / "results" / "t" / "results.jsonl").write_text(
+        "".join(json.dumps(r | {"config": config, "config_hash": "h"}) + "\n" for r in recs[1:]))
+    tables.TABLES["_test"] = table._replace(paper="", base_counts=False)
+    try:
+        unknown = tables.render(text, tmp_path)
+        (tmp_path / "results" / "t" / "chance.json").write_text(json.dumps({"rows": [
+            {"dataset": "texas", "split": "medium", "config_hash": "h", "chance": {"0": 0.1, "1": 0.1}}]}))
+        stored = tables.render(text, tmp_path)
+    finally:
+        del tables.TABLES["_test"]
+    assert "| texas | ? | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 (1) |" in unknown and "?: unknown" in unknown
+    assert "| texas | 10.0 | **55.0 ± 7.1** | 90.0 ± 0.0 ‡ | 70.0 (1) |" in stored
     with pytest.raises(ValueError, match="names no table"):
         tables.render("<!-- jaxclp:nope -->\n<!-- /jaxclp:nope -->", tmp_path)
 

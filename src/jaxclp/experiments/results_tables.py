@@ -16,7 +16,10 @@ both, and ``python -m benchmarks.pages [--check]`` renders them (what tests/pack
 Cells: mean ± sample std (ddof 1) of the test score in percent over the runs, ``(n)`` where fewer runs than the
 row's most complete method have, ``‡`` where a record was made under an earlier definition of its method (its
 ``method_hash`` differs from today's: stale, recomputed by the next ``--replace-stale`` run); **bold** = the best
-mean among the row's complete, current cells.
+mean among the row's complete, current cells. The ``chance`` column holds the score of a constant answer on the
+row's test nodes (accuracy: the majority class of each split's training labels, mean over the runs, from the headers
+or the folder's ``chance.json``: :func:`jaxclp.experiments.chance.for_records`; ROC-AUC: 50), and ``≤ chance``
+marks a cell whose mean is not above it by more than its std (:func:`jaxclp.experiments.chance.beats_chance`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 
 from jaxclp.experiments import page_values
 from jaxclp.experiments.anchors import compact_table
+from jaxclp.experiments.chance import NOT_ABOVE, beats_chance, chance_percent, for_records, read_stored
 from jaxclp.experiments.page_values import Sources
 from jaxclp.experiments.reproduce import HOMOPHILY
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
@@ -149,20 +153,37 @@ def _base_counts(last, dataset: str, split: str, method: str) -> str:
     return ", ".join(f"{PRIOR_NAMES.get(k, k)} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def table_markdown(records, table: Table, datasets=DATASETS) -> str:
-    """The markdown table (header, separator, one row per dataset that has any record) of ``table``."""
+CHANCE_LEGEND = ("chance: the score of a constant answer on the same test nodes (accuracy: always the majority class "
+                 "of each split's training labels, mean over the runs; ROC-AUC: 50); " + NOT_ABOVE + ": a mean not "
+                 "above it by more than its std over the runs.")
+"""The one-line legend under every generated :class:`Table`."""
+
+
+def table_markdown(records, table: Table, datasets=DATASETS, chances=None) -> str:
+    """The markdown table (header, separator, one row per dataset that has any record) of ``table``, then the
+    chance legend (:data:`CHANCE_LEGEND`).
+
+    ``chances``: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance.for_records`); None: the
+    header records' own values. A row without one for every run shows ``?`` and no marker."""
     agg, last = aggregate(records)
+    if chances is None:
+        chances, _ = for_records(records, compute=False)
     stale = stale_cells(last, [m for m, _ in table.columns])
-    heads = [h for _, h in table.columns] + ([table.paper] if table.paper else [])
+    heads = ["chance"] + [h for _, h in table.columns] + ([table.paper] if table.paper else [])
     lines = ["| dataset | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    unknown = False
     for d in datasets:
         keys = [(d, table.split, m) for m, _ in table.columns]
         if not any(k in agg for k in keys):
             continue
+        row = [(k, r) for k, r in last.items() if k[:3] in keys]
+        metric = row[-1][1].get("metric", "accuracy")
+        chance = chance_percent(metric, sorted({k[3] for k, _ in row}), chances.get((d, table.split)))
+        unknown |= chance is None
         full = max([len(agg[k]) for k in keys if k in agg] + [table.runs or 0])
         complete = [k for k in keys if k in agg and len(agg[k]) == full and k not in stale]
         best = max((agg[k].mean() for k in complete), default=None)
-        cells = []
+        cells = ["?" if chance is None else f"{chance:.1f}"]
         for k in keys:
             v = agg.get(k)
             if v is None:
@@ -173,6 +194,8 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
                 txt = f"**{txt}**"
             if len(v) < full:
                 txt += f" ({len(v)})"
+            if chance is not None and not beats_chance(v, chance):
+                txt += f" {NOT_ABOVE}"
             if table.base_counts and k[2] == "clp":
                 counts = _base_counts(last, *k)
                 txt += f" ({counts})" if counts else ""
@@ -183,7 +206,9 @@ def table_markdown(records, table: Table, datasets=DATASETS) -> str:
             p = paper_number(d, table.split, "clp")
             cells.append(f"{p[0]:.1f} ± {p[1]:.1f}" if p else "–")
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    legend = CHANCE_LEGEND + (" ?: unknown (records made before the runs stored it, and no chance.json beside them: "
+                              "`jaxclp summarize DIR` with the data offline rebuilds it)." if unknown else "")
+    return "\n".join(lines + ["", legend])
 
 
 def _anchors_block(root: Path) -> str:
@@ -227,7 +252,9 @@ def render(text: str, root: Path = Path("."), sources=None, blocks=None) -> str:
                              f"{sorted(TABLES) + sorted(PAIRED) + sorted(other)} (the benchmarks' tables: "
                              "python -m benchmarks.pages from a clone)")
         t = TABLES[name]
-        return m.group(1) + table_markdown(records(t.results), t, t.datasets or DATASETS) + "\n" + m.group(4)
+        recs = records(t.results)
+        chances, _ = for_records(recs, stored=read_stored(Path(root) / t.results), compute=False)
+        return m.group(1) + table_markdown(recs, t, t.datasets or DATASETS, chances) + "\n" + m.group(4)
 
     return page_values.render(_BLOCK.sub(block, text), src)
 

@@ -9,7 +9,8 @@ from typing import Sequence
 import numpy as np
 
 from jaxclp.datasets.registry import REGISTRY, canonical_name
-from jaxclp.experiments.chance import NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_percent, recorded_chances
+from jaxclp.experiments.chance import (NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_percent, for_records,
+                                      read_stored, recorded_chances, write_stored)
 from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
 from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.experiments.paper import paper_number
@@ -48,7 +49,7 @@ def aggregate(records):
     return {k: np.asarray(v) for k, v in out.items()}, last
 
 
-def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
+def markdown(records, title: str = "", methods=(), only: bool = False, chances=None) -> str:
     """The summary table of ``records``, then which variant / base prior validation chose and the paired
     comparisons of ``clp`` (:func:`paired_table`).
 
@@ -64,9 +65,11 @@ def markdown(records, title: str = "", methods=(), only: bool = False) -> str:
         methods: columns to show even where no record has them yet (the cell then holds "–" and the paper's
             number, if any); the methods of the records are always shown unless ``only``.
         only: show the columns ``methods`` and no others.
+        chances: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance.for_records`: rebuilt
+            for records whose headers lack it); None: the header records' own values only.
     """
     agg, last = aggregate(records)
-    chances = recorded_chances(records)
+    chances = recorded_chances(records) if chances is None else chances
     present = set(methods) if only else {k[2] for k in agg} | set(methods)
     methods = [m for m in METHOD_ORDER if m in present] + sorted(present - set(METHOD_ORDER))
     rows = sorted({(k[0], k[1]) for k in agg})
@@ -425,14 +428,25 @@ def machines(records: Sequence[dict]) -> list[str]:
             for (backend, devices, jax_version), (n, ds) in sorted(groups.items(), key=lambda kv: -kv[1][0])]
 
 
-def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=(), only: bool = False) -> Path:
+def write_summary(out_dir, title: str = "", filename: str = "summary.md", methods=(), only: bool = False,
+                  data_root=None) -> Path:
+    """Writes ``out_dir/filename``: :func:`markdown` of ``out_dir``'s records, the commands and machines that made them.
+
+    The chance column of records whose headers lack it (made before the runner stored it) comes from
+    ``out_dir/chance.json``, else is rebuilt from the dataset where it loads offline (``data_root``, or a file://
+    ``$JAXCLP_DATA_URL``) and added to ``chance.json`` (:func:`jaxclp.experiments.chance.for_records`); ``?`` where
+    neither can give it."""
     out_dir = Path(out_dir)
     records = read_records(out_dir / RESULTS_FILE)
+    before = read_stored(out_dir)
+    chances, stored = for_records(records, data_root=data_root, stored=before)
+    if stored != before:
+        write_stored(out_dir, stored)
     if not title:  # keep the title a reproduce target gave this directory
         old = out_dir / filename
         first = old.read_text().splitlines()[0] if old.exists() else ""
         title = first[3:] if first.startswith("## ") and len(first) > 3 else out_dir.name
-    text = markdown(records, title, methods, only)
+    text = markdown(records, title, methods, only, chances=chances)
     commands = sorted({" ".join(r["argv"]) for r in records if r.get("type") == "header" and r.get("argv")})
     if commands:
         text += "\n\nCommands that produced these records:\n\n" + "\n".join(f"    {c}" for c in commands)
