@@ -152,7 +152,7 @@ class CLP:
             its best configuration is better by a clear margin. A single prior is always propagated. The choice
             is :func:`jaxclp.selection.prior_first`, the function the runner's ``clp`` calls.
         time_limit: seconds the fit of a list of priors may spend on them (None: no limit): they are fitted in
-            the given order while the expected cost of the next (:data:`jaxclp.priors.PRIOR_COST` times the
+            the given order while the expected cost of the next (:data:`jaxclp.search.PRIOR_COST` times the
             seconds per unit measured so far) fits the time left; the first is always fitted; the others are
             named in ``skipped_priors_``. List them cheap first, e.g. ``("mlp", "link", "gcn", "gcn_tuned")``.
             A named predictor started (LINK aside: :data:`jaxclp.priors.DEADLINE_PRIORS`) stops training where
@@ -203,7 +203,7 @@ class CLP:
         prior_val_scores_: list of (name, validation score, computed like CLP's) of every prior fitted, in the
             given order; ``prior_index_`` the chosen one's position.
         skipped_priors_: names of the priors of a list left out because ``time_limit`` ran out (cheap ones are
-            fitted first: list them cheap first; :class:`jaxclp.priors.PriorBudget`), ``"NAME epochs after E"``
+            fitted first: list them cheap first; :class:`jaxclp.search.Search`), ``"NAME epochs after E"``
             where the limit stopped a predictor's training at epoch E, and ``"clp on NAME"`` where the
             large-validation step left CLP's grid on a fitted prior out because it would end past the limit.
         propagated_: False where, for a list of priors, validation kept the chosen prior alone (``alpha_ = 0.0``;
@@ -545,3 +545,38 @@ class CLP:
         """(n,) predicted labels, in the user's label values (``classes_[argmax(predict_proba())]``)."""
         self._check_fitted()
         return self.classes_[np.asarray(jnp.argmax(self.predict_proba(), axis=1))]
+
+    def explain(self, nodes, *, tol: float = 1e-6):
+        """Exact explanation of the fitted closed form's scores (``beliefs_``) at ``nodes``: every source node's
+        term, the training nodes' sum and the prior's (:func:`jaxclp.explain.explain`, with ``H_``, the edge
+        weights from ``B0`` and the chosen variant held fixed).
+
+        Where validation kept the prior alone (``propagated_`` False, ``alpha_ = 0``) every score is the node's own
+        prior row: the explanation says so (one term, the node itself, counted in ``prior_term`` even for a training
+        node; ``method`` "identity", ``train_mask`` all False).
+
+        Args:
+            nodes: a node index or a 1-D list of indices (0..n-1).
+            tol: the solvers' tolerance.
+
+        Returns:
+            :class:`jaxclp.explain.Explanation`.
+
+        Raises:
+            ValueError: unfitted; the chosen model is the nonlinear (authors') step or the per-step L1 variant
+                (not linear in the start: not covered); bad ``nodes``.
+        """
+        from jaxclp.explain import explain
+
+        self._check_fitted()
+        if self.propagated_ and self.nonlinear_ is not None:
+            raise ValueError("explain: the chosen model is the nonlinear (authors') propagation step, which is not "
+                             "linear in its start; only the linear closed form is explained")
+        if self.propagated_ and self.l1_normalize_:
+            raise ValueError("explain: the chosen model is the per-step L1-normalized propagation, which is not "
+                             "linear in its start; only the linear closed form is explained")
+        if not self.propagated_:  # the prior alone (alpha 0, D = the prior): no label enters a score
+            return explain(self._graph, self.prior_, self._labels, jnp.zeros_like(self._train), self.H_, 0.0, nodes)
+        return explain(self._graph, self.prior_, self._labels, self._train, self.H_, float(self.alpha_), nodes,
+                       normalization=self.normalization_, prior_source=self.prior_source_,
+                       spectral_scale=bool(self.spectral_scale_), method=self.method, tol=tol)

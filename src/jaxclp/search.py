@@ -214,7 +214,8 @@ class SearchPlan:
         chosen predictor (:data:`GRID_COST`, in units of the closed form's seconds, not of a GCN fit)."""
         out = [("mlp prior", f"mlp depth {d}", PRIOR_COST["mlp"]) for d in self.mlp_depths]
         out += [("base predictor", str(p), prior_cost(p)) for p in self.priors if p != "mlp" or not self.mlp_depths]
-        closed = "clp closed form" + (f" ({len(self.closed_variants)} variant{'s' if len(self.closed_variants) != 1 else ''})" if self.closed_variants else "")
+        count = len(self.closed_variants)
+        closed = "clp closed form" + (f" ({count} variant{'s' if count != 1 else ''})" if count else "")
         out += [("clp candidates", GRID_KIND_NAMES.get(k, closed), GRID_COST[k]) for k in self.grid_kinds]
         return out
 
@@ -253,7 +254,8 @@ class SearchPlan:
         """The plan as text: one line per step with its cost (and expected seconds given ``unit_seconds``, default
         :attr:`unit_seconds`), then the limit and what it would leave out at that unit."""
         unit_seconds = self.unit_seconds if unit_seconds is None else unit_seconds
-        lines = [f"clp search plan ({'no time limit' if self.time_limit is None else f'time limit {self.time_limit:g} s per split'})"]
+        limit = "no time limit" if self.time_limit is None else f"time limit {self.time_limit:g} s per split"
+        lines = [f"clp search plan ({limit})"]
         for stage, name, cost in self.steps():
             unit = "x closed form" if stage == "clp candidates" else "GCN fits"
             secs = ""

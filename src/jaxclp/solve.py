@@ -174,8 +174,12 @@ def cg_columns(matvec, rhs, tol, max_iters):
     return x, its
 
 
-def bicgstab_columns(matvec, rhs, tol, max_iters):
+def bicgstab_columns(matvec, rhs, tol, max_iters, shadow=None):
     """BiCGStab, every column of ``rhs`` (n, K) an independent (nonsymmetric) system.
+
+    ``shadow``: the (n, K) shadow residual (default: ``rhs``, the usual choice). A sparse right-hand side (a unit
+    vector, :func:`jaxclp.explain.explain`'s transposed solves) breaks down with it (``rhat . r`` reaches 0 while
+    ``r`` does not); a dense shadow with ``shadow . rhs != 0`` avoids that.
 
     Returns:
         ``(x, iterations)``: (n, K) and (K,) int32.
@@ -185,7 +189,8 @@ def bicgstab_columns(matvec, rhs, tol, max_iters):
     one = jnp.ones((k,), rhs.dtype)
     zeros = jnp.zeros_like(rhs)
     active = jnp.linalg.norm(rhs, axis=0) > tol * bnorm
-    state = (zeros, rhs, rhs, zeros, zeros, one, one, one, active, jnp.zeros(k, jnp.int32), jnp.int32(0))
+    rhat0 = rhs if shadow is None else shadow
+    state = (zeros, rhs, rhat0, zeros, zeros, one, one, one, active, jnp.zeros(k, jnp.int32), jnp.int32(0))
 
     def cond(s):
         return jnp.any(s[8]) & (s[10] < max_iters)

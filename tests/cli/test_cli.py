@@ -135,7 +135,7 @@ def test_cli_summarize_missing_or_empty_folder(tmp_path, capsys):
     assert not (tmp_path / "empty" / "summary.md").exists()
 
 
-def _platonov_npz(path, n=60, k=3, seed=0):
+def platonov_npz(path, n=60, k=3, seed=0):
     rng = np.random.default_rng(seed)
     y = np.arange(n) % k
     feats = (np.eye(k)[y] + 0.5 * rng.standard_normal((n, k))).astype(np.float32)
@@ -153,7 +153,7 @@ def _platonov_npz(path, n=60, k=3, seed=0):
 def test_cli_run_on_a_user_graph_with_its_published_masks(tmp_path, capsys):
     """``jaxclp run --graph FILE --split published`` runs on a graph the registry does not know,
     with the file's own masks; the records are keyed by the file's name."""
-    masks = _platonov_npz(tmp_path / "mygraph.npz")
+    masks = platonov_npz(tmp_path / "mygraph.npz")
     out = tmp_path / "out"
     assert cli.main(["run", "--graph", str(tmp_path / "mygraph.npz"), "--split", "published", "--methods",
                      "mlp,lp", "--runs", "2", "--epochs", "5", "--out", str(out), "--no-progress"]) == 0
@@ -259,7 +259,7 @@ def test_cli_distributed_flags_parse_and_are_checked(tmp_path, capsys, monkeypat
 def test_cli_run_on_a_non_zero_process_writes_nothing(tmp_path, capsys, monkeypatch):
     """Only process 0 of a jax.distributed job writes: process 1 runs the same work and leaves no folder,
     no records, no lock and no summary; process 0 writes them."""
-    _platonov_npz(tmp_path / "g.npz")
+    platonov_npz(tmp_path / "g.npz")
     args = ["run", "--graph", str(tmp_path / "g.npz"), "--split", "published", "--methods", "lp", "--runs", "1",
             "--no-progress"]
     monkeypatch.setattr(runner.jax, "process_index", lambda: 1)
@@ -279,7 +279,7 @@ def test_cli_run_two_processes(tmp_path):
     process 0) and equal a one-process run's."""
     import socket
 
-    _platonov_npz(tmp_path / "g.npz")
+    platonov_npz(tmp_path / "g.npz")
     args = ["run", "--graph", str(tmp_path / "g.npz"), "--split", "published", "--methods", "lp", "--runs", "2",
             "--no-progress"]
     with socket.socket() as s:
@@ -313,7 +313,7 @@ def test_cli_pass_through_subcommands_take_their_own_options(tmp_path, capsys, m
     """`jaxclp anchors --datasets ...` reaches its own parser (argparse's REMAINDER alone refused a leading option),
     and `jaxclp anchors` runs end to end on a user's file. There is no `jaxclp bench`: the benchmarks are not in
     the installed package (`python -m benchmarks.run` from a clone)."""
-    from test_anchors import _platonov_npz
+    from files import platonov_npz  # noqa: F811  (the anchors tests' file: ring, published masks)
 
     with pytest.raises(SystemExit) as e:
         cli.main(["bench", "--quick"])
@@ -323,7 +323,7 @@ def test_cli_pass_through_subcommands_take_their_own_options(tmp_path, capsys, m
         cli.main(["anchors", "-h"])
     assert e.value.code == 0 and "usage: jaxclp anchors" in capsys.readouterr().out
     monkeypatch.setenv("JAXCLP_XLA_CACHE", "off")
-    f = _platonov_npz(tmp_path / "g.npz", classes=3)
+    f = platonov_npz(tmp_path / "g.npz", classes=3)
     out = tmp_path / "anch"
     assert cli.main(["anchors", "--datasets", str(f), "--models", "gat_sep", "--depths", "1", "--splits", "2",
                      "--epochs", "2", "--hidden", "8", "--heads", "2", "--out", str(out)]) == 0
@@ -350,7 +350,7 @@ def test_cli_prints_user_warnings_as_one_line():
 def test_cli_run_with_custom_label_rates(tmp_path, capsys):
     """``--split 60/20/20`` (percents or fractions): random splits of those rates, records keyed by the canonical
     name "0.6/0.2/0.2"; impossible rates are a one-line argparse error."""
-    _platonov_npz(tmp_path / "g.npz")
+    platonov_npz(tmp_path / "g.npz")
     out = tmp_path / "out"
     assert cli.main(["run", "--graph", str(tmp_path / "g.npz"), "--split", "60/20/20", "--methods", "lp", "--runs",
                      "2", "--out", str(out), "--no-progress"]) == 0
@@ -711,7 +711,7 @@ def test_bad_values_of_other_subcommands_are_one_line_too(tmp_path, capsys):
                         "jaxclp reproduce: error: --runs must be an integer >= 1; got '-1'"),
                        (["predict", "--dataset", "texas", "--out", "p.csv", "--method", "nomethod"],
                         "jaxclp predict: error: --method must be one of "),
-                       (["nope"], "jaxclp: error: the command must be one of run, predict, reproduce")):
+                       (["nope"], "jaxclp: error: the command must be one of run, predict, explain, reproduce")):
         with pytest.raises(SystemExit) as e:
             cli.main(argv)
         err = capsys.readouterr().err

@@ -8,6 +8,8 @@ import pytest
 from jaxclp.experiments import anchors
 from jaxclp.gnn import GNNSpec
 
+from files import platonov_npz
+
 
 def _rec(spec: dict, val, test, model="sage", epochs=300, lr=3e-3):
     return {"dataset": "minesweeper", "model": model, "spec": spec, "metric": "roc_auc", "epochs": epochs,
@@ -38,32 +40,20 @@ def test_table_selects_on_validation_and_names_the_config():
     json.dumps(runs)  # records stay JSON
 
 
-def _platonov_npz(path, n=40, classes=2, masks=True, seed=0):
-    rng = np.random.default_rng(seed)
-    edges = np.stack([np.arange(n), (np.arange(n) + 1) % n], 1)
-    arrays = {"node_features": rng.random((n, 3)).astype(np.float32), "node_labels": np.arange(n) % classes,
-              "edges": edges}
-    if masks:
-        part = np.stack([np.roll(np.arange(n) % 4, s) for s in range(3)])  # 3 splits: 2/4 train, 1/4 val, 1/4 test
-        arrays |= {"train_masks": part < 2, "val_masks": part == 2, "test_masks": part == 3}
-    np.savez(path, **arrays)
-    return path
-
-
 def test_load_anchor_dataset_from_a_file_follows_platonovs_metric(tmp_path):
-    ds = anchors.load_anchor_dataset(str(_platonov_npz(tmp_path / "two.npz")))
+    ds = anchors.load_anchor_dataset(str(platonov_npz(tmp_path / "two.npz")))
     assert ds.name == "two" and ds.metric == "roc_auc" and ds.splits.train.shape == (3, 40)
-    assert anchors.load_anchor_dataset(str(_platonov_npz(tmp_path / "four.npz", classes=4))).metric == "accuracy"
+    assert anchors.load_anchor_dataset(str(platonov_npz(tmp_path / "four.npz", classes=4))).metric == "accuracy"
     assert anchors.load_anchor_dataset(str(tmp_path / "two.npz"), metric="accuracy").metric == "accuracy"
     with pytest.raises(ValueError, match="no published splits"):
-        anchors.load_anchor_dataset(str(_platonov_npz(tmp_path / "nomask.npz", masks=False)))
+        anchors.load_anchor_dataset(str(platonov_npz(tmp_path / "nomask.npz", masks=False)))
     with pytest.raises(ValueError, match="metric"):
         anchors.load_anchor_dataset(str(tmp_path / "two.npz"), metric="f1")
 
 
 def test_run_on_a_users_file_writes_records_and_table(tmp_path):
     """End to end on a graph the registry does not know: every split scored, a row with no published number."""
-    f = _platonov_npz(tmp_path / "mygraph.npz", classes=3)
+    f = platonov_npz(tmp_path / "mygraph.npz", classes=3)
     res = anchors.run([str(f)], ["gcn"], [1], splits=2, epochs=3, hidden=8, dropout=0.0, lr=1e-2,
                       variants=["res_ln"], out=tmp_path / "out")
     (r,) = res["runs"]

@@ -325,7 +325,7 @@ def _committed_style(ds, split="medium", seed=3, runs=3, metric="accuracy"):
 
 
 def test_chance_for_committed_records_is_a_hand_count(tmp_path):
-    """chance.for_records rebuilds the splits a committed record set used (its config's seed and data identity) and
+    """chance_rebuild.for_records rebuilds the splits a committed record set used (its config's seed and data identity) and
     scores the majority TRAINING class on each split's test nodes: equal to a count by hand on those nodes; a record
     whose seed is not its split's, or a dataset whose arrays differ from the config's, gives nothing (unknown); the
     values go to chance.json, which serves them without the dataset."""
@@ -334,14 +334,14 @@ def test_chance_for_committed_records_is_a_hand_count(tmp_path):
 
     import jaxclp
     from jaxclp.datasets import random_splits
-    from jaxclp.experiments import chance
+    from jaxclp.experiments import chance, chance_rebuild
 
     ds = jaxclp.datasets.synthetic(h=0.3, avg_degree=4, num_classes=3, nodes_per_class=20, seed=1)
     labels = np.asarray(ds.labels).copy()
     labels[:15] = 0  # unbalanced: class 0 is the majority of most training sets
     ds = dataclasses.replace(ds, labels=labels)
     recs = _committed_style(ds)
-    chances, stored = chance.for_records(recs, datasets={ds.name: ds})
+    chances, stored = chance_rebuild.for_records(recs, datasets={ds.name: ds})
     sp = random_splits(ds.num_nodes, "medium", num_splits=3, seed=3)
     for i in range(3):
         train, test = np.asarray(sp.train[i]), np.asarray(sp.test[i])
@@ -356,29 +356,29 @@ def test_chance_for_committed_records_is_a_hand_count(tmp_path):
     assert _row(text, ds.name, "medium")[3] == f"{want:.1f}"
     # a record whose seed is not its split's (another split), or other labels than the config's: unknown
     bad = [dict(r, seed=99) if r.get("run") == 1 else r for r in recs]
-    assert chance.for_records(bad, datasets={ds.name: ds})[0] == {}
+    assert chance_rebuild.for_records(bad, datasets={ds.name: ds})[0] == {}
     other = dataclasses.replace(ds, labels=np.roll(labels, 1))
-    assert chance.for_records(recs, datasets={ds.name: other})[0] == {}
+    assert chance_rebuild.for_records(recs, datasets={ds.name: other})[0] == {}
     # ROC-AUC records need no dataset; the header's own values win over a rebuild
-    assert chance.for_records(_committed_style(ds, metric="roc_auc"))[0] == {}
+    assert chance_rebuild.for_records(_committed_style(ds, metric="roc_auc"))[0] == {}
     # chance.json: written, read back, used without the dataset (what the results pages do)
     chance.write_stored(tmp_path, stored)
-    again, _ = chance.for_records(recs, stored=chance.read_stored(tmp_path), compute=False)
+    again, _ = chance_rebuild.for_records(recs, stored=chance.read_stored(tmp_path), compute=False)
     assert again == {k: dict(v) for k, v in chances.items()}
-    assert chance.for_records(recs, compute=False)[0] == {}
+    assert chance_rebuild.for_records(recs, compute=False)[0] == {}
 
 
 def test_write_summary_fills_the_chance_of_old_records(tmp_path):
     """write_summary: records without a header chance get it from chance.json beside them; '?' without one (the
     dataset of these records is not registered, so it cannot be rebuilt)."""
     import jaxclp
-    from jaxclp.experiments import chance
+    from jaxclp.experiments import chance, chance_rebuild
 
     ds = jaxclp.datasets.synthetic(h=0.3, avg_degree=4, num_classes=3, nodes_per_class=20, seed=1)
     recs = _committed_style(ds)
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert _row(summary.write_summary(tmp_path).read_text(), ds.name, "medium")[3] == "?"
-    chances, stored = chance.for_records(recs, datasets={ds.name: ds})
+    chances, stored = chance_rebuild.for_records(recs, datasets={ds.name: ds})
     chance.write_stored(tmp_path, stored)
     want = 100 * np.mean(list(chances[(ds.name, "medium")].values()))
     assert _row(summary.write_summary(tmp_path).read_text(), ds.name, "medium")[3] == f"{want:.1f}"

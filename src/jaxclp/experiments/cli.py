@@ -29,9 +29,11 @@ from jaxclp.datasets.splits import parse_split
 from jaxclp.experiments import reproduce
 from jaxclp.experiments.anchors import main as anchors_main
 from jaxclp.experiments.candidates import reporting
-from jaxclp.experiments.chance import (NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_label, chance_percent,
-                                     recorded_chances)
+from jaxclp.experiments.chance import NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_label, chance_percent, read_stored
+from jaxclp.experiments.chance_rebuild import for_records
 from jaxclp.experiments.methods import METHODS, clp_plan
+from jaxclp.experiments import explanations
+from jaxclp.experiments.explanations import explain_nodes, fit_model
 from jaxclp.experiments.predict import predict, write_predictions
 from jaxclp.priors import PRIORS
 from jaxclp.search import CLP_PRIOR_CANDIDATES
@@ -327,6 +329,35 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-refit", action="store_true",
                     help="keep the chosen configuration's scores propagated from the training nodes (default: clp, "
                          "cs and lp propagate again from every labelled node, validation included, after the choice)")
+    ex = sub.add_parser("explain", help="why a node got its label: each labelled node's exact share of its score "
+                                        "(words + JSON)", formatter_class=_HelpFormatter,
+                        description=_paragraph(
+                            "Explain CLP's labels exactly: jaxclp.CLP (closed form) is fitted on the labelled nodes "
+                            "(a share held out to choose its base predictor and configuration), and for each --node "
+                            "its score per class is split into one term per labelled node and the prior's term (the "
+                            "base predictor's share), summing to the score. H and the edge weights are held fixed; "
+                            "the base predictor's own reasoning is one term. Prints a sentence per node and writes "
+                            "--json FILE."))
+    _add_graph_source(ex)
+    ex.add_argument("--node", action="append", required=True, metavar="ID",
+                    help="a node to explain, its id as the graph's files name it (repeat for several)")
+    ex.add_argument("--top", type=_nonnegative_int, default=5,
+                    help="labelled nodes listed per class, largest share first (0: all)")
+    ex.add_argument("--json", metavar="FILE", default=None,
+                    help="write the explanation as JSON: per node its predicted class, score per class and per "
+                         "class the top labelled nodes {node, label, hops, contribution} and the prior's term "
+                         "(default: none)")
+    ex.add_argument("--val-fraction", type=_open_fraction, default=0.2,
+                    help="share of the labelled nodes held out to choose the configuration")
+    ex.add_argument("--seed", type=int, default=0, help="seed of the hold-out and of the fits")
+    ex.add_argument("--epochs", type=_positive_int, default=500,
+                    help="maximal training epochs of the base predictors")
+    ex.add_argument("--priors", metavar="NAMES", default=None,
+                    help="comma list of the base predictors CLP may choose from (default: mlp,link)")
+    ex.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=None,
+                    help="seconds the fit of the base predictors may spend; 'none' for no limit (default: no "
+                         "limit, so that two runs give the same explanation)")
+    ex.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     q = sub.add_parser("reproduce", help="regenerate a table or figure of results/", formatter_class=_HelpFormatter,
                        description=_paragraph(
                            "Regenerate one of the paper's tables or figures (records under DIR/<target>/). Ctrl-C "
@@ -377,7 +408,7 @@ PREDICT_TIME_LIMIT = 60.0
 candidates on the chosen one): the MLP, LINK, LINKX, GCN and H2GCN fit within it on graphs of up to ~100k nodes on
 2 cores, the tuned GNNs' grids (8 fits each, one program) on small and medium graphs
 (``benchmarks/results/cost_after_r2.md``: 3-65 s per split and grid on the medium table's graphs); the MLP's
-training stops where a quarter of the limit runs out (:data:`jaxclp.experiments.runner.MLP_TIME_SHARE`); one
+training stops where a quarter of the limit runs out (:data:`jaxclp.search.MLP_TIME_SHARE`); one
 closed-form CLP variant is always computed, the other variants and the spectral, per-step L1 and authors' candidates
 while they fit (``benchmarks/results/grid_budget.md``);
 ``--time-limit none`` lifts it."""
@@ -480,9 +511,9 @@ METRIC_NAMES = {"accuracy": "accuracy", "roc_auc": "ROC-AUC"}
 def ranking_text(out, dataset: str, split: str, methods) -> str:
     """The methods of ``out``'s records on (dataset, split) best first: test score mean ± std over the runs (in
     percent, the metric named), the best named in words; the chance reference of the metric (always the majority
-    training class for accuracy, from the run's header record; 50 for ROC-AUC: :mod:`jaxclp.experiments.chance`),
-    with ``≤ chance`` on every method whose mean is not above it by more than its std; and which base predictors
-    ``clp`` left out for time."""
+    training class for accuracy, from the run's header record or ``chance.json`` beside the records; 50 for
+    ROC-AUC: :mod:`jaxclp.experiments.chance`), with ``≤ chance`` on every method whose mean is not above it by more
+    than its std; and which base predictors ``clp`` left out for time."""
 
     records = read_records(Path(out) / RESULTS_FILE)
     last = {}
@@ -498,7 +529,8 @@ def ranking_text(out, dataset: str, split: str, methods) -> str:
         scores.setdefault(m, []).append(100.0 * r["test"])
     rank = sorted(scores, key=lambda m: -np.mean(scores[m]))
     mname = METRIC_NAMES.get(metric, metric)
-    chance = chance_percent(metric, sorted({i for _, i in last}), recorded_chances(records).get((dataset, split)))
+    known, _ = for_records(records, stored=read_stored(out), compute=False)  # headers, else chance.json beside them
+    chance = chance_percent(metric, sorted({i for _, i in last}), known.get((dataset, split)))
     below = set() if chance is None else {m for m in rank if not beats_chance(scores[m], chance)}
 
     def cell(m, words=False):
@@ -760,7 +792,7 @@ def _main(a, argv) -> int:
         opts = distributed_options(a)
         if opts is not None:
             _init_distributed(opts)
-    if a.cmd in ("run", "reproduce", "anchors", "predict"):
+    if a.cmd in ("run", "reproduce", "anchors", "predict", "explain"):
         _enable_xla_cache()
     if a.cmd == "run":
         methods = check_methods(split_names(a.methods))  # before any file is read (a large --graph takes a while)
@@ -779,6 +811,8 @@ def _main(a, argv) -> int:
             return _print_plan(a, check_priors(a.priors), check_time_limit(a.time_limit))
         with _interruptible(keeps=False):
             return _predict(a, argv)
+    elif a.cmd == "explain":
+        return _explain(a)
     elif a.cmd == "reproduce":
         return _reproduce(a, argv)
     elif a.cmd == "summarize":
@@ -856,6 +890,29 @@ def _predict(a, argv) -> int:
     print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "
           f"validation {dataset.metric} {pred.val_score:.4f} on {int(pred.val.sum())} nodes)\n"
           f"{pred.explain()}\n{json_path}")
+    return 0
+
+
+def _explain(a) -> int:
+    """``jaxclp explain``: fit, explain the nodes, print a sentence each, write ``--json``."""
+
+    if a.json is not None:
+        check_out_file(a.json, "--json")
+    dataset = _graph_source(a)
+    if isinstance(dataset, str):
+        dataset = load(dataset, root=a.data_root)
+    else:
+        dataset = _user_graph_metric(dataset, None)
+    explanations.node_index(dataset, a.node)  # an unknown node before the fit
+    model = fit_model(dataset, priors=check_priors(a.priors), time_limit=check_time_limit(a.time_limit),
+                      seed=a.seed, val_fraction=a.val_fraction, epochs=a.epochs)
+    lines, doc = explain_nodes(model, dataset, a.node, a.top)
+    print("\n".join(lines))
+    if a.json is not None:
+        path = Path(a.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        print(path)
     return 0
 
 

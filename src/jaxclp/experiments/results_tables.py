@@ -18,7 +18,7 @@ row's most complete method have, ``‡`` where a record was made under an earlie
 ``method_hash`` differs from today's: stale, recomputed by the next ``--replace-stale`` run); **bold** = the best
 mean among the row's complete, current cells. The ``chance`` column holds the score of a constant answer on the
 row's test nodes (accuracy: the majority class of each split's training labels, mean over the runs, from the headers
-or the folder's ``chance.json``: :func:`jaxclp.experiments.chance.for_records`; ROC-AUC: 50), and ``≤ chance``
+or the folder's ``chance.json``: :func:`jaxclp.experiments.chance_rebuild.for_records`; ROC-AUC: 50), and ``≤ chance``
 marks a cell whose mean is not above it by more than its std (:func:`jaxclp.experiments.chance.beats_chance`).
 """
 
@@ -36,7 +36,8 @@ import numpy as np
 
 from jaxclp.experiments import page_values
 from jaxclp.experiments.anchors import compact_table
-from jaxclp.experiments.chance import NOT_ABOVE, beats_chance, chance_percent, for_records, read_stored
+from jaxclp.experiments.chance import NOT_ABOVE, beats_chance, chance_percent, read_stored
+from jaxclp.experiments.chance_rebuild import for_records
 from jaxclp.experiments.page_values import Sources
 from jaxclp.experiments.reproduce import HOMOPHILY
 from jaxclp.experiments.summary import _std, aggregate, current_hashes, paired_table, stale_cells
@@ -163,7 +164,7 @@ def table_markdown(records, table: Table, datasets=DATASETS, chances=None) -> st
     """The markdown table (header, separator, one row per dataset that has any record) of ``table``, then the
     chance legend (:data:`CHANCE_LEGEND`).
 
-    ``chances``: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance.for_records`); None: the
+    ``chances``: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance_rebuild.for_records`); None: the
     header records' own values. A row without one for every run shows ``?`` and no marker."""
     agg, last = aggregate(records)
     if chances is None:

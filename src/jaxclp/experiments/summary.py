@@ -9,8 +9,9 @@ from typing import Sequence
 import numpy as np
 
 from jaxclp.datasets.registry import REGISTRY, canonical_name
-from jaxclp.experiments.chance import (NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_percent, for_records,
-                                      read_stored, recorded_chances, write_stored)
+from jaxclp.experiments.chance import (NOT_ABOVE, UNKNOWN_NOTE, beats_chance, chance_percent, read_stored,
+                                      recorded_chances, write_stored)
+from jaxclp.experiments.chance_rebuild import for_records
 from jaxclp.experiments.analyses.common import METHOD_LABELS, METHOD_STYLE, pyplot
 from jaxclp.experiments.methods import NEEDS_PRIOR
 from jaxclp.experiments.paper import paper_number
@@ -65,7 +66,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False, chances=N
         methods: columns to show even where no record has them yet (the cell then holds "–" and the paper's
             number, if any); the methods of the records are always shown unless ``only``.
         only: show the columns ``methods`` and no others.
-        chances: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance.for_records`: rebuilt
+        chances: ``{(dataset, split): {run: fraction}}`` (:func:`jaxclp.experiments.chance_rebuild.for_records`: rebuilt
             for records whose headers lack it); None: the header records' own values only.
     """
     agg, last = aggregate(records)
@@ -434,7 +435,7 @@ def write_summary(out_dir, title: str = "", filename: str = "summary.md", method
 
     The chance column of records whose headers lack it (made before the runner stored it) comes from
     ``out_dir/chance.json``, else is rebuilt from the dataset where it loads offline (``data_root``, or a file://
-    ``$JAXCLP_DATA_URL``) and added to ``chance.json`` (:func:`jaxclp.experiments.chance.for_records`); ``?`` where
+    ``$JAXCLP_DATA_URL``) and added to ``chance.json`` (:func:`jaxclp.experiments.chance_rebuild.for_records`); ``?`` where
     neither can give it."""
     out_dir = Path(out_dir)
     records = read_records(out_dir / RESULTS_FILE)
