@@ -2,6 +2,8 @@
 
 import numpy as np
 
+import jaxclp
+
 
 def platonov_npz(path, n=40, classes=2, masks=True, seed=0):
     """A Platonov et al. layout .npz at ``path``: a ring of ``n`` nodes, ``classes`` labels, random features, and
@@ -15,3 +17,16 @@ def platonov_npz(path, n=40, classes=2, masks=True, seed=0):
         arrays |= {"train_masks": part < 2, "val_masks": part == 2, "test_masks": part == 3}
     np.savez(path, **arrays)
     return path
+
+
+def features_graph(seed=0, n=300, k=3, d=8, h=0.1):
+    """A synthetic graph of ``k`` classes with features that carry the class (a shifted one-hot block), and random
+    train (20 %) / validation (about 20 %) masks: ``(graph, x, y, train, val)``."""
+    syn = jaxclp.datasets.synthetic(h=h, avg_degree=6, num_classes=k, nodes_per_class=n // k, seed=seed)
+    rng = np.random.default_rng(seed)
+    y = np.asarray(syn.labels)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    x[:, :k] += 1.5 * np.eye(k)[y]
+    tm = rng.random(n) < 0.2
+    vm = (~tm) & (rng.random(n) < 0.25)
+    return syn.graph, x, y, tm, vm

@@ -6,24 +6,14 @@ import numpy as np
 import pytest
 
 import jaxclp
+from files import features_graph
 from jaxclp.nonlinear import nonlinear_grid
 
 FAST = dict(epochs=60, patience=20)
 
 
-def _data(seed=0, n=300, k=3, d=8, h=0.1):
-    syn = jaxclp.datasets.synthetic(h=h, avg_degree=6, num_classes=k, nodes_per_class=n // k, seed=seed)
-    rng = np.random.default_rng(seed)
-    y = np.asarray(syn.labels)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    x[:, :k] += 1.5 * np.eye(k)[y]
-    tm = rng.random(n) < 0.2
-    vm = (~tm) & (rng.random(n) < 0.25)
-    return syn.graph, x, y, tm, vm
-
-
 def test_estimator_selects_on_validation_only():
-    g, x, y, tm, vm = _data(h=0.0)
+    g, x, y, tm, vm = features_graph(h=0.0)
     kw = dict(normalization=["sym", "none"], l1_normalize=[False, True], alphas=(0.3, 0.9), **FAST)
     m1 = jaxclp.CLP(**kw).fit(g, x, y, tm, vm)
     y_scrambled = np.where(tm | vm, y, (y + 1) % 3)  # only test labels differ
@@ -41,7 +31,7 @@ def test_estimator_selects_on_validation_only():
 def test_estimator_without_masks_holds_out_labelled_nodes():
     """``fit(graph, x, labels)`` with -1 for unlabelled nodes: the masks are
     ``jaxclp.datasets.holdout_split(labels, val_fraction, seed)``, and the fit equals one given those masks."""
-    g, x, y, _, _ = _data()
+    g, x, y, _, _ = features_graph()
     y_part = np.where(np.random.default_rng(1).random(y.size) < 0.6, -1, y)  # 40 % labelled
     kw = dict(alphas=(0.3, 0.9), seed=4, **FAST)
     m = jaxclp.CLP(**kw).fit(g, x, y_part, val_fraction=0.25)
@@ -57,7 +47,7 @@ def test_estimator_without_masks_holds_out_labelled_nodes():
 
 
 def test_estimator_with_given_prior_matches_clp_beliefs():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     rng = np.random.default_rng(3)
     prior = jnp.asarray(rng.dirichlet(np.ones(3), len(y)))
     m = jaxclp.CLP(alphas=(0.5,)).fit(g, None, y, tm, vm, prior=prior)
@@ -80,7 +70,7 @@ def test_estimator_with_given_prior_matches_clp_beliefs():
     (lambda a: a.update(tm=a["tm"][:-1]), "shape"),
 ])
 def test_estimator_bad_input(mutate, match):
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     args = dict(x=x.copy(), y=y.copy(), tm=tm.copy(), vm=vm.copy())
     mutate(args)
     with pytest.raises(ValueError, match=match):
@@ -91,7 +81,7 @@ def test_estimator_bad_input(mutate, match):
 # ------------------------------------------------------------------------------------- CLP(prior=...)
 @pytest.mark.cpu_bitwise
 def test_prior_mlp_is_the_default_exactly():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     kw = dict(normalization=["sym", "row"], alphas=(0.3, 0.9), **FAST)
     default = jaxclp.CLP(**kw).fit(g, x, y, tm, vm)
     named = jaxclp.CLP(prior="mlp", **kw).fit(g, x, y, tm, vm)
@@ -109,7 +99,7 @@ def test_prior_mlp_is_the_default_exactly():
 
 @pytest.mark.cpu_bitwise
 def test_prior_named_and_predict_proba():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     m = jaxclp.CLP(prior="linkx", prior_options={"hidden": 16}, alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)
     ref = jaxclp.priors.linkx_prior(jax.random.key(0), g, x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), 3,
                                     jaxclp.TrainConfig(**FAST), hidden=16)
@@ -144,7 +134,7 @@ def test_prior_named_and_predict_proba():
     (-np.full((300, 3), 1 / 3), "prior must be nonnegative", True),
 ])
 def test_prior_bad_input(prior, match, at_fit):
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     with pytest.raises(ValueError, match=match):
         jaxclp.CLP(prior=prior, **FAST).fit(g, x, y, tm, vm)
     if not at_fit:
@@ -181,7 +171,7 @@ def _val_accuracy(d, y, vm):
 
 @pytest.mark.cpu_bitwise
 def test_prior_list_chooses_the_best_prior_on_validation_then_keeps_clp_only_if_it_beats_it():
-    g, x, y, tm, vm = _data(h=0.9)
+    g, x, y, tm, vm = features_graph(h=0.9)
     k, fast = 3, dict(alphas=(0.5, 0.9, 0.99), spectral_scale=True)
     weak, good = _noisy_prior(y, k, 0.5, 1), _noisy_prior(y, k, 0.3, 2)
     scores = [_val_accuracy(weak, y, vm), _val_accuracy(good, y, vm)]
@@ -214,7 +204,7 @@ def test_prior_list_chooses_the_best_prior_on_validation_then_keeps_clp_only_if_
 
 
 def test_spectral_scale_option_is_clp_beliefs_with_scaled_operators():
-    g, x, y, tm, vm = _data(h=0.9)
+    g, x, y, tm, vm = features_graph(h=0.9)
     d = _noisy_prior(y, 3, 0.3, 2)
     m = jaxclp.CLP(prior=d, alphas=(0.5, 0.99), spectral_scale=[False, True]).fit(g, None, y, tm, vm)
     ref = jaxclp.clp_beliefs(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), alphas=(0.5, 0.99),
@@ -237,7 +227,7 @@ def test_spectral_scale_option_is_clp_beliefs_with_scaled_operators():
 
 
 def test_prior_list_forms():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     d = _noisy_prior(y, 3, 0.3, 0)
     # named priors and arrays mix; every prior is fitted from the same key
     m = jaxclp.CLP(prior=("mlp", d), alphas=(0.5,), **FAST).fit(g, x, y, tm, vm)
@@ -257,7 +247,7 @@ def test_prior_list_forms():
 
 @pytest.mark.cpu_bitwise
 def test_nonlinear_option_adds_the_nonlinear_grid_and_takes_it_only_when_better():
-    g, x, y, tm, vm = _data(h=0.9)
+    g, x, y, tm, vm = features_graph(h=0.9)
     d = _noisy_prior(y, 3, 0.3, 2)
     m = jaxclp.CLP(prior=d, alphas=(0.5, 0.9), nonlinear=True).fit(g, None, y, tm, vm)
     ref = nonlinear_grid(g, jnp.asarray(d), jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), echo=(False,))
@@ -297,7 +287,7 @@ def test_nonlinear_option_adds_the_nonlinear_grid_and_takes_it_only_when_better(
 def test_unfitted_estimator_raises_not_fitted_error():
     """scikit-learn's convention: predict/predict_proba/spectral_ before fit raise NotFittedError, a ValueError and
     an AttributeError (so hasattr(model, "spectral_") is False); a fit that raised leaves the estimator unfitted."""
-    g, x, y, tr, va = _data()
+    g, x, y, tr, va = features_graph()
     model = jaxclp.CLP(alphas=(0.5,), num_classes=3)
     for call in (model.predict, model.predict_proba, lambda: model.spectral_):
         with pytest.raises(jaxclp.NotFittedError, match="not fitted yet"):

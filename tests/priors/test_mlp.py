@@ -6,20 +6,10 @@ import numpy as np
 import pytest
 
 import jaxclp
+from files import features_graph
 from jaxclp.mlp import fit_mlp_splits, mlp_param_count
 
 FAST = dict(epochs=60, patience=20)
-
-
-def _data(seed=0, n=300, k=3, d=8, h=0.1):
-    syn = jaxclp.datasets.synthetic(h=h, avg_degree=6, num_classes=k, nodes_per_class=n // k, seed=seed)
-    rng = np.random.default_rng(seed)
-    y = np.asarray(syn.labels)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    x[:, :k] += 1.5 * np.eye(k)[y]
-    tm = rng.random(n) < 0.2
-    vm = (~tm) & (rng.random(n) < 0.25)
-    return syn.graph, x, y, tm, vm
 
 
 def test_param_count():
@@ -29,7 +19,7 @@ def test_param_count():
 
 
 def test_fit_mlp_learns_and_ignores_hidden_labels():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     cfg = jaxclp.TrainConfig(**FAST)
     r = jaxclp.fit_mlp(jax.random.key(0), x, jnp.asarray(y), jnp.asarray(tm), jnp.asarray(vm), num_classes=3,
                        cfg=cfg)
@@ -44,7 +34,7 @@ def test_fit_mlp_learns_and_ignores_hidden_labels():
 
 @pytest.mark.cpu_bitwise
 def test_fit_mlp_splits_equals_single_fits():
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     cfg = jaxclp.TrainConfig(**FAST)
     keys = jax.random.split(jax.random.key(1), 2)
     tms = np.stack([tm, vm])
@@ -63,7 +53,7 @@ def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():
     epochs end there (the best epoch among the first MLP_CHUNK_EPOCHS), as a fit with that many epochs gives it."""
     from jaxclp.mlp import MLP_CHUNK_EPOCHS
 
-    g, x, y, tm, vm = _data()
+    g, x, y, tm, vm = features_graph()
     cfg = jaxclp.TrainConfig(epochs=3 * MLP_CHUNK_EPOCHS + 5, patience=0)
     keys = jax.random.split(jax.random.key(1), 2)
     args = (keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.stack([tm, vm])), jnp.asarray(np.stack([vm, tm])))
