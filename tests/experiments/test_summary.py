@@ -382,3 +382,36 @@ def test_write_summary_fills_the_chance_of_old_records(tmp_path):
     chance.write_stored(tmp_path, stored)
     want = 100 * np.mean(list(chances[(ds.name, "medium")].values()))
     assert _row(summary.write_summary(tmp_path).read_text(), ds.name, "medium")[3] == f"{want:.1f}"
+
+
+def test_roc_auc_rows_show_the_same_choices_accuracy_beside_chance():
+    """A ROC-AUC row's records carry the chosen configuration's test accuracy: summary.md shows it, mean ± std over
+    the runs, beside the majority-class chance of the header (hand-computed), marking a mean not above it."""
+    recs = [{"type": "header", "dataset": "g", "split": "medium", "chance": [0.6, 0.7]}]
+    for m, accs in (("mlp", (0.62, 0.68)), ("clp", (0.80, 0.84))):
+        for i, (auc, a) in enumerate(zip((0.7, 0.8), accs)):
+            recs.append({"type": "result", "dataset": "g", "split": "medium", "run": i, "method": m,
+                         "metric": "roc_auc", "val": 0.5, "test": auc, "params": {}, "seconds": 0.1,
+                         "test_accuracy": a})
+    text = summary.markdown(recs, methods=("mlp", "clp"))
+    row = next(line for line in text.splitlines() if line.startswith("| g | medium | 65.0 |"))
+    assert "65.0 ± 4.2 (2) ≤ chance" in row and "82.0 ± 2.8 (2) |" in row  # chance (60 + 70) / 2 = 65
+    assert "### Accuracy of the same choices (ROC-AUC rows)" in text
+    without = [{k: v for k, v in r.items() if k != "test_accuracy"} for r in recs]  # records made before it
+    assert "### Accuracy" not in summary.markdown(without, methods=("mlp", "clp"))
+
+
+def test_runner_records_the_accuracy_of_a_roc_auc_choice():
+    """score_method on a ROC-AUC split also scores the chosen configuration's accuracy on the test nodes: equal to
+    the argmax of the chosen scores against the test labels (counted here)."""
+    import jaxclp
+    from jaxclp.experiments import runner
+
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=2, nodes_per_class=30, seed=0).with_metric("roc_auc")
+    sp = runner.get_splits(ds, "medium", 1, 0)
+    feats, _ = runner.node_features(ds)
+    setup = runner.prepare_splits(ds, feats, sp, 1, [0], 0, jaxclp.TrainConfig(epochs=5), True)
+    fields, (_, _, scores) = runner.score_method(setup.context(0), "lp", setup.labels, setup.test[0])
+    test = np.asarray(setup.test[0])
+    expected = float(np.mean(np.asarray(scores).argmax(1)[test] == np.asarray(ds.labels)[test]))
+    assert fields["metric"] == "roc_auc" and fields["test_accuracy"] == pytest.approx(expected)

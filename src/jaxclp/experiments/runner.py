@@ -536,6 +536,8 @@ def score_method(ctx: Context, method: str, labels: np.ndarray, test_mask: np.nd
     fields = {"method": method, "metric": ctx.metric, "val": val, "test": test,
               "params": chosen_params(cfg_m, method, ctx.mlp_depth), "seconds": seconds,
               "num_candidates": len(cands)}
+    if ctx.metric == "roc_auc":  # the same choice's accuracy, shown beside ROC-AUC (summary.md); chosen on ROC-AUC
+        fields["test_accuracy"] = score_test("accuracy", cands[cfg_m], labels, test_mask)
     fields |= reference_scores(ctx.metric, cands, y_vis, labels, val_mask, test_mask)
     skipped = left_out(ctx, cands, method)
     if skipped:  # base predictors / CLP candidate kinds the method left out for time (``time_limit``): recorded

@@ -114,13 +114,43 @@ def markdown(records, title: str = "", methods=(), only: bool = False, chances=N
         lines.append(f"| {d} | {s} | {metric} | " + " | ".join(cells) + " |")
     if unknown:
         lines += ["", f"?: {UNKNOWN_NOTE}."]
-    sections = [variant_table(last), paired_table(agg, last),
+    sections = [accuracy_table(last, methods, chances), variant_table(last), paired_table(agg, last),
                 candidate_table(last) if "clp_e2e" in methods else "", skipped_table(last),
                 compute_table(last, methods)]
     for sec in sections:  # a section without records (e.g. no clp: no variant table) is left out, not a gap
         if sec:
             lines += ["", sec]
     return "\n".join(lines).rstrip("\n")
+
+
+def accuracy_table(last, methods, chances) -> str:
+    """For the ROC-AUC rows: the test accuracy of the same choices (records' ``test_accuracy``; selection and early
+    stopping stay on ROC-AUC) beside the majority-class chance, so that sibling graphs scored by ROC-AUC can still be
+    read in accuracy; empty where no record has it."""
+    acc: dict = {}
+    for (d, s, m, i), r in sorted(last.items()):
+        if r.get("test_accuracy") is not None:
+            acc.setdefault((d, s), {}).setdefault(m, {})[i] = 100.0 * float(r["test_accuracy"])
+    if not acc:
+        return ""
+    shown = [m for m in methods if any(m in row for row in acc.values())]
+    lines = ["### Accuracy of the same choices (ROC-AUC rows)", "",
+             "Test accuracy in percent of the configuration ROC-AUC chose (mean ± std over the runs); chance: always "
+             f"the majority class of each split's training labels; {NOT_ABOVE} as above.", "",
+             "| dataset | split | chance | " + " | ".join(shown) + " |", "|---|---|---|" + "---|" * len(shown)]
+    for (d, s), row in sorted(acc.items()):
+        runs = sorted({i for m in row for i in row[m]})
+        chance = chance_percent("accuracy", runs, (chances or {}).get((d, s)))
+        cells = ["?" if chance is None else f"{chance:.1f}"]
+        for m in shown:
+            v = np.asarray(list(row.get(m, {}).values()))
+            if v.size == 0:
+                cells.append("–")
+                continue
+            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
+            cells.append(txt + (f" {NOT_ABOVE}" if chance is not None and not beats_chance(v, chance) else ""))
+        lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def skipped_table(last) -> str:
