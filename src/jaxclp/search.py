@@ -100,6 +100,11 @@ def prior_cost(name) -> float:
     return PRIOR_COST.get(name, UNKNOWN_PRIOR_COST) if isinstance(name, str) else 0.0
 
 
+CLOSED_FORM_SHARE = 0.1
+"""Before a run, the closed-form CLP candidates on one predictor are expected to take this share of one cost unit
+(a GCN fit) in :meth:`SearchPlan.describe` and :meth:`SearchPlan.left_out`; a search measures them instead."""
+
+
 def estimate_unit_seconds(num_nodes: int, num_edges: int, num_features: int, epochs: int = 500) -> float:
     """A rough guess of the seconds of one cost unit (a 2-layer GCN fit, compilation included) on a 2-core CPU,
     for printing a plan before anything ran: ``2 s + 5e-9 s x (edges + nodes x features / 64) x 64 x epochs``
@@ -221,34 +226,39 @@ class SearchPlan:
 
     def left_out(self, unit_seconds: float, grid_seconds: float | None = None) -> list[str]:
         """What the time limit would leave out if one cost unit took ``unit_seconds`` and the closed form
-        ``grid_seconds`` (default: a tenth of a unit): the same rules :class:`Search` applies, on expected
-        instead of measured seconds. Empty without a limit."""
+        ``grid_seconds`` (default: :data:`CLOSED_FORM_SHARE` of a unit): the MLP depths by
+        :func:`mlp_depth_fits`, then a :class:`Search` run on a simulated clock where every fit and group of
+        candidates takes its expected seconds (the same rules on expected instead of measured seconds). Empty
+        without a limit."""
         if self.time_limit is None:
             return []
-        out, t = [], 0.0
+        out, mlp_seconds = [], 0.0
         for k, d in enumerate(self.mlp_depths):
-            if k and t + unit_seconds > MLP_TIME_SHARE * self.time_limit:
+            if k and not mlp_depth_fits(mlp_seconds, unit_seconds, self.time_limit):
                 out += [f"mlp depth {e}" for e in self.mlp_depths[k:]]
                 break
-            t += unit_seconds
-        fitted = bool(self.mlp_depths)
-        for p in self.priors:
-            if p == "mlp" and self.mlp_depths:
-                continue
-            if fitted and t + prior_cost(p) * unit_seconds > self.time_limit:
-                out.append(str(p))
-                continue
-            fitted, t = True, t + prior_cost(p) * unit_seconds
-        g = unit_seconds / 10.0 if grid_seconds is None else grid_seconds
-        t += g
-        for k in self.grid_kinds:
-            if k == "closed":
-                continue
-            if t + GRID_COST[k] * g > self.time_limit:
-                out.append(GRID_KIND_NAMES[k])
-            else:
-                t += GRID_COST[k] * g
-        return out
+            mlp_seconds += unit_seconds
+        clock = {"t": 0.0}
+
+        def takes(seconds: float):  # a group of CLP candidates that takes its expected seconds
+            def run():
+                clock["t"] += seconds
+                return {}
+            return run
+
+        def fit(i, deadline, epochs):  # a base predictor's fit that takes its expected seconds
+            clock["t"] += prior_cost(self.priors[i]) * unit_seconds
+            return True, None
+
+        # the runner's Search has the split's time left after the MLP priors, and counts their fit first
+        search = Search(max(0.0, self.time_limit - mlp_seconds), clock=lambda: clock["t"])
+        search.fit_priors(self.priors, fit, fitted_before={"mlp": (True, unit_seconds)} if self.mlp_depths else {})
+        g = unit_seconds * CLOSED_FORM_SHARE if grid_seconds is None else grid_seconds
+        closed = self.closed_variants or ("",)
+        groups = [("closed", f"clp closed form {v}".rstrip(), takes(g / len(closed))) for v in closed]
+        groups += [(k, GRID_KIND_NAMES[k], takes(GRID_COST[k] * g)) for k in self.grid_kinds if k != "closed"]
+        search.grid("plan", groups)
+        return out + search.skipped
 
     def describe(self, unit_seconds: float | None = None) -> str:
         """The plan as text: one line per step with its cost (and expected seconds given ``unit_seconds``, default
@@ -260,7 +270,7 @@ class SearchPlan:
             unit = "x closed form" if stage == "clp candidates" else "GCN fits"
             secs = ""
             if unit_seconds is not None:
-                s = cost * (unit_seconds / 10.0 if stage == "clp candidates" else unit_seconds)
+                s = cost * unit_seconds * (CLOSED_FORM_SHARE if stage == "clp candidates" else 1.0)
                 secs = f"  ~{s:.0f} s" if s >= 1 else f"  ~{s:.1f} s"
             lines.append(f"  {stage:15s} {name:32s} {cost:4.1f} {unit}{secs}")
         if unit_seconds is not None:
@@ -283,15 +293,19 @@ class Search:
         status: ``status(text)`` told what is being computed or left out (e.g. the runner's progress line).
         stated_limit: the user's time limit per split, named by the status messages (:func:`limit_words`) where
             ``time_limit`` is what remains of it; None: the messages name ``time_limit``.
+        clock: seconds now (default :func:`time.perf_counter`); :meth:`SearchPlan.left_out` runs a search on a
+            simulated one.
     """
 
     def __init__(self, time_limit: float | None = None, decisions: Decisions | None = None,
-                 status: Callable[[str], None] | None = None, stated_limit: float | None = None):
+                 status: Callable[[str], None] | None = None, stated_limit: float | None = None,
+                 clock: Callable[[], float] | None = None):
         self.time_limit = check_time_limit(time_limit)
         self.stated_limit = stated_limit
         """The user's limit per split (seconds), which :attr:`time_limit` is what remains of (the runner gives the
         time left after the MLP priors): only the status messages name it; None: they name :attr:`time_limit`."""
-        self.start = time.perf_counter()
+        self._clock = clock if clock is not None else lambda: time.perf_counter()
+        self.start = self._clock()
         self.deadline = None if self.time_limit is None else self.start + self.time_limit
         self.given = decisions if self.time_limit is not None else None
         self._status = status or (lambda text: None)
@@ -321,7 +335,7 @@ class Search:
 
     def late(self, seconds: float) -> bool:
         """Whether ``seconds`` more would end past the deadline."""
-        return self.deadline is not None and time.perf_counter() + seconds > self.deadline
+        return self.deadline is not None and self._clock() + seconds > self.deadline
 
     def _limit_words(self) -> str:
         return (limit_words(self.stated_limit) if self.stated_limit is not None
@@ -337,7 +351,7 @@ class Search:
         ``prior_cost(name) * unit`` fits the time left, ``unit`` the largest seconds per cost unit seen so far."""
         if not self.limited or self.fitted == 0 or not isinstance(name, str):
             return True
-        left = float(self.time_limit) - (time.perf_counter() - self.start)
+        left = float(self.time_limit) - (self._clock() - self.start)
         return left > 0 and (self.unit is None or prior_cost(name) * self.unit <= left)
 
     def spent(self, name, seconds: float) -> None:
@@ -387,7 +401,7 @@ class Search:
                 # the first split: training stops where the split's time runs out; the later ones train the
                 # epochs it reached with no clock, on the same compiled (chunked) programs
                 deadline = self.deadline if given is None else math.inf
-            t0 = time.perf_counter()
+            t0 = self._clock()
             prior, stopped_at = fit(i, deadline, cap)
             if prior is None:
                 continue
@@ -398,7 +412,7 @@ class Search:
                 self._skip(f"{name} epochs after {cap}",
                            f"base predictor {name} stopped after epoch {cap} for the time limit "
                            f"({self._limit_words()})")
-            self.spent(name, 0.0 if is_free else time.perf_counter() - t0)
+            self.spent(name, 0.0 if is_free else self._clock() - t0)
         return out
 
     # ------------------------------------------------------------------ CLP's candidates on one predictor
@@ -431,12 +445,12 @@ class Search:
                 left.append(kind)
                 self._skip(GRID_KIND_NAMES[kind], f"CLP candidates: {GRID_KIND_NAMES[kind]} skipped for time")
                 continue
-            t0 = time.perf_counter()
+            t0 = self._clock()
             for i, (k, name, thunk) in enumerate(groups):
                 if k != kind:
                     continue
                 if kind == "closed" and i != closed[0]:  # the first closed-form variant always; others while they fit
-                    per_variant = (time.perf_counter() - t0) / len(done)
+                    per_variant = (self._clock() - t0) / len(done)
                     if name in decided if decided is not None else self.late(per_variant):
                         left.append(name)
                         self._skip(name, f"CLP candidates: {name} skipped for time")
@@ -444,7 +458,7 @@ class Search:
                 done[i] = thunk()
                 jax.block_until_ready(list(done[i].values()))
             if kind == "closed":  # the seconds of the whole closed form, from the variants computed
-                unit = (time.perf_counter() - t0) / len(done) * len(closed) / GRID_COST["closed"]
+                unit = (self._clock() - t0) / len(done) * len(closed) / GRID_COST["closed"]
         if decided is None:
             self._grid[prior] = tuple(left)
         cands = {}

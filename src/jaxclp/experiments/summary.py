@@ -35,6 +35,11 @@ def _std(v) -> float:
     return float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
+def _mean_std(v) -> str:
+    """A cell's ``mean ± std (n)`` (``mean (1)`` for one run)."""
+    return f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
+
+
 def aggregate(records):
     """``(agg, last)``: ``agg`` maps (dataset, split, method) to the array of test scores (percent) over runs, taking
     the last record per run; ``last`` maps (dataset, split, method, run) to that record (method before run, unlike
@@ -102,7 +107,7 @@ def markdown(records, title: str = "", methods=(), only: bool = False, chances=N
             if v is None:
                 cells.append("–" + paper_cell(d, s, m, None, metric))
                 continue
-            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
+            txt = _mean_std(v)
             if best is not None and np.isclose(v.mean(), best):
                 txt = f"**{txt}**"
             if chance is not None and not beats_chance(v, chance):
@@ -147,7 +152,7 @@ def accuracy_table(last, methods, chances) -> str:
             if v.size == 0:
                 cells.append("–")
                 continue
-            txt = f"{v.mean():.1f} ± {_std(v):.1f} ({len(v)})" if len(v) > 1 else f"{v.mean():.1f} (1)"
+            txt = _mean_std(v)
             cells.append(txt + (f" {NOT_ABOVE}" if chance is not None and not beats_chance(v, chance) else ""))
         lines.append(f"| {d} | {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
