@@ -60,6 +60,7 @@ def _instrument(rec: _Recorder):
     return _patched([
         (R, "mlp_priors", rec.wrap("mlp priors", R.mlp_priors)),
         (P, "fit_prior", timed_fit_prior),
+        (M, "fit_prior", timed_fit_prior),  # methods imports the name: patch where it is looked up
         (M, "method_clp", rec.wrap("clp grid", M.method_clp)),
         (candidates, "_first_best", rec.wrap("selection", candidates._first_best)),  # select
         (M, "_first_best", rec.wrap("selection", candidates._first_best)),  # the lean grid's per-group best

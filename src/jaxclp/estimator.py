@@ -580,3 +580,91 @@ class CLP:
         return explain(self._graph, self.prior_, self._labels, self._train, self.H_, float(self.alpha_), nodes,
                        normalization=self.normalization_, prior_source=self.prior_source_,
                        spectral_scale=bool(self.spectral_scale_), method=self.method, tol=tol)
+
+    def update(self, labels, train_mask=None, *, reestimate_compatibility: bool = False, tol: float = 1e-6,
+               max_iters: int = 10_000, cold: bool = False):
+        """Takes new or corrected labels and re-solves the fitted closed form from its previous solution (a warm
+        start, :mod:`jaxclp.update`): the fitted prior (``prior_``), alpha, variant and solver stay; ``B0``, the
+        edge weights and (``prior_source`` "b0") the propagated start are rebuilt from the new labels; H is kept
+        unless ``reestimate_compatibility``. The result equals a cold solve of the same system to ``tol``.
+
+        Example::
+
+            y = model_labels.copy(); y[new_nodes] = new_values      # (n,) user label values, -1 unlabelled
+            res = model.update(y)                                  # every labelled node now enters B0
+            res.iterations                                         # (warm, cold) per class; cold with cold=True
+            model.predict()                                        # the updated predictions
+
+        Args:
+            labels: (n,) int labels in the user's values (those of ``classes_``), -1 for unlabelled; the full
+                label vector after the change (corrected labels simply differ from the fitted ones).
+            train_mask: (n,) bool, the nodes whose labels enter the propagation; None (default): every node whose
+                label is not -1 (so validation labels passed in ``labels`` are used too: the choices of the fit
+                are kept, and no validation is needed to update).
+            reestimate_compatibility: re-estimate H (and ``sinkhorn_``) from the new labels, as a fit does; False
+                keeps ``H_``.
+            tol, max_iters: the solver's tolerance (the fit's is 1e-6) and iteration cap.
+            cold: also solve the same system from the solver's own start (``UpdateResult.cold``: iterations and
+                values to compare).
+
+        Returns:
+            :class:`jaxclp.update.UpdateResult` (also kept as ``update_``); ``beliefs_``, ``train_mask_`` (and
+            ``H_``) now describe the updated model: :meth:`predict`, :meth:`predict_proba` and :meth:`explain` use
+            them. ``val_mask_``, ``val_score_`` and ``val_scores_`` still describe the fit. Where validation kept
+            the prior alone (``propagated_`` False) labels do not enter the scores: the beliefs stay the prior
+            (``method`` "identity").
+
+        Raises:
+            ValueError: unfitted; bad ``labels`` / ``train_mask`` (a label outside ``classes_``, -1 on a
+                ``train_mask`` node, wrong shape; named); a chosen model that is not the linear closed form (the
+                per-step L1 or the nonlinear step: refit instead).
+        """
+        from jaxclp.update import UpdateResult, update_beliefs
+
+        self._check_fitted()
+        if self.propagated_ and self.nonlinear_ is not None:
+            raise ValueError("update: the chosen model is the nonlinear (authors') propagation step, not a closed "
+                             "form; refit with the new labels instead")
+        if self.propagated_ and self.l1_normalize_:
+            raise ValueError("update: the chosen model is the per-step L1-normalized propagation, not a closed "
+                             "form; refit with the new labels instead")
+        n = self._graph.num_nodes
+        y_user = _checks.integer_labels("labels", labels)
+        _checks.shape("labels", y_user, (n,))
+        if np.any(y_user < -1):
+            raise ValueError(f"labels must be class ids >= 0, or -1 for unlabelled nodes; got {int(y_user.min())}")
+        if train_mask is None:
+            tm = y_user != -1
+        else:
+            _checks.mask("train_mask", train_mask, n)
+            tm = np.asarray(train_mask, bool)
+            if np.any(y_user[tm] == -1):
+                nodes = np.flatnonzero(tm & (y_user == -1))
+                raise ValueError(f"labels is -1 (unlabelled) on {nodes.size} train_mask node(s), e.g. "
+                                 f"{nodes[:5].tolist()}: every train_mask node needs a label")
+        if not tm.any():
+            raise ValueError("labels: no labelled node (every label is -1): update needs labelled nodes")
+        unknown = tm & ~np.isin(y_user, self.classes_)
+        if unknown.any():
+            nodes = np.flatnonzero(unknown)
+            raise ValueError(f"labels must be one of classes_ {self.classes_.tolist()} on labelled nodes; got "
+                             f"{np.unique(y_user[unknown])[:5].tolist()} at node(s) {nodes[:5].tolist()} (a new "
+                             "class needs a refit)")
+        y = jnp.asarray(np.where(tm, np.searchsorted(self.classes_, np.where(tm, y_user, self.classes_[0])), 0),
+                        jnp.int32)
+        train = jnp.asarray(tm)
+        if not self.propagated_:  # the prior alone: labels do not enter its scores
+            res = UpdateResult(self.prior_, self.H_, None, None, None, train, 0.0, "identity")
+        else:
+            res = update_beliefs(self._graph, self.prior_, y, train, self.H_, float(self.alpha_), self.beliefs_,
+                                 normalization=self.normalization_, prior_source=self.prior_source_,
+                                 spectral_scale=bool(self.spectral_scale_),
+                                 reestimate_compatibility=reestimate_compatibility, method=self.method_, tol=tol,
+                                 max_iters=max_iters, cold=cold)
+            self.beliefs_ = res.beliefs
+            if reestimate_compatibility:
+                self.H_, self.sinkhorn_ = res.H, res.sinkhorn
+            self._spectral = None  # the operators changed: spectral_ is recomputed on access
+        self._train, self._labels, self.train_mask_ = train, y, tm
+        self.update_ = res
+        return res

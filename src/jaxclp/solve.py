@@ -142,17 +142,23 @@ def precision_floor(dtype) -> float:
 
 
 # --------------------------------------------------------------------------- column-wise Krylov kernels
-def cg_columns(matvec, rhs, tol, max_iters):
+def cg_columns(matvec, rhs, tol, max_iters, x0=None):
     """Conjugate gradients, every column of ``rhs`` (n, K) an independent SPD system.
+
+    ``x0``: an optional (n, K) starting point (default zeros); the test stays relative to ``||rhs||``.
 
     Returns:
         ``(x, iterations)``: (n, K) and (K,) int32. A column stops when ``||r|| <= tol ||rhs||``.
     """
     bnorm = jnp.linalg.norm(rhs, axis=0)
-    x = jnp.zeros_like(rhs)
-    rs = _dot(rhs, rhs)
+    if x0 is None:
+        x, r = jnp.zeros_like(rhs), rhs
+    else:
+        x = x0
+        r = rhs - matvec(x0)
+    rs = _dot(r, r)
     active = jnp.sqrt(rs) > tol * bnorm
-    state = (x, rhs, rhs, rs, active, jnp.zeros(rhs.shape[1], jnp.int32), jnp.int32(0))
+    state = (x, r, r, rs, active, jnp.zeros(rhs.shape[1], jnp.int32), jnp.int32(0))
 
     def cond(s):
         return jnp.any(s[4]) & (s[6] < max_iters)
@@ -174,12 +180,13 @@ def cg_columns(matvec, rhs, tol, max_iters):
     return x, its
 
 
-def bicgstab_columns(matvec, rhs, tol, max_iters, shadow=None):
+def bicgstab_columns(matvec, rhs, tol, max_iters, shadow=None, x0=None):
     """BiCGStab, every column of ``rhs`` (n, K) an independent (nonsymmetric) system.
 
-    ``shadow``: the (n, K) shadow residual (default: ``rhs``, the usual choice). A sparse right-hand side (a unit
-    vector, :func:`jaxclp.explain.explain`'s transposed solves) breaks down with it (``rhat . r`` reaches 0 while
-    ``r`` does not); a dense shadow with ``shadow . rhs != 0`` avoids that.
+    ``shadow``: the (n, K) shadow residual (default: the initial residual, ``rhs`` from a zero start: the usual
+    choice). A sparse right-hand side (a unit vector, :func:`jaxclp.explain.explain`'s transposed solves) breaks
+    down with it (``rhat . r`` reaches 0 while ``r`` does not); a dense shadow with ``shadow . rhs != 0`` avoids
+    that. ``x0``: an optional (n, K) starting point (default zeros); the test stays relative to ``||rhs||``.
 
     Returns:
         ``(x, iterations)``: (n, K) and (K,) int32.
@@ -188,9 +195,14 @@ def bicgstab_columns(matvec, rhs, tol, max_iters, shadow=None):
     bnorm = jnp.linalg.norm(rhs, axis=0)
     one = jnp.ones((k,), rhs.dtype)
     zeros = jnp.zeros_like(rhs)
-    active = jnp.linalg.norm(rhs, axis=0) > tol * bnorm
-    rhat0 = rhs if shadow is None else shadow
-    state = (zeros, rhs, rhat0, zeros, zeros, one, one, one, active, jnp.zeros(k, jnp.int32), jnp.int32(0))
+    if x0 is None:
+        x_start, r0 = zeros, rhs
+    else:
+        x_start = x0
+        r0 = rhs - matvec(x0)
+    active = jnp.linalg.norm(r0, axis=0) > tol * bnorm
+    rhat0 = r0 if shadow is None else shadow
+    state = (x_start, r0, rhat0, zeros, zeros, one, one, one, active, jnp.zeros(k, jnp.int32), jnp.int32(0))
 
     def cond(s):
         return jnp.any(s[8]) & (s[10] < max_iters)
@@ -290,10 +302,11 @@ def _transposed(op: FactoredOperator) -> FactoredOperator:
 
 
 def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, transpose: bool = False,
-               m_norm=None):
+               m_norm=None, x0=None):
     """Solves ``(I - alpha A^F_k) x_k = rhs_k`` (or the transposed system) with ``method``; not differentiated
     itself (see :func:`_solve_one`). ``m_norm`` (K,): the bound :func:`system_norm` (the same for the
-    transpose), which sets the stationary methods' precision floor (none when None)."""
+    transpose), which sets the stationary methods' precision floor (none when None). ``x0``: an optional (n, K)
+    starting point of the iterative methods (a warm start; "dense" ignores it); None: each method's own start."""
     k = rhs.shape[1]
     apply = op.rmatvec if transpose else op.matvec
     floor = None
@@ -319,22 +332,23 @@ def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, tr
     if method == "neumann":
         # the last product's increment is the exact residual of the returned iterate: no residual product
         rn = jnp.linalg.norm(rhs, axis=0)
-        x, its, res = stationary_columns(lambda x: rhs + alpha * apply(x), rhs, rn, tol, max_iters,
-                                         residual_scale=jnp.ones((), rhs.dtype), floor=floor)
+        x, its, res = stationary_columns(lambda x: rhs + alpha * apply(x), rhs if x0 is None else x0, rn, tol,
+                                         max_iters, residual_scale=jnp.ones((), rhs.dtype), floor=floor)
         return x, (its, res)
     if method == "jacobi":
         d = 1.0 - alpha * op.diagonal()  # the transpose has the same diagonal
         rn = jnp.linalg.norm(rhs, axis=0)
-        x, its, res = stationary_columns(lambda x: (rhs + alpha * apply(x) - (1.0 - d) * x) / d, rhs / d, rn,
-                                         tol, max_iters, residual_scale=d, floor=floor)  # d (step(x) - x) = r(x)
+        x, its, res = stationary_columns(lambda x: (rhs + alpha * apply(x) - (1.0 - d) * x) / d,
+                                         rhs / d if x0 is None else x0, rn, tol, max_iters, residual_scale=d,
+                                         floor=floor)  # d (step(x) - x) = r(x)
         return x, (its, res)
     if method == "bicgstab":
-        x, its = bicgstab_columns(matvec, rhs, tol, max_iters)
+        x, its = bicgstab_columns(matvec, rhs, tol, max_iters, x0=x0)
         return x, (its, unknown)
     if method == "gmres":
         g = op.graph
 
-        def one_class(left, right, b):
+        def one_class(left, right, b, start):
             # jax's gmres transposes its matvec while tracing (custom_linear_solve), so it gets the plain,
             # transposable gather + segment_sum product, not the custom-VJP CSR/FFI kernel behind op.matvec
             def sub_apply(v):  # (n, 1) -> (n, 1)
@@ -344,27 +358,29 @@ def _solve_raw(op: FactoredOperator, rhs, alpha, method: str, tol, max_iters, tr
                 return lft[:, None] * jax.ops.segment_sum(msg, dst, g.num_nodes, indices_are_sorted=not transpose)
             # 'incremental' tests convergence after every Arnoldi step ('batched', the default, always runs
             # all `restart` steps); jax's maxiter counts restart cycles, so cap the SpMMs at ~max_iters
-            x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub_apply(v[:, None])[:, 0], b,
+            x, _ = jax.scipy.sparse.linalg.gmres(lambda v: v - alpha * sub_apply(v[:, None])[:, 0], b, start,
                                                  tol=tol, atol=0.0, restart=GMRES_RESTART,
                                                  maxiter=-(-max_iters // GMRES_RESTART),
                                                  solve_method="incremental")
             return x
-        x = jax.vmap(one_class, in_axes=(1, 1, 1), out_axes=1)(op.left, op.right, rhs)
+        x = jax.vmap(one_class, in_axes=(1, 1, 1, None if x0 is None else 1), out_axes=1)(op.left, op.right, rhs,
+                                                                                           x0)
         return x, (jnp.full((k,), -1, jnp.int32), unknown)
     if method == "cg":
-        x, its = _cg_symmetrized(_transposed(op) if transpose else op, rhs, alpha, tol, max_iters)
+        x, its = _cg_symmetrized(_transposed(op) if transpose else op, rhs, alpha, tol, max_iters, x0=x0)
         return x, (its, unknown)
     raise ValueError(f"unknown method {method!r}")
 
 
-def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters, m_norm=None):
+def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters, m_norm=None, x0=None):
     """``(1-alpha)(I - alpha A^F_k)^{-1} prior_k`` for every k, differentiable for every method.
 
     The solve is wrapped in ``jax.lax.custom_linear_solve``: derivatives (forward and reverse, w.r.t. the
     prior, b0, H, the edge values and alpha, i.e. everything the operator closes over) come from implicit
     differentiation, ``dx = (I - alpha A)^{-1} (d rhs + d(alpha A) x)``, with the adjoint solved by the same
     method on the transposed operator (``rmatvec``); the solver loops (``lax.while_loop``, not
-    reverse-differentiable) are never differentiated. Gradients are exact up to the solver tolerance.
+    reverse-differentiable) are never differentiated. Gradients are exact up to the solver tolerance. ``x0``: an
+    optional (n, K) warm start of the forward solve (the adjoint solve starts from its own default).
     """
     rhs = (1.0 - alpha) * prior
 
@@ -373,7 +389,7 @@ def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters, 
         return x - alpha * op.linear_matvec(x)
 
     def solve_fn(_, b):
-        return _solve_raw(op, b, alpha, method, tol, max_iters, m_norm=m_norm)
+        return _solve_raw(op, b, alpha, method, tol, max_iters, m_norm=m_norm, x0=x0)
 
     def transpose_fn(_, b):
         return _solve_raw(op, b, alpha, method, tol, max_iters, transpose=True, m_norm=m_norm)
@@ -381,8 +397,9 @@ def _solve_one(op: FactoredOperator, prior, alpha, method: str, tol, max_iters, 
     return jax.lax.custom_linear_solve(matvec, rhs, solve_fn, transpose_fn, has_aux=True)
 
 
-def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
-    """CG on ``diag(c) Ahat diag(c)`` (valid for symmetric Ahat); see the module docstring."""
+def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters, x0=None):
+    """CG on ``diag(c) Ahat diag(c)`` (valid for symmetric Ahat); see the module docstring. ``x0``: an optional
+    (n, K) warm start of ``x`` (carried to the symmetrized unknown ``y = s x`` on the coupled nodes)."""
     b, g = op.left, op.right
     tiny = jnp.finfo(rhs.dtype).tiny ** 0.5
     fixed = b <= tiny  # zero rows: x = rhs there
@@ -392,7 +409,8 @@ def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
     c = jnp.where(active, jnp.sqrt(b * g), 0.0)
     s = jnp.where(active, jnp.sqrt(_safe_div(g, b)), 0.0)
     sym = op._replace(left=c, right=c)
-    y, its = cg_columns(lambda v: v - alpha * sym.matvec(v), s * rhs2, tol * 1e-1, max_iters)
+    y0 = None if x0 is None else jnp.where(active, s * x0, 0.0)
+    y, its = cg_columns(lambda v: v - alpha * sym.matvec(v), s * rhs2, tol * 1e-1, max_iters, x0=y0)
     x_partial = jnp.where(active, _safe_div(y, s), x_fixed)
     # one exact sweep fills in the zero-column nodes (and refines the rest)
     x = rhs + alpha * op.matvec(jnp.where(active | fixed, x_partial, 0.0))
@@ -400,15 +418,15 @@ def _cg_symmetrized(op: FactoredOperator, rhs, alpha, tol, max_iters):
     return x, its
 
 
-def _solve_kernel(op, prior, alphas, method, tol, max_iters, bounds=None):
+def _solve_kernel(op, prior, alphas, method, tol, max_iters, bounds=None, x0=None):
     """``(x, iterations, residual, relative_residual, backward_error)`` of every alpha (a leading (A,) axis for
     a vector). ``bounds``: the operator's ``(rows, cols)`` (:func:`jaxclp.operator.norm_bounds`), computed here
-    when None."""
+    when None. ``x0``: an optional warm start shaped like the value ((n, K), or (A, n, K) for a vector)."""
     rows, cols = norm_bounds(op) if bounds is None else bounds
 
-    def one(alpha):
+    def one(alpha, start=None):
         m_norm = system_norm(alpha, rows, cols)
-        x, (its, res) = _solve_one(op, prior, alpha, method, tol, max_iters, m_norm)
+        x, (its, res) = _solve_one(op, prior, alpha, method, tol, max_iters, m_norm, x0=start)
         den = jnp.linalg.norm((1.0 - alpha) * prior, axis=0)
         if method in ("neumann", "jacobi"):  # exact residual of x from the solve's last product (one SpMM saved)
             rel = res / jnp.where(den > 0, den, 1.0)
@@ -417,9 +435,11 @@ def _solve_kernel(op, prior, alphas, method, tol, max_iters, bounds=None):
         return x, its, res, rel, backward_error(res, jnp.linalg.norm(x, axis=0), den, m_norm)
 
     if alphas.ndim == 0:
-        return one(alphas)
-    if method == "dense":  # K dense n x n matrices per alpha: map over alphas to bound memory
+        return one(alphas, x0)
+    if method == "dense":  # K dense n x n matrices per alpha: map over alphas to bound memory (x0 unused)
         return jax.lax.map(one, alphas)
+    if x0 is not None:
+        return jax.vmap(one)(alphas, x0)
     return jax.vmap(one)(alphas)
 
 
@@ -459,9 +479,9 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
 
 def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto", tol: float = 1e-6,
                    max_iters: int = 10_000, symmetric_ok: bool | None = None,
-                   normalization: Normalization = "sym", throw: bool = False) -> Solution:
-    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation); ``prior`` and the
-    value in the operator's (its graph's internal) node order.
+                   normalization: Normalization = "sym", throw: bool = False, x0=None) -> Solution:
+    """:func:`solve` for an already built :class:`FactoredOperator` (e.g. label propagation); ``prior``, ``x0`` and
+    the value in the operator's (its graph's internal) node order.
 
     The low-level entry of the library's estimators, which read the diagnostics themselves: ``throw``
     defaults to False here (True in :func:`solve`); with ``throw=True`` it raises as :func:`solve` does.
@@ -471,6 +491,13 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
     if alphas.ndim > 1:
         raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
     _checks.alpha(alphas)
+    if x0 is not None:
+        x0 = jnp.asarray(x0)
+        want = tuple(alphas.shape) + tuple(prior.shape)
+        if tuple(x0.shape) != want:
+            raise ValueError(f"x0 must have the value's shape {want} (the prior's, with a leading (A,) axis for a "
+                             f"vector of alphas); got {tuple(x0.shape)}")
+        x0 = x0.astype(prior.dtype)
     rows, cols = norm_bounds(op)
     rho_bound = jnp.minimum(rows, cols)
     if method == "auto":
@@ -492,9 +519,17 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
     if throw:
         _check_divergence(op, alphas, normalization)
     bounds = (rows, cols)
-    if alphas.ndim == 1 and method != "dense":  # "dense" maps over the alphas already
+    if method == "dense":  # a direct solve: a warm start has nothing to shorten
+        x0 = None
+    if alphas.ndim == 1 and method != "dense" and x0 is not None:
+        x, its, res, rel, eta = in_chunks(
+            lambda part: _solve_jit(op, prior, alphas[part], method, tol, max_iters, bounds, x0[part]),
+            alphas.shape[0], alpha_chunk(method, prior.shape, prior.dtype))
+    elif alphas.ndim == 1 and method != "dense":  # "dense" maps over the alphas already
         x, its, res, rel, eta = in_alpha_chunks(lambda a: _solve_jit(op, prior, a, method, tol, max_iters, bounds),
                                                 alphas, method, prior.shape, prior.dtype)
+    elif x0 is not None:
+        x, its, res, rel, eta = _solve_jit(op, prior, alphas, method, tol, max_iters, bounds, x0)
     else:
         x, its, res, rel, eta = _solve_jit(op, prior, alphas, method, tol, max_iters, bounds)
     sol = Solution(value=x, converged=is_converged(rel, eta, tol), iterations=its, residual=res,
@@ -598,6 +633,7 @@ def solve(
     tol: float = 1e-6,
     max_iters: int = 10_000,
     throw: bool = True,
+    x0=None,
 ) -> Solution:
     """Closed-form CLP ``B[:, k] = (1-alpha) (I - alpha A^F_k)^{-1} prior[:, k]`` for all classes.
 
@@ -621,6 +657,12 @@ def solve(
             reach ``tol``. With ``throw=False`` the :class:`Solution` is returned with its diagnostics
             (``converged``, ``relative_residual``, ``rho_bound``). The checks need concrete values: inside
             ``jax.jit`` (traced input) they are skipped, as with every input check.
+        x0: an optional warm start, shaped like the value ((n, K), or (A, n, K) for a vector of alphas; the
+            user's node order), e.g. the solution of a nearby system (:mod:`jaxclp.update`). The iterative
+            methods start from it instead of their own start ("neumann": ``(1 - alpha) prior``, "jacobi" the same
+            divided by the diagonal, the Krylov methods zero); the convergence test is unchanged (relative to
+            ``||(1 - alpha) prior_k||``), so the value agrees with a cold solve to ``tol``; "dense" ignores it.
+            None (the default): every method's own start, exactly as without the argument.
 
     Returns:
         A :class:`Solution`.
@@ -636,6 +678,20 @@ def solve(
     _checks.clp_inputs(graph.num_nodes, b0, H, prior)
     check_normalization(normalization)
     op = clp_operator(graph, b0, H, normalization=normalization)
+    start = None
+    if x0 is not None:
+        x0 = jnp.asarray(x0).astype(op.left.dtype)
+        want = tuple(np.shape(alpha)) + tuple(np.shape(prior))
+        if tuple(x0.shape) != want:
+            raise ValueError(f"x0 must have the value's shape {want} (the prior's, with a leading (A,) axis for a "
+                             f"vector of alphas); got {tuple(x0.shape)}")
+        if x0.ndim == 3:  # (A, n, K): the rows of every alpha's start at once, as one (n, A K) array
+            a, n, k = x0.shape
+            start = jnp.swapaxes(x0, 0, 1).reshape(n, a * k)
+            start = jnp.swapaxes(graph.to_internal(start).reshape(-1, a, k), 0, 1)
+        else:
+            start = graph.to_internal(x0)
     sol = solve_operator(op, graph.to_internal(jnp.asarray(prior).astype(op.left.dtype)), alpha=alpha,
-                         method=method, tol=tol, max_iters=max_iters, normalization=normalization, throw=throw)
+                         method=method, tol=tol, max_iters=max_iters, normalization=normalization, throw=throw,
+                         x0=start)
     return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))

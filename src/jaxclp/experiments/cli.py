@@ -347,6 +347,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the explanation as JSON: per node its predicted class, score per class and per "
                          "class the top labelled nodes {node, label, hops, contribution} and the prior's term "
                          "(default: none)")
+    ex.add_argument("--plot", metavar="FILE.png", default=None,
+                    help="draw each node's neighbourhood (2 hops, at most 60 nodes) into a PNG: labelled nodes "
+                         "coloured by label and sized by their share of the node's score, the node starred "
+                         "(default: none)")
     ex.add_argument("--val-fraction", type=_open_fraction, default=0.2,
                     help="share of the labelled nodes held out to choose the configuration")
     ex.add_argument("--seed", type=int, default=0, help="seed of the hold-out and of the fits")
@@ -894,10 +898,18 @@ def _predict(a, argv) -> int:
 
 
 def _explain(a) -> int:
-    """``jaxclp explain``: fit, explain the nodes, print a sentence each, write ``--json``."""
+    """``jaxclp explain``: fit, explain the nodes, print a sentence each, write ``--json`` and ``--plot``."""
 
     if a.json is not None:
         check_out_file(a.json, "--json")
+    if a.plot is not None:
+        if Path(a.plot).suffix.lower() != ".png":
+            raise UserError(f"--plot {a.plot}: name a .png file, e.g. --plot why.png")
+        for q in Path(a.plot).parents:
+            if q.exists() and not q.is_dir():
+                raise UserError(f"--plot {a.plot}: {q} is a file, not a folder; choose another path for the plot")
+        if Path(a.plot).is_dir():
+            raise UserError(f"--plot {a.plot} is a folder; name the PNG file, e.g. --plot {Path(a.plot) / 'why.png'}")
     dataset = _graph_source(a)
     if isinstance(dataset, str):
         dataset = load(dataset, root=a.data_root)
@@ -913,6 +925,11 @@ def _explain(a) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(path)
+    if a.plot is not None:
+        try:
+            print(explanations.plot_explanations(model, dataset, a.node, a.plot))
+        except OSError as e:
+            raise UserError(f"--plot {a.plot}: cannot write it ({e.strerror or e})") from None
     return 0
 
 

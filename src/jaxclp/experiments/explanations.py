@@ -127,3 +127,113 @@ def _sentence(name, classes, pred, s, entry, model, prior_name) -> str:
                      + (f", top: {listed}{more}" if listed else ""))
     parts.append(f"{pct(entry['prior_term'])} from the prior ({prior_name})")
     return f"{head}: " + "; ".join(parts)
+
+
+PLOT_HOPS = 2
+"""Hops of a query's neighbourhood that ``jaxclp explain --plot`` draws."""
+PLOT_MAX_NODES = 60
+"""The most nodes drawn per query: past it, the query and the nodes with the largest terms of its predicted class."""
+
+
+def neighbourhood(graph, node: int, contributions, train, max_hops: int = PLOT_HOPS,
+                  max_nodes: int = PLOT_MAX_NODES) -> np.ndarray:
+    """The nodes drawn for ``node``: those within ``max_hops`` edges of it (:func:`jaxclp.explain.hops`), at most
+    ``max_nodes``: the query first, then labelled before unlabelled nodes, each by its term (``contributions``, (n,),
+    largest first), then nearer first, then by index.
+
+    Returns:
+        (m,) node indices, the query first.
+    """
+    dist = hops(graph, node, max_hops)
+    near = np.flatnonzero(dist >= 0)
+    near = near[near != node]
+    c = np.asarray(contributions, np.float64)[near]
+    order = near[np.lexsort((near, dist[near], -c, ~np.asarray(train)[near]))]
+    return np.concatenate([[int(node)], order[:max(int(max_nodes) - 1, 0)]]).astype(np.int64)
+
+
+def plot_explanations(model: jaxclp.CLP, dataset: Dataset, ids, path, *, max_hops: int = PLOT_HOPS,
+                      max_nodes: int = PLOT_MAX_NODES, seed: int = 0):
+    """Draws each query's neighbourhood (:func:`neighbourhood`) into the PNG ``path``, one panel per query.
+
+    Labelled (training) nodes are coloured by their label and sized by their term of the query's predicted class
+    (area proportional to the share of the score); other nodes are small and grey; the query is drawn larger with
+    a black ring, coloured by its predicted class. The layout is networkx's ``spring_layout`` with ``seed`` (the
+    same picture every run); matplotlib's Agg canvas (no display needed).
+
+    Args:
+        model: the fitted :class:`jaxclp.CLP`.
+        dataset: its :class:`jaxclp.datasets.Dataset` (node ids and label values for the legend).
+        ids: the user's node ids (as :func:`node_index` reads them).
+        path: the PNG file to write (its folder is created).
+        max_hops, max_nodes: the neighbourhood drawn.
+        seed: the layout's seed.
+
+    Returns:
+        The path written (:class:`pathlib.Path`).
+    """
+    from pathlib import Path
+
+    import networkx as nx
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    index = node_index(dataset, ids)
+    ex = model.explain(index, tol=1e-8)
+    contributions = np.asarray(ex.contributions, np.float64)
+    scores = np.asarray(ex.scores, np.float64)
+    train = np.asarray(ex.train_mask)
+    given = np.asarray(dataset.labels)
+    names = np.asarray(dataset.node_ids) if dataset.node_ids is not None else np.arange(dataset.num_nodes)
+    label_values = np.asarray(dataset.label_values)
+    class_names = [str(_value(label_values[c])) for c in model.classes_]
+    to_class = {int(c): i for i, c in enumerate(model.classes_)}  # a dataset label -> its column of the scores
+    palette = [f"C{i % 10}" for i in range(len(class_names))]
+    senders, receivers = np.asarray(dataset.graph.senders), np.asarray(dataset.graph.receivers)
+    cols = min(len(index), 3)
+    rows = -(-len(index) // cols)
+    fig = Figure(figsize=(4.2 * cols, 4.0 * rows + 0.5), dpi=80)
+    FigureCanvasAgg(fig)
+    for q, i in enumerate(index):
+        ax = fig.add_subplot(rows, cols, q + 1)
+        pred = int(np.argmax(scores[q]))
+        c = contributions[q, :, pred]
+        nodes = neighbourhood(dataset.graph, i, c, train, max_hops, max_nodes)
+        keep = np.isin(senders, nodes) & np.isin(receivers, nodes) & (senders != receivers)
+        g = nx.Graph()
+        g.add_nodes_from(nodes.tolist())
+        g.add_edges_from(zip(senders[keep].tolist(), receivers[keep].tolist()))
+        pos = nx.spring_layout(g, seed=seed)
+        share = c / scores[q, pred] if scores[q, pred] > 0 else np.zeros_like(c)
+        size = {int(j): 30 + 1200 * share[j] for j in nodes}
+        labelled = [int(j) for j in nodes[1:] if train[j]]
+        other = [int(j) for j in nodes[1:] if not train[j]]
+        nx.draw_networkx_edges(g, pos, ax=ax, edge_color="0.75", width=0.6)
+        nx.draw_networkx_nodes(g, pos, nodelist=other, ax=ax, node_size=20, node_color="0.7")
+        nx.draw_networkx_nodes(g, pos, nodelist=labelled, ax=ax, node_size=[size[j] for j in labelled],
+                               node_color=[palette[to_class[int(given[j])]] for j in labelled],
+                               edgecolors="white", linewidths=0.5)
+        nx.draw_networkx_nodes(g, pos, nodelist=[int(i)], ax=ax, node_size=max(size[int(i)], 250),
+                               node_color=palette[pred], edgecolors="black", linewidths=2.0, node_shape="*")
+        top = sorted(labelled, key=lambda j: -c[j])[:3]
+        nx.draw_networkx_labels(g, pos, labels={int(i): str(_value(names[i]))} |
+                                {j: str(_value(names[j])) for j in top}, ax=ax, font_size=7)
+        lab = float(c[train].sum() / scores[q, pred]) if scores[q, pred] > 0 else 0.0
+        ax.set_title(f"node {_value(names[i])}: class {class_names[pred]} "
+                     f"({scores[q, pred] / scores[q].sum():.2f})\n{100 * lab:.0f}% from labelled nodes, "
+                     f"{len(nodes)} nodes within {max_hops} hops", fontsize=8)
+        ax.set_axis_off()
+    handles = [Line2D([], [], marker="o", linestyle="", color=palette[k], label=f"labelled {name}")
+               for k, name in enumerate(class_names)]
+    handles.append(Line2D([], [], marker="o", linestyle="", color="0.7", label="other node"))
+    handles.append(Line2D([], [], marker="*", linestyle="", color="0.3", markeredgecolor="black", markersize=10,
+                          label="query (predicted class)"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
+    fig.text(0.5, 0.995, "size: the labelled node's share of the query's predicted-class score (CLP, exact)",
+             ha="center", va="top", fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out

@@ -61,14 +61,22 @@ every hash, and a forgotten :data:`REVISIONS` bump cannot serve stale records. W
 the records it touches are re-run."""
 
 
+RESULT_NEUTRAL = {"solve.solve": ("x0",)}
+"""Keywords of :data:`NUMERIC_STAGES` that do not change a result, left out of :func:`numeric_settings`: a warm
+start (``x0``) changes only the iterations to the same tolerance."""
+
+
 def numeric_settings() -> dict:
-    """``{"module.function": {keyword: default}}`` of :data:`NUMERIC_STAGES`, read from their signatures now."""
+    """``{"module.function": {keyword: default}}`` of :data:`NUMERIC_STAGES`, read from their signatures now
+    (without :data:`RESULT_NEUTRAL`)."""
     out = {}
     for module, name in NUMERIC_STAGES:  # by module name: the functions jaxclp.solve etc. shadow their modules
         params = inspect.signature(getattr(importlib.import_module(module), name)).parameters
         key = f"{module.removeprefix('jaxclp.')}.{name}"
+        neutral = RESULT_NEUTRAL.get(key, ())
         out[key] = json.loads(json.dumps({k: p.default for k, p in params.items()
-                                          if p.default is not inspect.Parameter.empty}, default=_jsonable))
+                                          if p.default is not inspect.Parameter.empty and k not in neutral},
+                                         default=_jsonable))
     return out
 
 
