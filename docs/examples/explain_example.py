@@ -107,12 +107,33 @@ def run(dataset: str, out: Path, *, epochs: int = 200, seed: int = 0) -> dict:
         "command": "python docs/examples/explain_example.py " + " ".join(sys.argv[1:]),
     }
     (out / "explain_example.json").write_text(json.dumps(numbers, indent=1) + "\n")
-    (out / "explain_example.md").write_text(page(numbers))
+    (out / "explain_example.md").write_text(page({**numbers, "_json": _repo_path(out / "explain_example.json")}))
     return numbers
+
+
+def _repo_path(path: Path) -> str | None:
+    """``path`` relative to the repository holding this script (posix), or None outside it."""
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        return Path(path).resolve().relative_to(repo).as_posix()
+    except ValueError:
+        return None
 
 
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
+
+
+def _n(r: dict, selector: str, fmt: str) -> str:
+    """The measured value ``selector`` (dotted path) of ``r`` formatted with ``fmt``; inside the repository a
+    generated inline value (``<!-- n:json:... -->``) reading it from the page's JSON, so the docs' check of
+    hand-written measurements (tests/experiments/test_page_values.py) and ``python -m benchmarks.pages`` see it."""
+    v = r
+    for part in selector.split("."):
+        v = v[part]
+    text = format(v, fmt)
+    path = r.get("_json")
+    return f"<!-- n:json:{path}:{selector}:{fmt} -->{text}<!-- /n -->" if path else text
 
 
 def page(r: dict) -> str:
@@ -143,8 +164,8 @@ model.fit(graph, features, labels_known)       # -1 for the unknown labels; 20% 
 ```
 
 Validation chose alpha = {m['alpha']:g} ({variant}; solver `{m['method']}`), trained on {m['num_train']:,}
-labelled nodes with {m['num_val']:,} held out ({r['fit_s']:.1f} s). Test accuracy: {_pct(r['test_accuracy_before'])}
-(the majority class alone: {_pct(r['test_majority'])}).
+labelled nodes with {m['num_val']:,} held out ({_n(r, 'fit_s', '.1f')} s). Test accuracy: {_n(r, 'test_accuracy_before', '.1%')}
+(the majority class alone: {_n(r, 'test_majority', '.1%')}).
 
 ## Why these labels
 
@@ -177,7 +198,7 @@ res.iterations                                 # (warm, cold) per class (cold: o
 The fitted MLP prior, H, alpha and the solver stay; B0, the edge weights and the solution change. The update
 trains on {u['train_after']:,} labelled nodes (the fit's training nodes and the arriving ones: `train_mask` given;
 without it the fit's validation labels would join too), re-solves from the previous solution and equals the cold
-solve to the solver's tolerance (largest difference {u['max_abs_warm_minus_cold']:.1e} here; {u['seconds_with_cold_check']:.1f} s
+solve to the solver's tolerance (largest difference {u['max_abs_warm_minus_cold']:.1e} here; {_n(r, 'update.seconds_with_cold_check', '.1f')} s
 for both solves):
 
 | class | iterations warm | iterations cold |
@@ -185,7 +206,7 @@ for both solves):
 {rows}
 
 {u['predictions_changed']:,} predictions changed ({u['test_predictions_changed']:,} on the test set); test
-accuracy {_pct(r['test_accuracy_before'])} -> {_pct(r['test_accuracy_after'])}. The same three nodes, explained
+accuracy {_n(r, 'test_accuracy_before', '.1%')} -> {_n(r, 'test_accuracy_after', '.1%')}. The same three nodes, explained
 after the update:
 
 ```

@@ -200,6 +200,110 @@ def fast_key(key: jax.Array) -> jax.Array:
     return jax.random.wrap_key_data(data, impl=FAST_THREEFRY)
 
 
+# ------------------------------------------------------------------- initialisation keys: cheaper to compile
+def _define_unrolled_primitive():
+    from jax.extend.core import Primitive
+    from jax.extend.random import threefry2x32_p
+    from jax.interpreters import batching, mlir
+
+    p = Primitive("jaxclp_threefry2x32_unrolled")
+    p.multiple_results = True
+    bind_jitted = jax.jit(p.bind)
+    p.def_impl(lambda *args: bind_jitted(*args))
+    p.def_effectful_abstract_eval(threefry2x32_p.abstract_eval)
+    batching.defbroadcasting(p)
+    mlir.register_lowering(p, mlir.lower_fun(lambda *a: threefry2x32_p.bind(*a), multiple_results=True))
+    mlir.register_lowering(p, mlir.lower_fun(lambda *a: list(threefry2x32(*a)), multiple_results=True),
+                           platform="cpu", inline=False)
+    return p
+
+
+def _index_pairs(shape):
+    """JAX's partitionable counters of ``shape``: (hi, lo) words of the row-major index (below 2**32: hi = 0)."""
+    from jax import lax
+
+    size = math.prod(shape)
+    lo = lax.reshape(lax.iota(np.uint32, max(size, 1))[:size], tuple(shape))
+    return lax.full(tuple(shape), 0, np.uint32), lo
+
+
+def _unrolled_split(key, shape):
+    """JAX's partitionable ``split`` (``_threefry_split_foldlike``) with the hash bound unrolled."""
+    import jax.numpy as jnp
+
+    if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32:
+        from jax.extend.random import threefry_prng_impl
+
+        return threefry_prng_impl.split(key, shape)
+    hi, lo = _index_pairs(shape)
+    b1, b2 = unrolled_threefry2x32_p.bind(key[0], key[1], hi, lo)
+    return jnp.stack([b1, b2], axis=b1.ndim)
+
+
+def _unrolled_fold_in(key, data):
+    """JAX's ``fold_in`` (``threefry_2x32(key, threefry_seed(data))``) with the hash bound unrolled."""
+    import jax.numpy as jnp
+    from jax.extend.random import threefry_prng_impl
+
+    seed = threefry_prng_impl.seed(jnp.asarray(data, jnp.uint32))  # (2,) uint32: JAX's threefry_seed
+    b1, b2 = unrolled_threefry2x32_p.bind(key[0], key[1], seed[0:1], seed[1:2])
+    return jnp.concatenate([b1, b2])
+
+
+def _unrolled_bits(key, bit_width, shape):
+    """:func:`_random_bits` with the hash bound unrolled."""
+    from jax import lax
+    from jax.extend.random import threefry_prng_impl
+
+    if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32 or bit_width not in (8, 16, 32, 64):
+        return threefry_prng_impl.random_bits(key, bit_width, shape)
+    hi, lo = _index_pairs(shape)
+    bits1, bits2 = unrolled_threefry2x32_p.bind(key[0], key[1], hi, lo)
+    dtype = np.dtype(f"uint{bit_width}")
+    if bit_width == 64:
+        wide = [lax.convert_element_type(b, dtype) for b in (bits1, bits2)]
+        return lax.shift_left(wide[0], np.array(32, dtype)) | wide[1]
+    if bit_width == 32:
+        return bits1 ^ bits2
+    return lax.convert_element_type(bits1 ^ bits2, dtype)
+
+
+unrolled_threefry2x32_p = _define_unrolled_primitive()
+"""JAX's ``threefry2x32`` (same operands and results), lowered on CPU by :func:`threefry2x32` (unrolled) at every
+size, elsewhere by JAX's own primitive. Only :data:`INIT_THREEFRY`'s functions bind it."""
+
+
+def _define_init_impl():
+    from jax.extend.random import define_prng_impl, threefry_prng_impl as t
+
+    return define_prng_impl(key_shape=t.key_shape, seed=t.seed, split=_unrolled_split,
+                            random_bits=_unrolled_bits, fold_in=_unrolled_fold_in, name="jaxclp_threefry2x32_init",
+                            tag="jci")
+
+
+INIT_THREEFRY = _define_init_impl()
+"""The PRNG implementation of :func:`init_key`'s keys: JAX's ``threefry2x32`` (key layout, seed, the bits of
+``split``, ``fold_in`` and ``random_bits``) with every hash unrolled on CPU."""
+
+
+def init_key(key: jax.Array) -> jax.Array:
+    """``key`` re-typed for a model's parameter initialisation: the same parameters, far less to compile on CPU.
+
+    A flax ``init`` hashes its key a few dozen times (a ``fold_in`` per module and parameter, the bits of every
+    draw), each a small array: JAX lowers each hash on CPU as a rolled loop, and XLA compiles every such loop
+    separately (the initialisation was 1.5-2 s of the 4-6 s a tuned GNN grid program took to compile on 2 cores).
+    Small arrays hash as fast unrolled, and the unrolled code compiles faster, so :data:`INIT_THREEFRY` unrolls every
+    hash (``split`` and ``fold_in`` too, unlike :data:`FAST_THREEFRY`, whose large dropout masks inside training
+    loops keep :func:`fast_key`'s per-size choice). The bits are JAX's (tests): the parameters are those ``key``
+    gives. ``key`` itself when :func:`fast_key` would return it unchanged (another implementation, or
+    ``JAXCLP_ROLLED_THREEFRY`` set).
+    """
+    typed = fast_key(key)
+    if typed is key:
+        return key
+    return jax.random.wrap_key_data(jax.random.key_data(typed), impl=INIT_THREEFRY)
+
+
 def status() -> str:
     """One line: which Threefry lowering jaxclp's trainers use on CPU for their dropout masks."""
     if enabled():

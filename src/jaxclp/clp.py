@@ -22,6 +22,7 @@ Variants (all selectable on validation by :class:`jaxclp.CLP` and the runner):
 
 from __future__ import annotations
 
+import functools
 from typing import Literal, NamedTuple
 
 import jax
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compatibility import estimate_compatibility, initial_beliefs
+from jaxclp.compatibility import estimate_compatibility, initial_beliefs, masked_labels
 from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import (SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius,
                              spectral_scale)
@@ -124,9 +125,12 @@ def clp_beliefs(
     """
     check_variant(normalization, prior_source, compat, l1_normalize, spectral_scale)
     prior, labels, train_mask = jnp.asarray(prior), jnp.asarray(labels), jnp.asarray(train_mask)
-    alphas = jnp.atleast_1d(jnp.asarray(alphas, prior.dtype))
+    # the grid on the host (A,): its validity, indexing and chunking are host decisions, and numpy arrays handed
+    # to the jitted kernels compile nothing of their own (an eager gather or slice of a device array compiles a
+    # program per shape)
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=prior.dtype))
     _checks.alpha(alphas, "alphas")
-    labels = jnp.where(train_mask, labels, 0)
+    labels = masked_labels(labels, train_mask)
     H, sk = estimate_compatibility(graph, prior, labels, train_mask)
     b0 = initial_beliefs(prior, labels, train_mask)
     op = clp_operator(graph, b0, H, normalization=normalization)
@@ -163,28 +167,29 @@ def _clp_grid(graph, labels, train_mask, b0, d, op, alphas, H, sk, *, normalizat
     order) exist: the validity of each alpha, the closed forms (or the L1 iteration) and the refined pass.
     """
     k = d.shape[1]
+    alphas = np.asarray(alphas)  # (A,) on the host; the result carries them as a device array
     if spectral_scale:
         res = _clp_scaled(op, d, alphas, H, sk, normalization, method, tol)
         if compat == "refined":
             return _clp_refined(graph, labels, train_mask, b0, d, alphas, res.valid, res.beliefs, H, sk,
                                 res.spectral, normalization, method, tol, scaled=True)
         return res
-    proven = _proven(op, float(np.max(np.asarray(alphas))), normalization)
+    proven = _proven(op, float(np.max(alphas)), normalization)
     spectral = operator_spectral_radius(op) if (spectrum or (not proven and not l1_normalize)) else None
     if l1_normalize:
         beliefs = _iterate_l1(op, d, alphas, num_iters)
         valid = np.ones(alphas.shape[0], bool)
-        return CLPResult(beliefs, alphas, valid, H, sk, spectral, "iterate",
-                         jnp.ones((alphas.shape[0], k), bool))
+        return CLPResult(beliefs, jax.device_put(alphas), valid, H, sk, spectral, "iterate",
+                         jax.device_put(np.ones((alphas.shape[0], k), bool)))
     if proven:
         valid = np.ones(alphas.shape[0], bool)
     else:  # "none" normalization: the rigorous Collatz-Wielandt upper bound decides
-        valid = np.asarray(alphas) * float(np.max(np.asarray(spectral.upper))) < 1.0
+        valid = alphas * float(np.max(np.asarray(spectral.upper))) < 1.0
     beliefs, converged, used = _solve_valid(op, d, alphas, valid, method, tol, normalization)
     if compat == "refined":
         return _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, beliefs, H, sk, spectral,
                             normalization, method, tol)
-    return CLPResult(beliefs, alphas, valid, H, sk, spectral, used, converged)
+    return CLPResult(beliefs, jax.device_put(alphas), valid, H, sk, spectral, used, converged)
 
 
 def refined_prior(beliefs: jax.Array) -> jax.Array:
@@ -201,7 +206,9 @@ def refined_prior(beliefs: jax.Array) -> jax.Array:
 def _proven(op, alpha_max: float, normalization) -> bool:
     """Whether ``alpha_max`` times the a-priori or the norm bound of ``op`` is below 1 (the linear CLP iteration
     provably converges for every alpha up to ``alpha_max``)."""
-    return alpha_max * min(a_priori_bound(op, normalization), float(jnp.max(jnp.minimum(*norm_bounds(op))))) < 1
+    rows, cols = norm_bounds(op)
+    return alpha_max * min(a_priori_bound(op, normalization),
+                           float(np.max(np.minimum(np.asarray(rows), np.asarray(cols))))) < 1
 
 
 def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, spectral, normalization,
@@ -210,32 +217,62 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
 
     Every alpha gets its own ``H'(alpha)`` from its first-pass beliefs, hence its own operator; alphas are
     few, so a Python loop (all operators share shapes: one compile). ``b0``, ``first`` and the beliefs are in
-    the user's order, ``d`` in the internal order.
+    the user's order, ``d`` in the internal order; ``alphas`` (A,) on the host.
     """
     k = d.shape[1]
-    beliefs = jnp.zeros_like(first)
-    converged = jnp.zeros((alphas.shape[0], k), bool)
-    hs = jnp.zeros((alphas.shape[0], k, k), d.dtype)
     valid_out = np.zeros_like(valid)
     used = "none"
+    solved = []  # (beliefs (1, n, K), converged (1, K), H' (K, K)) of the alphas kept, in order
     for i in np.flatnonzero(valid):
-        h_i, _ = estimate_compatibility(graph, refined_prior(first[i]), labels, train_mask)
+        h_i, _ = estimate_compatibility(graph, _refined_row(first, np.int32(i)), labels, train_mask)
         op_i = clp_operator(graph, b0, h_i, normalization=normalization)
         a_i = alphas[i:i + 1]
         if scaled:  # as _clp_scaled: A^F'_k / rho(A^F'_k), valid below the scaled Collatz-Wielandt bound
             upper = np.asarray(operator_spectral_radius(op_i).upper)
             op_i, rho_i = spectral_scale(op_i)
-            ok = np.asarray(a_i) * float(np.max(upper / np.asarray(rho_i))) < 1.0
+            ok = a_i * float(np.max(upper / np.asarray(rho_i))) < 1.0
         elif _proven(op_i, float(a_i[0]), normalization):
             ok = np.ones(1, bool)  # the same proven bounds as the first pass
         else:  # "none": the Collatz-Wielandt upper bound of the refined operator decides
-            ok = np.asarray(a_i) * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
+            ok = a_i * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
         b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
         if ok[0]:
-            beliefs, converged, used = beliefs.at[i].set(b_i[0]), converged.at[i].set(c_i[0]), used_i
-            hs = hs.at[i].set(h_i)
+            solved.append((b_i, c_i, h_i))
+            used = used_i
             valid_out[i] = True
-    return CLPResult(beliefs, alphas, valid_out, H, sk, spectral, used, converged, hs)
+    num, n = alphas.shape[0], first.shape[1]
+    if solved:
+        b, c, h = (tuple(s[j] for s in solved) for j in range(3))
+        beliefs, converged, hs = _place_refined(b, c, h, np.flatnonzero(valid_out).astype(np.int32), num,
+                                                np.dtype(d.dtype))
+    else:
+        beliefs = jnp.zeros((num, n, k), first.dtype)
+        converged = jax.device_put(np.zeros((num, k), bool))
+        hs = jax.device_put(np.zeros((num, k, k), d.dtype))
+    return CLPResult(beliefs, jax.device_put(alphas), valid_out, H, sk, spectral, used, converged, hs)
+
+
+@jax.jit
+def _refined_row(first, i):
+    """``refined_prior(first[i])`` with a traced index: one program for every alpha."""
+    return refined_prior(first[i])
+
+
+@functools.partial(jax.jit, static_argnames=("num", "h_dtype"))
+def _place_refined(beliefs, converged, hs, idx, num, h_dtype):
+    """The refined pass's per-alpha pieces (tuples of (1, n, K), (1, K), (K, K)) at rows ``idx`` of (num, ...)
+    zeros (``H'`` in ``h_dtype``): one program instead of a scatter per alpha."""
+    b, c = _place(jnp.concatenate(beliefs), jnp.concatenate(converged), idx, num)
+    h = jnp.zeros((num,) + hs[0].shape, h_dtype).at[idx].set(jnp.stack(hs))
+    return b, c, h
+
+
+@functools.partial(jax.jit, static_argnames="num")
+def _place(value, converged, idx, num):
+    """``value`` (I, n, K) and ``converged`` (I, K) at rows ``idx`` (I,) of (num, n, K) / (num, K) zeros (one
+    program: the rows are copied, never computed)."""
+    beliefs = jnp.zeros((num,) + value.shape[1:], value.dtype).at[idx].set(value)
+    return beliefs, jnp.zeros((num,) + converged.shape[1:], bool).at[idx].set(converged)
 
 
 def _solve_valid(op, d, alphas, valid, method, tol, normalization):
@@ -251,15 +288,17 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization):
         ``(beliefs (A, n, K) in the user's order, converged (A, K), method used or "none")``.
     """
     n, k = op.graph.num_nodes, d.shape[1]
+    alphas = np.asarray(alphas)
     idx = np.flatnonzero(valid)
     if idx.size == 0:
-        return jnp.zeros((alphas.shape[0], n, k), d.dtype), jnp.zeros((alphas.shape[0], k), bool), "none"
+        return (jnp.zeros((alphas.shape[0], n, k), d.dtype), jax.device_put(np.zeros((alphas.shape[0], k), bool)),
+                "none")
     sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
     value = op.graph.from_internal(sol.value, axis=1)
     if idx.size == alphas.shape[0]:  # every alpha solved: no (A, n, K) zeros and copy beside the value
         return value, sol.converged, sol.method
-    beliefs = jnp.zeros((alphas.shape[0], n, k), d.dtype).at[idx].set(value)
-    return beliefs, jnp.zeros((alphas.shape[0], k), bool).at[idx].set(sol.converged), sol.method
+    beliefs, converged = _place(value, sol.converged, idx.astype(np.int32), alphas.shape[0])
+    return beliefs, converged, sol.method
 
 
 def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol) -> CLPResult:
@@ -267,6 +306,7 @@ def _clp_scaled(op, d, alphas, H, sk, normalization, method, tol) -> CLPResult:
     scaled, rho = spectral_scale(op)
     info = operator_spectral_radius(op)
     upper = float(np.max(np.asarray(info.upper) / np.asarray(rho)))
-    valid = np.asarray(alphas) * upper < 1.0
+    alphas = np.asarray(alphas)
+    valid = alphas * upper < 1.0
     beliefs, converged, used = _solve_valid(scaled, d, alphas, valid, method, tol, normalization)
-    return CLPResult(beliefs, alphas, valid, H, sk, info, used, converged)
+    return CLPResult(beliefs, jax.device_put(alphas), valid, H, sk, info, used, converged)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph
@@ -42,8 +43,26 @@ def initial_beliefs(prior: jax.Array, labels: jax.Array, train_mask: jax.Array) 
     _checks.prior_rows("prior", prior)
     _checks.mask("train_mask", train_mask, n)
     _checks.masked_labels(labels, n, k, train_mask)
-    y = jax.nn.one_hot(labels, k, dtype=prior.dtype)
+    if _checks.is_concrete(prior, labels, train_mask):  # one program, not an eager one_hot and where
+        return _initial_beliefs(prior, labels, train_mask)
+    return _initial_beliefs_arrays(prior, labels, train_mask)
+
+
+def _initial_beliefs_arrays(prior, labels, train_mask):
+    y = jax.nn.one_hot(labels, prior.shape[1], dtype=prior.dtype)
     return jnp.where(train_mask[:, None], y, prior)
+
+
+_initial_beliefs = jax.jit(_initial_beliefs_arrays)
+
+
+def masked_labels(labels, train_mask):
+    """``where(train_mask, labels, 0)``: training labels only (on the host for concrete arrays: no eager
+    program per shape; traced, the same ``jnp.where``)."""
+    if _checks.is_concrete(labels, train_mask):
+        y = np.asarray(labels)
+        return jax.device_put(np.where(np.asarray(train_mask), y, np.zeros((), y.dtype)))
+    return jnp.where(train_mask, labels, 0)
 
 
 def estimate_compatibility(
@@ -86,9 +105,8 @@ def estimate_compatibility(
     _checks.probabilities("prior", prior)
     _checks.prior_rows("prior", prior, PRIOR_ROW_ATOL)
     _checks.mask("train_mask", train_mask, n)
-    _checks.labels(jnp.where(train_mask, labels, 0) if _checks.is_concrete(labels, train_mask) else labels,
-                   n, k)
-    labels = jnp.where(train_mask, labels, 0)  # test/val labels never enter the arithmetic
+    labels = masked_labels(labels, train_mask)  # test/val labels never enter the arithmetic
+    _checks.labels(labels, n, k)
     return _estimate(graph, graph.to_internal(prior), graph.to_internal(labels), graph.to_internal(train_mask),
                      tol, max_iters, smoothing)
 

@@ -51,8 +51,18 @@ def roc_auc(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def evaluate(metric: str, scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
-    """Dispatches ``"accuracy"`` or ``"roc_auc"``."""
+    """Dispatches ``"accuracy"`` or ``"roc_auc"`` (called on concrete arrays: one jitted program per metric and
+    shape, where the eager operations compiled one program each; traced: inlined in the caller's program)."""
+    check_metric(metric)
+    if not any(isinstance(x, jax.core.Tracer) for x in (scores, labels, mask)):
+        return _evaluate_jit(metric, scores, labels, mask)
+    return _evaluate(metric, scores, labels, mask)
+
+
+def _evaluate(metric, scores, labels, mask):
     if metric == "accuracy":
         return accuracy(scores, labels, mask)
-    if check_metric(metric) == "roc_auc":
-        return roc_auc(scores, labels, mask)
+    return roc_auc(scores, labels, mask)
+
+
+_evaluate_jit = jax.jit(_evaluate, static_argnums=0)

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp._rng import fast_key
+from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures, as_features, matmul
 from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, count_params, make_optimizer, next_chunk,
                           train_full_batch, train_outcome, train_start, train_stopped, train_until, validation_metric)
@@ -142,7 +142,7 @@ def _mlp_model(key, features, *, num_classes, hidden, dropout):
     """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
     model, _, init_inputs = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
     init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, *init_inputs, train=False)
+    params = model.init(_init_key(init_key), *init_inputs, train=False)
 
     def apply_fn(p, k, train):
         # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compatibility import estimate_compatibility, initial_beliefs
+from jaxclp.compatibility import estimate_compatibility, initial_beliefs, masked_labels
 from jaxclp.graph import Graph, spmm
 from jaxclp.metrics import check_metric, evaluate
 from jaxclp.solve import in_chunks
@@ -86,11 +86,19 @@ def nonlinear_values(graph: Graph, weight: Weight = "none") -> jax.Array:
     ``"none"``: the raw weights; ``"sym"``: ``w / sqrt(deg_in(r) deg_in(s))`` (zero degree -> zero entry).
     """
     _check_choice("weight", weight, WEIGHTS)
-    w = graph.weights
     if weight == "none":
-        return w
+        return graph.weights
+    return _sym_values(graph)
+
+
+@jax.jit
+def _sym_values(graph):
+    """:func:`nonlinear_values` ``"sym"`` in one program (its eager glue compiled one program per op), with the
+    eager operations' values: the barrier keeps XLA from rewriting ``1 / sqrt(d)`` into ``rsqrt(d)`` (not
+    correctly rounded: one ulp apart on some degrees)."""
+    w = graph.weights
     d = graph.in_degree().astype(w.dtype)
-    inv = jnp.where(d > 0, 1.0 / jnp.sqrt(jnp.where(d > 0, d, 1.0)), 0.0)
+    inv = jnp.where(d > 0, 1.0 / jax.lax.optimization_barrier(jnp.sqrt(jnp.where(d > 0, d, 1.0))), 0.0)
     return w * inv[graph.receivers] * inv[graph.senders]
 
 
@@ -104,10 +112,20 @@ def nonlinear_starts(prior: jax.Array, labels: jax.Array, train_mask: jax.Array)
     """
     n, k = prior.shape
     _checks.mask("train_mask", train_mask, n)
-    labels = jnp.where(train_mask, labels, 0)
+    labels = masked_labels(labels, train_mask)
+    b0 = initial_beliefs(prior, labels, train_mask)  # validates prior and the training labels
+    if _checks.is_concrete(prior, labels, train_mask, b0):
+        return _starts(prior, labels, train_mask, b0)
+    return _starts_arrays(prior, labels, train_mask, b0)
+
+
+def _starts_arrays(prior, labels, train_mask, b0):
     tm = train_mask[:, None]
-    y = jax.nn.one_hot(labels, k, dtype=prior.dtype) * tm
-    return jnp.stack([prior, initial_beliefs(prior, labels, train_mask), y, jnp.where(tm, prior, 0.0)])
+    y = jax.nn.one_hot(labels, prior.shape[1], dtype=prior.dtype) * tm
+    return jnp.stack([prior, b0, y, jnp.where(tm, prior, 0.0)])
+
+
+_starts = jax.jit(_starts_arrays)
 
 
 class _Ops(NamedTuple):
@@ -119,9 +137,18 @@ class _Ops(NamedTuple):
 
 
 def _ops(graph, b0, H, weight):
+    _check_choice("weight", weight, WEIGHTS)
+    return _ops_jit(graph, b0, H, np.bool_(weight == "sym"))
+
+
+@jax.jit
+def _ops_jit(graph, b0, H, sym):
+    """:class:`_Ops` in one program for either adjacency weight (``sym`` a bool array: "sym" or "none"; its eager
+    glue compiled one program per op and shape)."""
     H = H.astype(b0.dtype)
-    return _Ops(nonlinear_values(graph, weight).astype(b0.dtype), nonlinear_values(graph, "sym").astype(b0.dtype),
-                b0, b0 @ H, b0 @ (H @ H))
+    sym_values = nonlinear_values(graph, "sym").astype(b0.dtype)
+    values = jnp.where(sym, sym_values, nonlinear_values(graph, "none").astype(b0.dtype))
+    return _Ops(values, sym_values, b0, b0 @ H, b0 @ (H @ H))
 
 
 def _layer(graph, ops: _Ops, out, start, t, alpha, softmax, echo):
@@ -183,6 +210,14 @@ def nonlinear_propagate(
                        jnp.asarray(post == "softmax"), jnp.asarray(bool(echo)), int(num_layers))
 
 
+def _nonnegative_labels(labels):
+    """``where(labels >= 0, labels, 0)`` (on the host for concrete labels: no eager program per shape)."""
+    if _checks.is_concrete(labels):
+        y = np.asarray(labels)
+        return jax.device_put(np.where(y >= 0, y, np.zeros((), y.dtype)))
+    return jnp.where(labels >= 0, labels, 0)
+
+
 class NonlinearResult(NamedTuple):
     """The nonlinear propagation for a grid of configurations, each at its best validation layer.
 
@@ -202,9 +237,11 @@ class NonlinearResult(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("echo", "num_layers", "metric"))
-def _grid_kernel(graph, ops, starts, alphas, softmax, echo, labels, val_mask, num_layers, metric):
-    """vmapped over configurations: (C, n, K) starts, (C,) alphas / softmax flags; ``echo`` static bool."""
+def _grid_kernel(graph, ops, all_starts, sel, alphas, softmax, echo, labels, val_mask, num_layers, metric):
+    """vmapped over configurations: (C,) start indices ``sel`` into the (S, n, K) ``all_starts``, (C,) alphas /
+    softmax flags; ``echo`` static bool."""
     ec = True if echo else False
+    starts = all_starts[sel]  # gathered here: an eager gather compiled programs of its own
 
     def one(start, alpha, sm):
         def step(carry, t):
@@ -276,16 +313,17 @@ def nonlinear_grid(
     check_metric(metric)
     if int(num_layers) < 1:
         raise ValueError(f"num_layers must be >= 1; got {num_layers}")
-    y = jnp.where(labels >= 0, labels, 0)
+    y = _nonnegative_labels(labels)
     if H is None:
         H, _ = estimate_compatibility(graph, prior, y, train_mask)
     b0 = initial_beliefs(prior, y, train_mask)
     all_starts = nonlinear_starts(prior, y, train_mask)
     sidx = {s: i for i, s in enumerate(STARTS)}
     inner = list(itertools.product(starts, alphas, posts))
-    sel = np.array([sidx[c[0]] for c in inner])
-    al = jnp.asarray([c[1] for c in inner], prior.dtype)
-    sm = jnp.asarray([c[2] == "softmax" for c in inner])
+    # host arrays: sliced per chunk on the host, handed to the kernel without an eager program of their own
+    sel = np.array([sidx[c[0]] for c in inner], np.int32)
+    al = np.asarray([c[1] for c in inner], dtype=prior.dtype)
+    sm = np.asarray([c[2] == "softmax" for c in inner])
     per_config = 8 * n * k * jnp.dtype(prior.dtype).itemsize
     chunk = max(1, min(len(inner), GRID_CHUNK_BYTES // max(per_config, 1)))
     beliefs, layers, scores, configs = [], [], [], []
@@ -293,11 +331,20 @@ def nonlinear_grid(
         ops = _ops(graph, b0, H, w)
         for e in dict.fromkeys(bool(e) for e in echo):  # one compiled kernel per echo flag (no wasted SpMM)
             b, t, s = in_chunks(  # a chunk's starts are gathered only when it runs
-                lambda part: _grid_kernel(graph, ops, all_starts[sel[part]], al[part], sm[part], e, y, val_mask,
+                lambda part: _grid_kernel(graph, ops, all_starts, sel[part], al[part], sm[part], e, y, val_mask,
                                           int(num_layers), metric), len(inner), chunk)
             beliefs.append(b)
             layers.append(t)
             scores.append(s)
             configs += [c + (e, w) for c in inner]
-    return NonlinearResult(jnp.concatenate(beliefs), jnp.concatenate(layers), jnp.concatenate(scores),
-                         tuple(configs), H)
+    if len(beliefs) == 1:
+        beliefs, layers, scores = beliefs[0], layers[0], scores[0]
+    else:
+        beliefs, layers, scores = _concatenate(beliefs, layers, scores)
+    return NonlinearResult(beliefs, layers, scores, tuple(configs), H)
+
+
+@jax.jit
+def _concatenate(*parts):
+    """The kernels' pieces, each list concatenated along the configurations (one program, not one per array)."""
+    return tuple(jnp.concatenate(p) for p in parts)

@@ -167,9 +167,15 @@ def a_priori_bound(op: FactoredOperator, normalization: Normalization) -> float:
     """
     if normalization not in ("sym", "row") or not _checks.is_concrete(op.left, op.right):
         return float("inf")
-    lo = min(float(jnp.min(op.left)), float(jnp.min(op.right)))
-    hi = max(float(jnp.max(op.left)), float(jnp.max(op.right)))
+    left_min, right_min, left_max, right_max = (float(v) for v in _extremes(op.left, op.right))
+    lo, hi = min(left_min, right_min), max(left_max, right_max)
     return 1.0 if (lo >= 0.0 and hi <= 1.0 + 1e-6) else float("inf")
+
+
+@jax.jit
+def _extremes(left, right):
+    """``(min(left), min(right), max(left), max(right))`` in one program (four eager reductions compile four)."""
+    return jnp.min(left), jnp.min(right), jnp.max(left), jnp.max(right)
 
 
 @jax.jit
@@ -250,10 +256,18 @@ def spectral_scale(op: FactoredOperator, info: SpectralInfo | None = None) -> tu
     if info is None:  # a tight tolerance: the scaled radius is 1 up to the relative error of rho
         info = operator_spectral_radius(op, tol=max(1e-10, 10 * float(jnp.finfo(op.left.dtype).eps)),
                                         max_iters=5000)
-    rho = jax.lax.stop_gradient(info.rho).astype(op.left.dtype)
-    floor = jnp.sqrt(jnp.finfo(op.left.dtype).eps) * jnp.maximum(1.0, jax.lax.stop_gradient(info.bound))
+    left, rho = _scale_left(op.left, info.rho, info.row_sum_bound, info.col_sum_bound)
+    return op._replace(left=left), rho
+
+
+@jax.jit
+def _scale_left(left, rho, rows, cols):
+    """:func:`spectral_scale`'s arithmetic in one program: ``(left / rho, rho)`` with rho (K,) treated as a
+    constant and 1 where it is below ``sqrt(eps) * max(1, min(rows, cols))``."""
+    rho = jax.lax.stop_gradient(rho).astype(left.dtype)
+    floor = jnp.sqrt(jnp.finfo(left.dtype).eps) * jnp.maximum(1.0, jax.lax.stop_gradient(jnp.minimum(rows, cols)))
     rho = jnp.where(rho > floor, rho, 1.0)
-    return op._replace(left=op.left / rho[None, :]), rho
+    return left / rho[None, :], rho
 
 
 def spectral_radius(

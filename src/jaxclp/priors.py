@@ -82,8 +82,9 @@ class PriorResult(NamedTuple):
 def _score(metric: str, prior, labels, val_mask) -> float:
     if not bool(np.any(np.asarray(val_mask))):
         return float("nan")
-    y = jnp.where(jnp.asarray(val_mask), jnp.asarray(labels), 0)
-    return float(evaluate(metric, jnp.asarray(prior), y, jnp.asarray(val_mask)))
+    vm = np.asarray(val_mask)
+    y = jax.device_put(np.where(vm, np.asarray(labels), 0).astype(np.int32))  # on the host: no program to compile
+    return float(evaluate(metric, jax.device_put(prior), y, jax.device_put(vm)))
 
 
 def _trained(name: str, prior, params, info: TrainInfo, labels, val_mask, cfg: TrainConfig,

@@ -487,7 +487,10 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
     defaults to False here (True in :func:`solve`); with ``throw=True`` it raises as :func:`solve` does.
     """
     _checks.floating("prior", prior)  # an integer prior would silently cast alpha to 0 or 1
-    alphas = jnp.asarray(alpha, dtype=prior.dtype)
+    if isinstance(alpha, (jax.Array, jax.core.Tracer)):
+        alphas = jnp.asarray(alpha, dtype=prior.dtype)
+    else:  # a host value (float, numpy grid): converted on the host, no eager program per shape
+        alphas = jax.device_put(np.asarray(alpha, dtype=jax.dtypes.canonicalize_dtype(prior.dtype)))
     if alphas.ndim > 1:
         raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
     _checks.alpha(alphas)
@@ -499,7 +502,10 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
                              f"vector of alphas); got {tuple(x0.shape)}")
         x0 = x0.astype(prior.dtype)
     rows, cols = norm_bounds(op)
-    rho_bound = jnp.minimum(rows, cols)
+    concrete = _checks.is_concrete(alphas, rows, cols)
+    # (K,) host arithmetic where the values are known: an eager op on a device array compiles a program per shape
+    rho_bound = (jax.device_put(np.minimum(np.asarray(rows), np.asarray(cols))) if concrete
+                 else jnp.minimum(rows, cols))
     if method == "auto":
         bound = None
         if _checks.is_concrete(alphas, rho_bound):
@@ -521,6 +527,8 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
     bounds = (rows, cols)
     if method == "dense":  # a direct solve: a warm start has nothing to shorten
         x0 = None
+    if concrete:  # chunks of the alphas are sliced on the host (no eager slice program per chunk)
+        alphas = np.asarray(alphas)
     if alphas.ndim == 1 and method != "dense" and x0 is not None:
         x, its, res, rel, eta = in_chunks(
             lambda part: _solve_jit(op, prior, alphas[part], method, tol, max_iters, bounds, x0[part]),
@@ -532,7 +540,7 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
         x, its, res, rel, eta = _solve_jit(op, prior, alphas, method, tol, max_iters, bounds, x0)
     else:
         x, its, res, rel, eta = _solve_jit(op, prior, alphas, method, tol, max_iters, bounds)
-    sol = Solution(value=x, converged=is_converged(rel, eta, tol), iterations=its, residual=res,
+    sol = Solution(value=x, converged=_converged(rel, eta, tol), iterations=its, residual=res,
                    relative_residual=rel, rho_bound=rho_bound, backward_error=eta, method=method)
     if throw:
         _check_converged(sol, alphas, tol, max_iters)
@@ -543,6 +551,16 @@ def is_converged(relative_residual, backward_error_, tol):
     """The convergence test of :class:`Solution`: ``relative_residual <= tol`` or ``backward_error <=``
     :func:`precision_floor` of the arrays' dtype (module docstring)."""
     return (relative_residual <= tol) | (backward_error_ <= precision_floor(relative_residual.dtype))
+
+
+def _converged(relative_residual, backward_error_, tol):
+    """:func:`is_converged` as a device array, decided on the host where the (A, K) diagnostics are concrete (the
+    same comparisons in the arrays' dtype; no eager program per shape)."""
+    if not _checks.is_concrete(relative_residual, backward_error_):
+        return is_converged(relative_residual, backward_error_, tol)
+    rel, eta = np.asarray(relative_residual), np.asarray(backward_error_)
+    floor = precision_floor(rel.dtype)
+    return jax.device_put((rel <= rel.dtype.type(tol)) | (eta <= eta.dtype.type(floor)))
 
 
 def alpha_chunk(method: str, shape, dtype) -> int:
@@ -573,6 +591,8 @@ def in_chunks(fn, count: int, chunk: int):
 def in_alpha_chunks(fn, alphas, method: str, shape, dtype):
     """``fn(alphas)`` (a pytree of arrays with a leading (A,) axis), computed :func:`in_chunks` of
     :func:`alpha_chunk` alphas (memory, or the cap on large problems)."""
+    if _checks.is_concrete(alphas):  # sliced on the host: no eager slice program per chunk
+        alphas = np.asarray(alphas)
     return in_chunks(lambda part: fn(alphas[part]), alphas.shape[0], alpha_chunk(method, shape, dtype))
 
 

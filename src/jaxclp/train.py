@@ -13,9 +13,11 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-from jaxclp._rng import fast_key
+from jaxclp import _checks
+from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.metrics import masked_accuracy, roc_auc
 
 
@@ -222,7 +224,8 @@ def stopped_early(info: TrainInfo, patience: int):
     """Whether early stopping ended the fit :func:`train_outcome` described in ``info`` (:func:`train_stopped`'s
     condition read from the returned diagnostics: the epochs after the best one, ``epochs_run - 1 - best_epoch``,
     are the loop's count of epochs without improvement); bool, batched as ``info`` is."""
-    return (patience > 0) & (jnp.asarray(info.epochs_run) - 1 - jnp.asarray(info.best_epoch) >= patience)
+    xp = np if _checks.is_concrete(info.epochs_run, info.best_epoch) else jnp  # host arithmetic: no program
+    return (patience > 0) & (xp.asarray(info.epochs_run) - 1 - xp.asarray(info.best_epoch) >= patience)
 
 
 def train_outcome(state: dict):
@@ -281,7 +284,7 @@ def _built(build, data, opts):
 def _step_start(key, data, labels, train_mask, val_mask, *, build, opts, cfg):
     model, _, init_inputs, apply_fn = _built(build, data, opts)
     init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, *init_inputs, train=False)
+    params = model.init(_init_key(init_key), *init_inputs, train=False)
     return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
                        validation_metric(cfg.metric))
 

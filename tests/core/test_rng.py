@@ -107,6 +107,40 @@ def test_fast_key_draws_jax_bits(make):
     assert _draws(fk) == _draws(k)
 
 
+@pytest.mark.parametrize("make", [jax.random.PRNGKey, jax.random.key], ids=["raw", "typed"])
+def test_init_key_draws_jax_bits_split_and_fold_in_too(make):
+    """``init_key(k)`` draws JAX's bits (every draw of :func:`_draws`), and its ``split`` / ``fold_in`` give JAX's
+    keys: a flax init through it gives the parameters ``k`` gives."""
+    k = make(42)
+    ik = _rng.init_key(k)
+    assert jax.random.key_impl(ik) == _rng.INIT_THREEFRY
+    assert _draws(ik) == _draws(k)
+    data = lambda key: np.asarray(jax.random.key_data(key))  # noqa: E731
+    plain = k if make is jax.random.key else jax.random.wrap_key_data(k)
+    assert np.array_equal(data(jax.random.split(ik, 5)), data(jax.random.split(plain, 5)))
+    assert np.array_equal(data(jax.random.fold_in(ik, 2**31 + 7)), data(jax.random.fold_in(plain, 2**31 + 7)))
+    from jaxclp.mlp import MLP
+
+    model, x0 = MLP(hidden=(16, 16), num_classes=3), jnp.zeros((1, 5))
+    a = jax.jit(lambda key: model.init(key, x0, train=False))(plain)
+    b = jax.jit(lambda key: model.init(_rng.init_key(key), x0, train=False))(plain)
+    assert jax.tree.all(jax.tree.map(lambda u, v: np.array_equal(np.asarray(u), np.asarray(v)), a, b))
+
+
+def test_init_key_lowers_every_hash_unrolled_and_honours_the_opt_out(monkeypatch):
+    """On CPU an initialisation through ``init_key`` has no rolled Threefry loop (every hash unrolled, small ones
+    too: they compile faster); with ``JAXCLP_ROLLED_THREEFRY`` set the key is returned unchanged."""
+    from jaxclp.mlp import MLP
+
+    model, x0 = MLP(hidden=(16,), num_classes=3), jnp.zeros((1, 5))
+    k = jax.random.key(0)
+    hlo = _cpu_hlo(lambda key: model.init(_rng.init_key(key), x0, train=False), k)
+    assert "jaxclp_threefry2x32_unrolled" in hlo and "while" not in hlo
+    assert "while" in _cpu_hlo(lambda key: model.init(key, x0, train=False), k)  # JAX's own: rolled loops
+    monkeypatch.setenv(_rng.ENV, "1")
+    assert _rng.init_key(k) is k
+
+
 def test_fast_key_under_vmap_and_jit_matches():
     """A batch of keys re-typed inside jit + vmap (as the vmapped trainers do) draws JAX's bits; the batched
     call site is sized as a whole (300 * 300 * 4 pairs: the unrolled form)."""

@@ -16,7 +16,6 @@ import functools
 from typing import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
@@ -163,7 +162,7 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
     y = _validation_labels(labels_visible, val_mask)
     if isinstance(candidates, Candidates):
         candidates.expand()
-    best, best_score = _first_best(candidates, y, jnp.asarray(val_mask), metric)
+    best, best_score = _first_best(candidates, y, jax.device_put(val_mask), metric)
     if best is None:
         raise ValueError("no candidate has a finite validation score")
     return best, best_score
@@ -171,7 +170,7 @@ def select(candidates: dict, labels_visible, val_mask, metric: str) -> tuple[obj
 
 def _validation_labels(labels_visible, val_mask) -> jax.Array:
     """``labels_visible`` as a jax array; ValueError where a validation node has no label (-1)."""
-    y = jnp.asarray(labels_visible)
+    y = jax.device_put(labels_visible)
     if bool(np.any(np.asarray(y)[np.asarray(val_mask)] < 0)):
         raise ValueError("validation labels missing (-1) inside val_mask")
     return y
@@ -211,7 +210,7 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
             status(f"CLP candidates on {name}")
             cands.expand(("base_prior", name))  # only the grids the rule reads are computed
         on_prior[i] = [k for k in cands if k[:2] == ("base_prior", name) and k != alone]
-        return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jnp.asarray(val_mask))
+        return validation_scores(metric, [cands[k] for k in on_prior[i]], y, jax.device_put(val_mask))
 
     search = getattr(cands, "search", None)
 
@@ -220,7 +219,7 @@ def select_prior_first(cands: Candidates, labels_visible, val_mask, metric: str)
             return True  # computed already: nothing to spend
         return search.other_grid(names[i], fits) if search is not None else fits()
 
-    choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jnp.asarray(val_mask)),
+    choice = prior_first(validation_scores(metric, [cands.references[k] for k in names], y, jax.device_put(val_mask)),
                          candidate_scores, num_val=int(np.asarray(val_mask).sum()), metric=metric,
                          deadline=None if search is None else search.deadline, decide=decide)
     if not choice.propagated:

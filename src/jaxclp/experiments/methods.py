@@ -73,7 +73,20 @@ def _two_hop(ctx: Context):
 
 
 def _labels0(ctx: Context) -> jax.Array:
-    return jnp.where(ctx.labels >= 0, ctx.labels, 0)
+    """``ctx.labels`` with -1 replaced by 0 (on the host: an eager ``where`` compiles a program per shape)."""
+    y = np.asarray(ctx.labels)
+    return jax.device_put(np.where(y >= 0, y, np.zeros((), y.dtype)))
+
+
+def _rows(x: jax.Array) -> list:
+    """``[x[0], x[1], ...]``: the rows of a stack of candidates, each taken by one small program with a traced index
+    (``x[i]`` with a Python int runs two eager programs; unstacking in one program compiles ~1 s for 80 rows)."""
+    return [_row(x, np.int32(i)) for i in range(x.shape[0])]
+
+
+@jax.jit
+def _row(x, i):
+    return x[i]
 
 
 def method_mlp(ctx: Context) -> dict:
@@ -93,7 +106,8 @@ def method_link(ctx: Context) -> dict:
 def method_lp(ctx: Context) -> dict:
     out = jaxclp.label_propagation(ctx.graph, _labels0(ctx), ctx.train, ctx.num_classes,
                                    alpha=jnp.asarray(ALPHAS))
-    return {("alpha", a): out[i] for i, a in enumerate(ALPHAS)}
+    rows = _rows(out)
+    return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
 
 def method_cs(ctx: Context) -> dict:
@@ -104,8 +118,8 @@ def method_cs(ctx: Context) -> dict:
     out = {}
     grid = [(a1, "auto") for a1 in CS_ALPHAS] + [(a1, s) for a1 in CS_FIXED_ALPHAS for s in CS_SCALES]
     for a1, scale in grid:
-        smooth = jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
-                                           alpha_smooth=jnp.asarray(CS_ALPHAS), scale=scale)
+        smooth = _rows(jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
+                                                 alpha_smooth=jnp.asarray(CS_ALPHAS), scale=scale))
         out.update({("alpha_correct", a1, "alpha_smooth", a2, "scale", scale): smooth[j]
                     for j, a2 in enumerate(CS_ALPHAS)})
     return out
@@ -116,7 +130,8 @@ def method_clp_star(ctx: Context) -> dict:
     H, _ = jaxclp.estimate_compatibility(ctx.graph, ctx.prior, y, ctx.train)
     b0 = jaxclp.initial_beliefs(ctx.prior, y, ctx.train)
     out = jaxclp.clp_star(ctx.graph, ctx.prior, b0, H, alpha=jnp.asarray(ALPHAS))
-    return {("alpha", a): out[i] for i, a in enumerate(ALPHAS)}
+    rows = _rows(out)
+    return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
 
 def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
@@ -128,10 +143,11 @@ def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
     for weight in grid.pop("weights", NONLINEAR_WEIGHTS):  # one adjacency weight at a time: half the peak memory
         res = nonlinear_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
                              weights=(weight,), H=H, **grid)
-        H, layers = res.H, np.asarray(res.layer)
+        H, layers, rows = res.H, np.asarray(res.layer), _rows(res.beliefs)
         out.update(keep({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post",
-                          post, "echo", bool(echo), "layer", int(layers[i])): res.beliefs[i]
+                          post, "echo", bool(echo), "layer", int(layers[i])): rows[i]
                          for i, (start, a, post, echo, w) in enumerate(res.configs)}))
+        del rows
         del res
     return out
 
@@ -191,13 +207,15 @@ def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, search: Sea
     def variant(norm, l1, src):
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
                                  l1_normalize=l1, prior_source=src, spectrum=False)
-        return keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): res.beliefs[i]
+        rows = _rows(res.beliefs)
+        return keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): rows[i]
                      for i, a in enumerate(ALPHAS) if res.valid[i]})
 
     def spectral_variant(norm, src):
         res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
                                  prior_source=src, spectrum=False, spectral_scale=True)
-        return keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): res.beliefs[i]
+        rows = _rows(res.beliefs)
+        return keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): rows[i]
                      for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]})
 
     # (kind, name, thunk) in the candidates' order: the authors' step (echo off: half the cost), the variants,
@@ -222,7 +240,8 @@ def method_clp_refined(ctx: Context) -> dict:
     y = _labels0(ctx)
     res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization="sym",
                              prior_source="mlp", spectrum=False, compat="refined")
-    return {("normalization", "sym", "l1", False, "prior", "mlp", "compat", "refined", "alpha", a): res.beliefs[i]
+    rows = _rows(res.beliefs)
+    return {("normalization", "sym", "l1", False, "prior", "mlp", "compat", "refined", "alpha", a): rows[i]
             for i, a in enumerate(ALPHAS) if res.valid[i]}
 
 

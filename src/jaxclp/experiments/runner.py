@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxclp.datasets import Dataset, load, random_splits
@@ -130,7 +129,7 @@ def check_splits(labels: np.ndarray, train: np.ndarray, val: np.ndarray, runs, n
 def score_test(metric: str, scores, labels: np.ndarray, test_mask: np.ndarray) -> float:
     """The ONLY place test labels are used: after selection, on the chosen scores (and on a method's
     references, which are never chosen from)."""
-    return float(evaluate(metric, jnp.asarray(scores), jnp.asarray(labels), jnp.asarray(test_mask)))
+    return float(evaluate(metric, jax.device_put(scores), jax.device_put(labels), jax.device_put(test_mask)))
 
 
 def reference_scores(metric: str, cands, labels_visible, labels, val_mask, test_mask) -> dict:
@@ -390,15 +389,18 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
     t0 = time.perf_counter()
     priors, cut = {}, {}
     stop, last = mlp_deadline(t0, time_limit, len(todo)), 0.0
+    # the depths' shared inputs, made once (each indexing or conversion of a device array compiles a program)
+    rows = np.asarray(todo)
+    split_keys = keys if np.array_equal(rows, np.arange(len(keys))) else keys[rows]
+    y_todo, train_todo, val_todo = (jax.device_put(a) for a in (y_vis, train[rows], val[rows]))
     for d in MLP_DEPTHS:
         if priors and not mlp_depth_fits((time.perf_counter() - t0) / len(todo), last, time_limit):
             status(f"MLP prior depth {d} and deeper skipped: they would not fit in the time limit "
                    f"({search.limit_words(time_limit)})")
             break
         t1 = time.perf_counter()
-        res = fit_mlp_splits(keys[np.asarray(todo)], x, jnp.asarray(y_vis), jnp.asarray(train[todo]),
-                             jnp.asarray(val[todo]), num_classes=num_classes, hidden=(64,) * d, cfg=cfg,
-                             deadline=stop)
+        res = fit_mlp_splits(split_keys, x, y_todo, train_todo, val_todo, num_classes=num_classes,
+                             hidden=(64,) * d, cfg=cfg, deadline=stop)
         priors[d] = jax.block_until_ready(res.prior)
         last = (time.perf_counter() - t1) / len(todo)
         epochs = cut_epochs(res.info, cfg)
@@ -458,7 +460,7 @@ class SplitSetup:
         of :attr:`time_limit` after the split's share of the MLP priors (:attr:`mlp_seconds`), so a limit bounds
         the whole fit."""
         i = self.todo[j]
-        key, priors = _split_row((self.keys, self.priors), jnp.asarray([i, j], jnp.int32))
+        key, priors = _split_row((self.keys, self.priors), jax.device_put(np.asarray([i, j], np.int32)))
         left = None if self.time_limit is None else max(0.0, float(self.time_limit) - float(self.mlp_seconds))
         # seconds of one MLP fit on this split (the depths' mean, compilation included): the time budget's
         # first measurement of what a base predictor costs on this graph
@@ -504,8 +506,8 @@ def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: Tra
     (None: the method's defaults), :attr:`Context.mlp_fit_seconds`, :attr:`Context.mlp_cut`;
     ``stated_time_limit``: :attr:`Context.stated_time_limit` (the user's limit, for the status messages)."""
     depth = select(priors, y_vis, val, ds.metric)[0] if priors else 1
-    return Context(graph=ds.graph, features=x, labels=jnp.asarray(y_vis), train=jnp.asarray(train),
-                   val=jnp.asarray(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
+    return Context(graph=ds.graph, features=x, labels=jax.device_put(y_vis), train=jax.device_put(train),
+                   val=jax.device_put(val), num_classes=int(ds.num_classes), metric=ds.metric, key=key,
                    priors=priors, mlp_depth=depth, train_cfg=cfg,
                    base_priors=None if base_priors is None else tuple(base_priors), time_limit=time_limit,
                    mlp_fit_seconds=float(mlp_fit_seconds), mlp_cut=dict(mlp_cut or {}), views=views,

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp._rng import fast_key
+from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import as_features, as_input_features
 from jaxclp.gnn.graphs import gcn_normalized_graph, h2gcn_normalized_graphs
 from jaxclp.gnn.models import GCN, H2GCN, GNNSpec, _check_spec, _model, tuned_gnn_graph
@@ -88,7 +88,7 @@ def _train_model(model, inputs: tuple, key, labels, train_mask, val_mask, cfg) -
     """Initializes ``model`` on ``inputs`` (its positional graph arguments), trains it full-batch with early
     stopping (:func:`jaxclp.train.train_full_batch`) and returns the softmax of the best parameters."""
     init_key, drop_key = jax.random.split(key)
-    params = model.init(init_key, *inputs, train=False)
+    params = model.init(_init_key(init_key), *inputs, train=False)
 
     def apply_fn(p, k, train):
         # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from jaxclp._rng import fast_key
+from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures
 from jaxclp.gnn.fit import _TUNED_STATIC, GNNResult, _tuned_input, _validate
 from jaxclp.gnn.layers import GATConv, GCNConv, GCNSepConv, SAGEConv
@@ -126,7 +126,7 @@ def _grid_model(key, graph, features, flags, *, num_classes, spec):
     symmetric = bool(graph.symmetric) and spec.conv == "gcn"
     plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
     init_key, drop_key = jax.random.split(key)
-    params = _model(spec, num_classes, bool(graph.symmetric)).init(init_key, gt, plan, train=False)
+    params = _model(spec, num_classes, bool(graph.symmetric)).init(_init_key(init_key), gt, plan, train=False)
 
     def apply_fn(p, k, train):
         return _grid_logits(p, spec, flags, gt, plan, num_classes, bool(graph.symmetric), fast_key(k), train)
