@@ -232,8 +232,8 @@ def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, 
     done, rate = 0, None
     while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
         until = min(done + chunk, cfg.epochs)
-        state = _mlp_until_jit(state, jnp.int32(until), keys, features, labels, train_masks, val_masks, **static)
-        stopped = bool(jnp.all(train_stopped(state, cfg.patience)))  # waits for the chunk
+        state = _mlp_until_jit(state, np.int32(until), keys, features, labels, train_masks, val_masks, **static)
+        stopped = bool(np.all(train_stopped(state, cfg.patience)))  # waits for the chunk
         now = time.perf_counter()
         rate, done, t = (now - t) / (until - done), until, now
         if stopped or now > deadline:

@@ -217,7 +217,10 @@ def train_until(apply_fn, opt, until, patience, state: dict, labels, train_mask,
 
 def train_stopped(state: dict, patience: int):
     """Whether early stopping ended the fit of ``state`` (``patience`` epochs without improvement; bool scalar)."""
-    return (patience > 0) & (state["bad"] >= patience)
+    bad = state["bad"]
+    if _checks.is_concrete(bad):  # the deadline loops ask between chunks: host arithmetic, no program
+        return (patience > 0) & (np.asarray(bad) >= patience)
+    return (patience > 0) & (bad >= patience)
 
 
 def stopped_early(info: TrainInfo, patience: int):
@@ -332,7 +335,7 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
     done, rate = 0, None
     while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
         until = min(done + chunk, cfg.epochs)
-        state = _step_until(state, jnp.int32(until), data, labels, train_mask, val_mask, **static)
+        state = _step_until(state, np.int32(until), data, labels, train_mask, val_mask, **static)
         stopped = bool(train_stopped(state, cfg.patience))  # waits for the chunk
         now = time.perf_counter()
         rate, done, t = (now - t) / (until - done), until, now
