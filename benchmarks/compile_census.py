@@ -24,7 +24,6 @@ sites of the compilations). Timings on the shared 2-core machine are indicative;
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -123,6 +122,8 @@ def markdown(payload: dict) -> str:
              "One fresh process per row (module docstring): `programs` = programs compiled or read from the persistent "
              "cache (the compile log), `cache hits` = those read from the cache, `#XLA` = those XLA compiled, `compile s` = JAX's trace + lower + backend "
              "seconds (a cache read counts as backend seconds), `wall s` = the command's seconds.", ""]
+    if payload.get("compare"):
+        lines += [comparison(payload), ""]
     rows = [[r["case"], r["nodes"], " ".join(r["args"][2:]), f"{r['wall']:.1f}", f"{r['compile_s']:.1f}",
              f"{r['trace_s'] + r['lower_s']:.1f}", f"{r['backend_s']:.1f}", r["programs_loaded"], r["cache_hits"],
              r["xla_compilations"]]
@@ -140,12 +141,41 @@ def markdown(payload: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def comparison(payload: dict) -> str:
+    """Markdown: each case of ``payload["compare"]`` (an earlier run, e.g. the checkout before a change) beside the
+    same case of this run."""
+    before = {(r["case"], r["nodes"]): r for r in payload["compare"]["rows"]}
+    rows = []
+    for r in payload["rows"]:
+        b = before.get((r["case"], r["nodes"]))
+        if b is None:
+            continue
+        rows.append([r["case"], r["nodes"], f"{b['xla_compilations']} -> {r['xla_compilations']}",
+                     f"{b['compile_s']:.1f} -> {r['compile_s']:.1f}", f"{b['wall']:.1f} -> {r['wall']:.1f}"])
+    return (f"Beside the run of checkout {payload['compare']['checkout']} (`{payload['compare']['command']}`, "
+            f"same machine, run before this one; load average at its start "
+            f"{payload['compare']['machine']['loadavg_at_start'][0]:.2f}):\n\n"
+            + C.md_table(["case", "nodes", "#XLA", "compile s", "wall s"], rows))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--src", default=str(C.REPO / "src"), help="the src folder of the checkout to measure")
     p.add_argument("--tag", default="cpu")
     p.add_argument("--quick", action="store_true", help="1 split, no defaults cases (a smoke run)")
+    p.add_argument("--compare", default=None, metavar="JSON",
+                   help="with --markdown-only: an earlier run's JSON to set beside compile_census_<tag>.json (kept "
+                        "inside it; the earlier file can then go)")
+    p.add_argument("--markdown-only", action="store_true", help="rewrite compile_census_<tag>.md from its JSON")
     a = p.parse_args(argv)
+    if a.markdown_only:
+        path = C.RESULTS_DIR / f"compile_census_{a.tag}.json"
+        payload = C.load_json(path)
+        if a.compare:
+            payload["compare"] = C.load_json(Path(a.compare))
+            payload["compare"].pop("compare", None)
+        C.save_report(f"compile_census_{a.tag}", payload, markdown(payload))
+        return 0
     src = Path(a.src).resolve()
     rows = census(src, quick=a.quick)
     checkout = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
