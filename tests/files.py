@@ -30,3 +30,22 @@ def features_graph(seed=0, n=300, k=3, d=8, h=0.1):
     tm = rng.random(n) < 0.2
     vm = (~tm) & (rng.random(n) < 0.25)
     return syn.graph, x, y, tm, vm
+
+
+def explain_files(tmp_path, labelled=True):
+    """``jaxclp explain`` arguments for a 45-node, 3-class edge list (80% of edges within classes) and labels
+    (60% labelled; none with ``labelled=False``), written as CSV files under ``tmp_path``."""
+    rng = np.random.default_rng(0)
+    n = 45
+    y = np.repeat([0, 1, 2], 15)
+    edges = set()
+    for i in range(n):
+        for _ in range(3):
+            j = int(rng.choice(np.flatnonzero(y == y[i]))) if rng.random() < 0.8 else int(rng.integers(n))
+            if i != j:
+                edges.add((min(i, j), max(i, j)))
+    (tmp_path / "edges.csv").write_text("src,dst\n" + "".join(f"n{a},n{b}\n" for a, b in sorted(edges)))
+    names = ["ant", "bee", "cat"]
+    rows = [f"n{i},{names[y[i]] if labelled and rng.random() < 0.6 else ''}\n" for i in range(n)]
+    (tmp_path / "labels.csv").write_text("node,label\n" + "".join(rows))
+    return ["explain", "--graph", str(tmp_path / "edges.csv"), "--labels", str(tmp_path / "labels.csv")]

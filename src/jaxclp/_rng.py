@@ -112,12 +112,14 @@ def _lowered(*args):
 
 
 # ------------------------------------------------------------------------- jaxclp's primitive and key type
-def _define_primitive():
+def _define_primitive(name: str = "jaxclp_threefry2x32", cpu_lowering=None):
+    """A primitive computing JAX's ``threefry2x32`` (same operands, abstract evaluation and batching), lowered on
+    CPU by ``cpu_lowering`` (default :func:`_lowered`) and on every other platform by JAX's own primitive."""
     from jax.extend.core import Primitive
     from jax.extend.random import threefry2x32_p
     from jax.interpreters import batching, mlir
 
-    p = Primitive("jaxclp_threefry2x32")
+    p = Primitive(name)
     p.multiple_results = True
     bind_jitted = jax.jit(p.bind)  # eager calls: compiled like any primitive (traced, the bind is staged)
     p.def_impl(lambda *args: bind_jitted(*args))
@@ -125,7 +127,8 @@ def _define_primitive():
     batching.defbroadcasting(p)
     # registrations of jaxclp's own primitive: nothing else lowers differently
     mlir.register_lowering(p, mlir.lower_fun(lambda *a: threefry2x32_p.bind(*a), multiple_results=True))
-    mlir.register_lowering(p, mlir.lower_fun(_lowered, multiple_results=True), platform="cpu", inline=False)
+    mlir.register_lowering(p, mlir.lower_fun(cpu_lowering or _lowered, multiple_results=True), platform="cpu",
+                           inline=False)
     return p
 
 
@@ -134,16 +137,20 @@ def _random_bits(key, bit_width, shape):
     index; 32 bits = ``y1 ^ y2``) with the hash bound as :data:`fast_threefry2x32_p`. With
     ``jax_threefry_partitionable`` off, or past 2**32 elements, it is JAX's own function (same bits, JAX's
     lowering)."""
+    return _partitionable_bits(fast_threefry2x32_p, key, bit_width, shape)
+
+
+def _partitionable_bits(primitive, key, bit_width, shape):
+    """JAX's partitionable ``threefry_random_bits`` with the hash bound as ``primitive`` (one of jaxclp's two
+    Threefry primitives); JAX's own function where that layout does not apply (partitionable off, 2**32 elements or
+    more, an unusual width)."""
     from jax import lax
     from jax.extend.random import threefry_prng_impl
 
-    size = math.prod(shape)
-    if not jax.config.jax_threefry_partitionable or size >= 2**32 or bit_width not in (8, 16, 32, 64):
+    if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32 or bit_width not in (8, 16, 32, 64):
         return threefry_prng_impl.random_bits(key, bit_width, shape)
-    k1, k2 = key[0], key[1]
-    lo = lax.reshape(lax.iota(np.uint32, max(size, 1))[:size], tuple(shape))
-    hi = lax.full(tuple(shape), 0, np.uint32)
-    bits1, bits2 = fast_threefry2x32_p.bind(k1, k2, hi, lo)
+    hi, lo = _index_pairs(shape)
+    bits1, bits2 = primitive.bind(key[0], key[1], hi, lo)
     dtype = np.dtype(f"uint{bit_width}")
     if bit_width == 64:
         wide = [lax.convert_element_type(b, dtype) for b in (bits1, bits2)]
@@ -151,6 +158,15 @@ def _random_bits(key, bit_width, shape):
     if bit_width == 32:
         return bits1 ^ bits2
     return lax.convert_element_type(bits1 ^ bits2, dtype)
+
+
+def _index_pairs(shape):
+    """JAX's partitionable counters of ``shape``: (hi, lo) words of the row-major index (below 2**32: hi = 0)."""
+    from jax import lax
+
+    size = math.prod(shape)
+    lo = lax.reshape(lax.iota(np.uint32, max(size, 1))[:size], tuple(shape))
+    return lax.full(tuple(shape), 0, np.uint32), lo
 
 
 def _define_impl():
@@ -201,32 +217,6 @@ def fast_key(key: jax.Array) -> jax.Array:
 
 
 # ------------------------------------------------------------------- initialisation keys: cheaper to compile
-def _define_unrolled_primitive():
-    from jax.extend.core import Primitive
-    from jax.extend.random import threefry2x32_p
-    from jax.interpreters import batching, mlir
-
-    p = Primitive("jaxclp_threefry2x32_unrolled")
-    p.multiple_results = True
-    bind_jitted = jax.jit(p.bind)
-    p.def_impl(lambda *args: bind_jitted(*args))
-    p.def_effectful_abstract_eval(threefry2x32_p.abstract_eval)
-    batching.defbroadcasting(p)
-    mlir.register_lowering(p, mlir.lower_fun(lambda *a: threefry2x32_p.bind(*a), multiple_results=True))
-    mlir.register_lowering(p, mlir.lower_fun(lambda *a: list(threefry2x32(*a)), multiple_results=True),
-                           platform="cpu", inline=False)
-    return p
-
-
-def _index_pairs(shape):
-    """JAX's partitionable counters of ``shape``: (hi, lo) words of the row-major index (below 2**32: hi = 0)."""
-    from jax import lax
-
-    size = math.prod(shape)
-    lo = lax.reshape(lax.iota(np.uint32, max(size, 1))[:size], tuple(shape))
-    return lax.full(tuple(shape), 0, np.uint32), lo
-
-
 def _unrolled_split(key, shape):
     """JAX's partitionable ``split`` (``_threefry_split_foldlike``) with the hash bound unrolled."""
     import jax.numpy as jnp
@@ -252,23 +242,11 @@ def _unrolled_fold_in(key, data):
 
 def _unrolled_bits(key, bit_width, shape):
     """:func:`_random_bits` with the hash bound unrolled."""
-    from jax import lax
-    from jax.extend.random import threefry_prng_impl
-
-    if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32 or bit_width not in (8, 16, 32, 64):
-        return threefry_prng_impl.random_bits(key, bit_width, shape)
-    hi, lo = _index_pairs(shape)
-    bits1, bits2 = unrolled_threefry2x32_p.bind(key[0], key[1], hi, lo)
-    dtype = np.dtype(f"uint{bit_width}")
-    if bit_width == 64:
-        wide = [lax.convert_element_type(b, dtype) for b in (bits1, bits2)]
-        return lax.shift_left(wide[0], np.array(32, dtype)) | wide[1]
-    if bit_width == 32:
-        return bits1 ^ bits2
-    return lax.convert_element_type(bits1 ^ bits2, dtype)
+    return _partitionable_bits(unrolled_threefry2x32_p, key, bit_width, shape)
 
 
-unrolled_threefry2x32_p = _define_unrolled_primitive()
+unrolled_threefry2x32_p = _define_primitive("jaxclp_threefry2x32_unrolled",
+                                            lambda *a: list(threefry2x32(*a)))
 """JAX's ``threefry2x32`` (same operands and results), lowered on CPU by :func:`threefry2x32` (unrolled) at every
 size, elsewhere by JAX's own primitive. Only :data:`INIT_THREEFRY`'s functions bind it."""
 

@@ -45,8 +45,16 @@ ALPHA_ONE_LAYERS = 50
 """Steps run for a propagation with alpha = 1 when no layer count is given (PyG's C&S example uses 50)."""
 
 
+def _device(x, dtype) -> jax.Array:
+    """``jnp.asarray(x, dtype)``; a host value (float, numpy array) is cast on the host and put on the device (an
+    eager ``jnp.asarray`` of a numpy array compiles a program per shape)."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return jnp.asarray(x, dtype=dtype)
+    return jax.device_put(np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(dtype)))
+
+
 def _alpha_array(alpha, dtype, *, allow_one: bool, name: str = "alpha") -> jax.Array:
-    a = jnp.asarray(alpha, dtype=dtype)
+    a = _device(alpha, dtype)
     if a.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {a.shape}")
     if _checks.is_concrete(a):
@@ -115,16 +123,17 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
             sol = solve_operator(op, x0, alpha=alphas, method=method, tol=tol, max_iters=max_iters,
                                  normalization=normalization)
         else:  # the rows outside the reset mask are solved (not a sharded graph's padding rows: op is 0 there)
+            keep = (jax.device_put(~np.asarray(reset_mask, bool)) if _checks.is_concrete(reset_mask)
+                    else ~jnp.asarray(reset_mask, bool))
             sol = _solve_with_reset(
-                op, x0, alphas, graph.to_internal(~jnp.asarray(reset_mask, bool)),
+                op, x0, alphas, graph.to_internal(keep),
                 lambda o, prior, a: solve_operator(o, prior, alpha=a, method=method, tol=tol, max_iters=max_iters,
                                                    normalization=normalization))
         return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))
     lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
-    reset = graph.to_internal(jnp.zeros(graph.num_nodes, bool) if reset_mask is None
-                              else jnp.asarray(reset_mask, bool))
-    x, its, res, rel = _iterate(op, x0, alphas, reset, jnp.asarray(lo, dtype), jnp.asarray(hi, dtype),
-                                jnp.asarray(tol, dtype), num_layers, max_iters)
+    reset = graph.to_internal(_device(np.zeros(graph.num_nodes, bool) if reset_mask is None else reset_mask, bool))
+    x, its, res, rel = _iterate(op, x0, alphas, reset, _device(lo, dtype), _device(hi, dtype), _device(tol, dtype),
+                                num_layers, max_iters)
     return _iterate_solution(op, x0, alphas, graph.from_internal(x, axis=x.ndim - 2), its, res, rel, tol)
 
 
@@ -185,20 +194,52 @@ def _solve_with_reset(op, x0, alphas, keep, solve) -> Solution:
     Returns:
         A :class:`jaxclp.solve.Solution` (a leading alpha axis for a vector ``alphas``).
     """
-    u = jnp.broadcast_to(keep[:, None], x0.shape).astype(x0.dtype)
+    u, labelled = _reset_setup(op, x0, keep)
     restricted = op._replace(left=u, right=u)
-    labelled = op.matvec((1.0 - u) * x0)  # A_{:,L} x0_L
 
     def one(a):
-        prior = jnp.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 / (1.0 - a))
-        sol = solve(restricted, prior, a)
-        return sol._replace(value=jnp.where(u > 0, sol.value, x0))  # exactly x0 (not (1-a) x0 / (1-a))
+        sol = solve(restricted, _reset_prior(x0, u, _product(a / (1.0 - a), labelled), a), a)
+        return sol._replace(value=_reset_value(u, sol.value, x0))
 
     if alphas.ndim == 0:
         return one(alphas)
-    sols = [one(a) for a in alphas]
-    return Solution(*(jnp.stack([getattr(s, f) for s in sols]) for f in Solution._fields[:-1]),
-                    method=sols[0].method)
+    # a concrete grid is sliced on the host (an eager index compiles a program per shape)
+    sols = [one(a) for a in (map(jax.device_put, np.asarray(alphas)) if _checks.is_concrete(alphas) else alphas)]
+    return Solution(*_stack_fields([s[:-1] for s in sols]), method=sols[0].method)
+
+
+@jax.jit
+def _reset_setup(op, x0, keep):
+    """``(u, A_{:,L} x0_L)`` of :func:`_solve_with_reset`: ``u`` the (n, K) 0/1 kept rows."""
+    u = jnp.broadcast_to(keep[:, None], x0.shape).astype(x0.dtype)
+    return u, op.matvec((1.0 - u) * x0)
+
+
+@jax.jit
+def _reset_prior(x0, u, scaled, a):
+    """The prior of the restricted system for alpha ``a`` (:func:`_solve_with_reset`); ``scaled`` is
+    ``a / (1 - a) * A_{:,L} x0_L`` (:func:`_product`)."""
+    return jnp.where(u > 0, x0 + scaled, x0 / (1.0 - a))
+
+
+@jax.jit
+def _product(c, x):
+    """``c * x`` as a program of its own: in one jitted block with the sum ``b + c * x`` that follows it, XLA
+    contracts the two into a fused multiply-add (neither ``optimization_barrier`` nor a bitcast prevents it),
+    1 ulp off the unfused result these functions have always returned."""
+    return c * x
+
+
+@jax.jit
+def _reset_value(u, value, x0):
+    """The solved rows, the reset rows exactly ``x0`` (not ``(1-a) x0 / (1-a)``)."""
+    return jnp.where(u > 0, value, x0)
+
+
+@jax.jit
+def _stack_fields(fields):
+    """Stacks the per-alpha tuples of arrays field by field."""
+    return tuple(jnp.stack(f) for f in zip(*fields))
 
 
 def _lp_iteration(product, hold, x0, alphas, lo, hi, tol, num_layers, max_iters):
@@ -268,7 +309,7 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
     _checks.mask("train_mask", train_mask, graph.num_nodes)
-    y0 = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
+    y0 = _train_one_hot(labels, train_mask, num_classes)
     return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
                             max_iters=max_iters, num_layers=num_layers, clamp=clamp,
                             reset_mask=train_mask if reset_train else None).value
@@ -371,28 +412,57 @@ def correct_and_smooth(
     tol_correct = max(tol / amplification, 10 * float(jnp.finfo(dtype).eps))
     common = dict(normalization=normalization, method=method, max_iters=max_iters)
 
-    y = one_hot_train(jnp.where(train_mask, labels, 0), train_mask, k).astype(dtype)
-    e0 = jnp.where(train_mask[:, None], y - prior, 0.0)
+    y, e0 = _cs_residual(prior, labels, train_mask)
     if auto:
         e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
                              clamp=(-1.0, 1.0) if clamp else None, **common).value
-        sigma = jnp.sum(jnp.abs(e0)) / jnp.maximum(jnp.sum(train_mask), 1)
-        size = jnp.sum(jnp.abs(e), axis=1, keepdims=True)
-        factor = jnp.where(size > 0, sigma / jnp.where(size > 0, size, 1.0), jnp.inf)
-        if autoscale_cap is None:
-            factor = jnp.where(jnp.isinf(factor), 0.0, factor)
-        else:
-            factor = jnp.where(jnp.isinf(factor) | (factor > autoscale_cap), 1.0, factor)
-        z = prior + factor * e
+        scaled = _product(_cs_autoscale(e, e0, train_mask, autoscale_cap), e)
     else:
         e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
                              reset_mask=train_mask, **common).value
-        z = prior + jnp.asarray(scale, dtype) * e
-    if clip_corrected:
-        z = jnp.clip(z, 0.0, 1.0)
-    g0 = jnp.where(train_mask[:, None], y, z)
+        scaled = _product(_device(scale, dtype), e)
+    g0 = _cs_smooth_start(prior, scaled, y, train_mask, clip_corrected)
     return propagate_labels(graph, g0, alpha=a2, tol=tol, num_layers=smooth_layers,
                             clamp=(0.0, 1.0) if clamp else None, **common).value
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes",))
+def _train_one_hot(labels, train_mask, num_classes):
+    """``M * Y`` of the training labels (entries outside ``train_mask`` are not read)."""
+    return one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
+
+
+@jax.jit
+def _cs_residual(prior, labels, train_mask):
+    """``(M*Y, E0 = M*(Y - D))`` of :func:`correct_and_smooth` in the prior's dtype."""
+    y = _train_one_hot(labels, train_mask, prior.shape[1]).astype(prior.dtype)
+    return y, jnp.where(train_mask[:, None], y - prior, 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("clip_corrected",))
+def _cs_smooth_start(prior, scaled, y, train_mask, clip_corrected):
+    """``G0``: ``Z = D + scaled`` (``scaled`` the scaled correction, :func:`_product`; clipped to [0, 1] with
+    ``clip_corrected``) with the training rows set to their labels."""
+    z = prior + scaled
+    if clip_corrected:
+        z = jnp.clip(z, 0.0, 1.0)
+    return jnp.where(train_mask[:, None], y, z)
+
+
+@functools.partial(jax.jit, static_argnames=("autoscale_cap",))
+def _cs_autoscale(e, e0, train_mask, autoscale_cap):
+    """(n, 1) ``scale_i`` of autoscaled C&S (:func:`correct_and_smooth`)."""
+    sigma = jnp.sum(jnp.abs(e0)) / jnp.maximum(jnp.sum(train_mask), 1)
+    size = jnp.sum(jnp.abs(e), axis=1, keepdims=True)
+    factor = jnp.where(size > 0, sigma / jnp.where(size > 0, size, 1.0), jnp.inf)
+    if autoscale_cap is None:
+        factor = jnp.where(jnp.isinf(factor), 0.0, factor)
+    else:
+        factor = jnp.where(jnp.isinf(factor) | (factor > autoscale_cap), 1.0, factor)
+    return factor
+
+
+
 
 
 def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,8 +17,10 @@ PRIOR_ROW_ATOL = 1e-3
 ~1e-6; propagated beliefs renormalized in float32 within ~1e-5)."""
 
 
+@functools.partial(jax.jit, static_argnames=("num_classes",))
 def one_hot_train(labels: jax.Array, train_mask: jax.Array, num_classes: int) -> jax.Array:
-    """``M * Y``: (n, K) one-hot labels on training rows, zeros elsewhere."""
+    """``M * Y``: (n, K) one-hot labels on training rows, zeros elsewhere (jitted: one program, not an eager one
+    per operation)."""
     return jax.nn.one_hot(labels, num_classes) * train_mask[:, None]
 
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization, permute_edges, transpose_structure
@@ -97,7 +98,7 @@ def lp_operator(graph: Graph, num_classes: int, *, normalization: Normalization 
     padding rows of a sharded graph's internal order)."""
     check_normalization(normalization)
     values = graph.edge_values(normalization).astype(dtype)
-    ones = graph.to_internal(jnp.ones((graph.num_nodes, num_classes), dtype))
+    ones = graph.to_internal(jax.device_put(np.ones((graph.num_nodes, num_classes), dtype)))  # no eager program
     return FactoredOperator(graph, values, ones, ones)
 
 

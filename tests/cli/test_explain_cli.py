@@ -6,23 +6,11 @@ import numpy as np
 import pytest
 
 from jaxclp.experiments import cli
+from files import explain_files
 
 
 def _files(tmp_path, labelled=True):
-    rng = np.random.default_rng(0)
-    n = 45
-    y = np.repeat([0, 1, 2], 15)
-    edges = set()
-    for i in range(n):
-        for _ in range(3):
-            j = int(rng.choice(np.flatnonzero(y == y[i]))) if rng.random() < 0.8 else int(rng.integers(n))
-            if i != j:
-                edges.add((min(i, j), max(i, j)))
-    (tmp_path / "edges.csv").write_text("src,dst\n" + "".join(f"n{a},n{b}\n" for a, b in sorted(edges)))
-    names = ["ant", "bee", "cat"]
-    rows = [f"n{i},{names[y[i]] if labelled and rng.random() < 0.6 else ''}\n" for i in range(n)]
-    (tmp_path / "labels.csv").write_text("node,label\n" + "".join(rows))
-    return ["explain", "--graph", str(tmp_path / "edges.csv"), "--labels", str(tmp_path / "labels.csv")]
+    return explain_files(tmp_path, labelled)
 
 
 def test_cli_explain_words_json_complete_deterministic(tmp_path, capsys):

@@ -6,25 +6,11 @@ import pytest
 import jaxclp
 from jaxclp.experiments import cli
 from jaxclp.experiments.explanations import neighbourhood
+from files import explain_files
 
 
 def _files(tmp_path):
-    """A 45-node, 3-class edge list (mostly within classes) and labels (60% labelled), in CSV files."""
-    rng = np.random.default_rng(0)
-    n = 45
-    y = np.repeat([0, 1, 2], 15)
-    edges = set()
-    for i in range(n):
-        for _ in range(3):
-            j = int(rng.choice(np.flatnonzero(y == y[i]))) if rng.random() < 0.8 else int(rng.integers(n))
-            if i != j:
-                edges.add((min(i, j), max(i, j)))
-    (tmp_path / "edges.csv").write_text("src,dst\n" + "".join(f"n{a},n{b}\n" for a, b in sorted(edges)))
-    names = ["ant", "bee", "cat"]
-    rows = [f"n{i},{names[y[i]] if rng.random() < 0.6 else ''}\n" for i in range(n)]
-    (tmp_path / "labels.csv").write_text("node,label\n" + "".join(rows))
-    return ["explain", "--graph", str(tmp_path / "edges.csv"), "--labels", str(tmp_path / "labels.csv"),
-            "--epochs", "20", "--priors", "mlp"]
+    return explain_files(tmp_path) + ["--epochs", "20", "--priors", "mlp"]
 
 
 def test_plot_writes_a_png(tmp_path, capsys):
