@@ -153,8 +153,9 @@ def comparison(payload: dict) -> str:
         rows.append([r["case"], r["nodes"], f"{b['xla_compilations']} -> {r['xla_compilations']}",
                      f"{b['compile_s']:.1f} -> {r['compile_s']:.1f}", f"{b['wall']:.1f} -> {r['wall']:.1f}"])
     return (f"Beside the run of checkout {payload['compare']['checkout']} (`{payload['compare']['command']}`, "
-            f"same machine, run before this one; load average at its start "
-            f"{payload['compare']['machine']['loadavg_at_start'][0]:.2f}):\n\n"
+            f"same machine, {payload['compare']['machine']['date_utc']} UTC, load average at its start "
+            f"{payload['compare']['machine']['loadavg_at_start'][0]:.2f}). The counts are exact; the seconds move "
+            "with the shared machine's state, so compare seconds only between runs made back to back:\n\n"
             + C.md_table(["case", "nodes", "#XLA", "compile s", "wall s"], rows))
 
 
