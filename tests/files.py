@@ -1,5 +1,7 @@
-"""Small input files the tests of several folders write (tmp_path), so that no test module imports another."""
+"""Small inputs the tests of several folders build (files under tmp_path, graphs), so that no test module imports
+another."""
 
+import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
@@ -49,3 +51,16 @@ def explain_files(tmp_path, labelled=True):
     rows = [f"n{i},{names[y[i]] if labelled and rng.random() < 0.6 else ''}\n" for i in range(n)]
     (tmp_path / "labels.csv").write_text("node,label\n" + "".join(rows))
     return ["explain", "--graph", str(tmp_path / "edges.csv"), "--labels", str(tmp_path / "labels.csv")]
+
+
+def noisy_prior_problem(seed=0, n=300, k=3):
+    """A homophilous synthetic graph (n nodes, k classes), its labels, random train (20 %) / validation masks and a
+    prior that points at the true class on 60 % of the nodes and at the next class elsewhere:
+    ``(graph, y, train_mask, val_mask, prior)``."""
+    syn = jaxclp.datasets.synthetic(h=0.8, avg_degree=6, num_classes=k, nodes_per_class=n // k, seed=seed)
+    rng = np.random.default_rng(seed)
+    y = np.asarray(syn.labels)
+    tm = rng.random(n) < 0.2
+    vm = (~tm) & (rng.random(n) < 0.25)
+    prior = jnp.asarray(0.5 / k + 0.5 * np.eye(k)[np.where(rng.random(n) < 0.6, y, (y + 1) % k)])
+    return syn.graph, y, tm, vm, prior

@@ -16,6 +16,14 @@ def is_concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
+def device_array(x, dtype) -> jax.Array:
+    """``jnp.asarray(x, dtype)``; a host value (a float, a numpy array) is cast on the host and put on the device
+    (an eager ``jnp.asarray`` of a numpy array compiles a program per shape)."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return jax.numpy.asarray(x, dtype=dtype)
+    return jax.device_put(np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(dtype)))
+
+
 def finite(name: str, x) -> None:
     if is_concrete(x) and not bool(np.all(np.isfinite(np.asarray(x)))):
         bad = int(np.size(x) - np.count_nonzero(np.isfinite(np.asarray(x))))

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.compatibility import one_hot_train
+from jaxclp.compatibility import masked_labels, one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, spmm
 from jaxclp.operator import lp_operator, norm_bounds
 from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm
@@ -45,16 +45,8 @@ ALPHA_ONE_LAYERS = 50
 """Steps run for a propagation with alpha = 1 when no layer count is given (PyG's C&S example uses 50)."""
 
 
-def _device(x, dtype) -> jax.Array:
-    """``jnp.asarray(x, dtype)``; a host value (float, numpy array) is cast on the host and put on the device (an
-    eager ``jnp.asarray`` of a numpy array compiles a program per shape)."""
-    if isinstance(x, (jax.Array, jax.core.Tracer)):
-        return jnp.asarray(x, dtype=dtype)
-    return jax.device_put(np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(dtype)))
-
-
 def _alpha_array(alpha, dtype, *, allow_one: bool, name: str = "alpha") -> jax.Array:
-    a = _device(alpha, dtype)
+    a = _checks.device_array(alpha, dtype)
     if a.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {a.shape}")
     if _checks.is_concrete(a):
@@ -131,8 +123,8 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
                                                    normalization=normalization))
         return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))
     lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
-    reset = graph.to_internal(_device(np.zeros(graph.num_nodes, bool) if reset_mask is None else reset_mask, bool))
-    x, its, res, rel = _iterate(op, x0, alphas, reset, _device(lo, dtype), _device(hi, dtype), _device(tol, dtype),
+    reset = graph.to_internal(_checks.device_array(np.zeros(graph.num_nodes, bool) if reset_mask is None else reset_mask, bool))
+    x, its, res, rel = _iterate(op, x0, alphas, reset, _checks.device_array(lo, dtype), _checks.device_array(hi, dtype), _checks.device_array(tol, dtype),
                                 num_layers, max_iters)
     return _iterate_solution(op, x0, alphas, graph.from_internal(x, axis=x.ndim - 2), its, res, rel, tol)
 
@@ -309,7 +301,7 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
     _checks.mask("train_mask", train_mask, graph.num_nodes)
-    y0 = _train_one_hot(labels, train_mask, num_classes)
+    y0 = one_hot_train(masked_labels(labels, train_mask), train_mask, num_classes)
     return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
                             max_iters=max_iters, num_layers=num_layers, clamp=clamp,
                             reset_mask=train_mask if reset_train else None).value
@@ -420,22 +412,16 @@ def correct_and_smooth(
     else:
         e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
                              reset_mask=train_mask, **common).value
-        scaled = _product(_device(scale, dtype), e)
+        scaled = _product(_checks.device_array(scale, dtype), e)
     g0 = _cs_smooth_start(prior, scaled, y, train_mask, clip_corrected)
     return propagate_labels(graph, g0, alpha=a2, tol=tol, num_layers=smooth_layers,
                             clamp=(0.0, 1.0) if clamp else None, **common).value
 
 
-@functools.partial(jax.jit, static_argnames=("num_classes",))
-def _train_one_hot(labels, train_mask, num_classes):
-    """``M * Y`` of the training labels (entries outside ``train_mask`` are not read)."""
-    return one_hot_train(jnp.where(train_mask, labels, 0), train_mask, num_classes)
-
-
 @jax.jit
 def _cs_residual(prior, labels, train_mask):
     """``(M*Y, E0 = M*(Y - D))`` of :func:`correct_and_smooth` in the prior's dtype."""
-    y = _train_one_hot(labels, train_mask, prior.shape[1]).astype(prior.dtype)
+    y = one_hot_train(masked_labels(labels, train_mask), train_mask, prior.shape[1]).astype(prior.dtype)
     return y, jnp.where(train_mask[:, None], y - prior, 0.0)
 
 
@@ -460,9 +446,6 @@ def _cs_autoscale(e, e0, train_mask, autoscale_cap):
     else:
         factor = jnp.where(jnp.isinf(factor) | (factor > autoscale_cap), 1.0, factor)
     return factor
-
-
-
 
 
 def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, alpha,

@@ -211,6 +211,35 @@ def _proven(op, alpha_max: float, normalization) -> bool:
                            float(np.max(np.minimum(np.asarray(rows), np.asarray(cols))))) < 1
 
 
+def valid_operator(op, alphas, normalization, scaled: bool):
+    """The operator to solve and which alphas it converges for, decided as a fit decides them.
+
+    ``scaled``: ``A^F_k / rho(A^F_k)`` (:func:`jaxclp.operator.spectral_scale`), valid below the scaled
+    Collatz-Wielandt bound; otherwise every alpha where the a-priori or norm bound proves convergence
+    (:func:`_proven`), else below the Collatz-Wielandt upper bound of the operator.
+
+    Args:
+        op: the :class:`jaxclp.operator.FactoredOperator`.
+        alphas: (A,) alphas on the host.
+        normalization: the operator's normalization.
+        scaled: whether to propagate with the spectrally scaled operators.
+
+    Returns:
+        ``(operator, valid (A,) bool, bound)``: ``bound`` the spectral bound the alphas were held against (None
+        where the a-priori or norm bound proved them all).
+    """
+    alphas = np.asarray(alphas)
+    if scaled:
+        upper = np.asarray(operator_spectral_radius(op).upper)
+        op, rho = spectral_scale(op)
+        bound = float(np.max(upper / np.asarray(rho)))
+    elif _proven(op, float(np.max(alphas)), normalization):
+        return op, np.ones(alphas.shape[0], bool), None
+    else:
+        bound = float(np.max(np.asarray(operator_spectral_radius(op).upper)))
+    return op, alphas * bound < 1.0, bound
+
+
 def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, spectral, normalization,
                  method, tol, scaled=False) -> CLPResult:
     """The refined second pass (``clp_beliefs(..., compat="refined")``), one alpha at a time.
@@ -227,14 +256,7 @@ def _clp_refined(graph, labels, train_mask, b0, d, alphas, valid, first, H, sk, 
         h_i, _ = estimate_compatibility(graph, _refined_row(first, np.int32(i)), labels, train_mask)
         op_i = clp_operator(graph, b0, h_i, normalization=normalization)
         a_i = alphas[i:i + 1]
-        if scaled:  # as _clp_scaled: A^F'_k / rho(A^F'_k), valid below the scaled Collatz-Wielandt bound
-            upper = np.asarray(operator_spectral_radius(op_i).upper)
-            op_i, rho_i = spectral_scale(op_i)
-            ok = a_i * float(np.max(upper / np.asarray(rho_i))) < 1.0
-        elif _proven(op_i, float(a_i[0]), normalization):
-            ok = np.ones(1, bool)  # the same proven bounds as the first pass
-        else:  # "none": the Collatz-Wielandt upper bound of the refined operator decides
-            ok = a_i * float(np.max(np.asarray(operator_spectral_radius(op_i).upper))) < 1.0
+        op_i, ok, _ = valid_operator(op_i, a_i, normalization, scaled)
         b_i, c_i, used_i = _solve_valid(op_i, d, a_i, ok, method, tol, normalization)
         if ok[0]:
             solved.append((b_i, c_i, h_i))

@@ -60,13 +60,14 @@ def _initial_beliefs_arrays(prior, labels, train_mask):
 _initial_beliefs = jax.jit(_initial_beliefs_arrays)
 
 
-def masked_labels(labels, train_mask):
-    """``where(train_mask, labels, 0)``: training labels only (on the host for concrete arrays: no eager
-    program per shape; traced, the same ``jnp.where``)."""
-    if _checks.is_concrete(labels, train_mask):
+def masked_labels(labels, mask=None):
+    """``where(mask, labels, 0)``: the labels under ``mask`` (default ``labels >= 0``: the -1 of unlabelled nodes
+    become 0), on the host for concrete arrays (no eager program per shape); traced, the same ``jnp.where``."""
+    if _checks.is_concrete(labels, mask):
         y = np.asarray(labels)
-        return jax.device_put(np.where(np.asarray(train_mask), y, np.zeros((), y.dtype)))
-    return jnp.where(train_mask, labels, 0)
+        keep = y >= 0 if mask is None else np.asarray(mask)
+        return jax.device_put(np.where(keep, y, np.zeros((), y.dtype)))
+    return jnp.where(labels >= 0 if mask is None else mask, labels, 0)
 
 
 def estimate_compatibility(

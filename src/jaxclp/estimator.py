@@ -14,6 +14,7 @@ from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compatibility import initial_beliefs
 from jaxclp.datasets.splits import holdout_split
+from jaxclp.explain import explain
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import check_metric
@@ -23,6 +24,7 @@ from jaxclp.mlp import MLPResult
 from jaxclp.priors import DEADLINE_PRIORS, PRIORS, fit_prior
 from jaxclp.search import Search, SearchPlan, check_time_limit
 from jaxclp.train import TrainConfig
+from jaxclp.update import UpdateResult, update_beliefs
 
 
 def _as_list(x) -> list:
@@ -525,6 +527,16 @@ class CLP:
             self._spectral = spectral_radius(self._graph, b0, self.H_, normalization=self._spectral_normalization)
         return self._spectral
 
+    def _check_closed_form(self, verb: str, why: str) -> None:
+        """ValueError (``"VERB: the chosen model is ..., WHY"``) where the chosen model is the nonlinear (authors')
+        step or the per-step L1 variant, which :meth:`explain` and :meth:`update` do not cover."""
+        if not self.propagated_:
+            return
+        if self.nonlinear_ is not None:
+            raise ValueError(f"{verb}: the chosen model is the nonlinear (authors') propagation step, {why}")
+        if self.l1_normalize_:
+            raise ValueError(f"{verb}: the chosen model is the per-step L1-normalized propagation, {why}")
+
     def _check_fitted(self):
         if not self.__dict__.get("_fitted", False):
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit(graph, "
@@ -566,15 +578,9 @@ class CLP:
             ValueError: unfitted; the chosen model is the nonlinear (authors') step or the per-step L1 variant
                 (not linear in the start: not covered); bad ``nodes``.
         """
-        from jaxclp.explain import explain
-
         self._check_fitted()
-        if self.propagated_ and self.nonlinear_ is not None:
-            raise ValueError("explain: the chosen model is the nonlinear (authors') propagation step, which is not "
-                             "linear in its start; only the linear closed form is explained")
-        if self.propagated_ and self.l1_normalize_:
-            raise ValueError("explain: the chosen model is the per-step L1-normalized propagation, which is not "
-                             "linear in its start; only the linear closed form is explained")
+        self._check_closed_form("explain", "which is not linear in its start; only the linear closed form is "
+                                           "explained")
         if not self.propagated_:  # the prior alone (alpha 0, D = the prior): no label enters a score
             return explain(self._graph, self.prior_, self._labels, jnp.zeros_like(self._train), self.H_, 0.0, nodes)
         return explain(self._graph, self.prior_, self._labels, self._train, self.H_, float(self.alpha_), nodes,
@@ -619,15 +625,8 @@ class CLP:
                 ``train_mask`` node, wrong shape; named); a chosen model that is not the linear closed form (the
                 per-step L1 or the nonlinear step: refit instead).
         """
-        from jaxclp.update import UpdateResult, update_beliefs
-
         self._check_fitted()
-        if self.propagated_ and self.nonlinear_ is not None:
-            raise ValueError("update: the chosen model is the nonlinear (authors') propagation step, not a closed "
-                             "form; refit with the new labels instead")
-        if self.propagated_ and self.l1_normalize_:
-            raise ValueError("update: the chosen model is the per-step L1-normalized propagation, not a closed "
-                             "form; refit with the new labels instead")
+        self._check_closed_form("update", "not a closed form; refit with the new labels instead")
         n = self._graph.num_nodes
         y_user = _checks.integer_labels("labels", labels)
         _checks.shape("labels", y_user, (n,))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxclp import _checks
+
 
 
 def masked_accuracy(scores: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
@@ -54,7 +56,7 @@ def evaluate(metric: str, scores: jax.Array, labels: jax.Array, mask: jax.Array)
     """Dispatches ``"accuracy"`` or ``"roc_auc"`` (called on concrete arrays: one jitted program per metric and
     shape, where the eager operations compiled one program each; traced: inlined in the caller's program)."""
     check_metric(metric)
-    if not any(isinstance(x, jax.core.Tracer) for x in (scores, labels, mask)):
+    if _checks.is_concrete(scores, labels, mask):
         return _evaluate_jit(metric, scores, labels, mask)
     return _evaluate(metric, scores, labels, mask)
 

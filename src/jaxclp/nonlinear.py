@@ -210,14 +210,6 @@ def nonlinear_propagate(
                        jnp.asarray(post == "softmax"), jnp.asarray(bool(echo)), int(num_layers))
 
 
-def _nonnegative_labels(labels):
-    """``where(labels >= 0, labels, 0)`` (on the host for concrete labels: no eager program per shape)."""
-    if _checks.is_concrete(labels):
-        y = np.asarray(labels)
-        return jax.device_put(np.where(y >= 0, y, np.zeros((), y.dtype)))
-    return jnp.where(labels >= 0, labels, 0)
-
-
 class NonlinearResult(NamedTuple):
     """The nonlinear propagation for a grid of configurations, each at its best validation layer.
 
@@ -313,7 +305,7 @@ def nonlinear_grid(
     check_metric(metric)
     if int(num_layers) < 1:
         raise ValueError(f"num_layers must be >= 1; got {num_layers}")
-    y = _nonnegative_labels(labels)
+    y = masked_labels(labels)
     if H is None:
         H, _ = estimate_compatibility(graph, prior, y, train_mask)
     b0 = initial_beliefs(prior, y, train_mask)

@@ -39,6 +39,7 @@ import numpy as np
 
 from jaxclp import _checks, gnn
 from jaxclp.baselines import fit_link
+from jaxclp.compatibility import masked_labels
 from jaxclp.features import SparseFeatures, as_features
 from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS, _train_model
 from jaxclp.sparse import TransposePlan
@@ -83,8 +84,7 @@ def _score(metric: str, prior, labels, val_mask) -> float:
     if not bool(np.any(np.asarray(val_mask))):
         return float("nan")
     vm = np.asarray(val_mask)
-    y = jax.device_put(np.where(vm, np.asarray(labels), 0).astype(np.int32))  # on the host: no program to compile
-    return float(evaluate(metric, jax.device_put(prior), y, jax.device_put(vm)))
+    return float(evaluate(metric, jax.device_put(prior), masked_labels(labels, vm), jax.device_put(vm)))
 
 
 def _trained(name: str, prior, params, info: TrainInfo, labels, val_mask, cfg: TrainConfig,

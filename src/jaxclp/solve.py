@@ -487,10 +487,7 @@ def solve_operator(op: FactoredOperator, prior, *, alpha, method: Method = "auto
     defaults to False here (True in :func:`solve`); with ``throw=True`` it raises as :func:`solve` does.
     """
     _checks.floating("prior", prior)  # an integer prior would silently cast alpha to 0 or 1
-    if isinstance(alpha, (jax.Array, jax.core.Tracer)):
-        alphas = jnp.asarray(alpha, dtype=prior.dtype)
-    else:  # a host value (float, numpy grid): converted on the host, no eager program per shape
-        alphas = jax.device_put(np.asarray(alpha, dtype=jax.dtypes.canonicalize_dtype(prior.dtype)))
+    alphas = _checks.device_array(alpha, prior.dtype)  # a host grid: converted on the host, no eager program
     if alphas.ndim > 1:
         raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {alphas.shape}")
     _checks.alpha(alphas)

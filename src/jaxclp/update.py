@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.clp import PriorSource, _proven, check_variant
-from jaxclp.compatibility import estimate_compatibility, initial_beliefs
+from jaxclp.clp import PriorSource, check_variant, valid_operator
+from jaxclp.compatibility import estimate_compatibility, initial_beliefs, masked_labels
 from jaxclp.graph import Graph, Normalization
-from jaxclp.operator import clp_operator, operator_spectral_radius, spectral_scale as _spectral_scale
+from jaxclp.operator import clp_operator
 from jaxclp.sinkhorn import SinkhornInfo
 from jaxclp.solve import Method, Solution, solve_operator
 
@@ -110,7 +110,7 @@ def update_beliefs(graph: Graph, prior, labels, train_mask, H, alpha: float, pre
     a = float(alpha)
     if not (np.isfinite(a) and 0.0 < a < 1.0):
         raise ValueError(f"alpha must lie in (0, 1); got {alpha!r}")
-    labels = jnp.where(train_mask, labels, 0)
+    labels = masked_labels(labels, train_mask)
     sk = None
     if reestimate_compatibility:
         H, sk = estimate_compatibility(graph, prior, labels, train_mask)
@@ -119,17 +119,8 @@ def update_beliefs(graph: Graph, prior, labels, train_mask, H, alpha: float, pre
     b0 = initial_beliefs(prior, labels, train_mask)
     op = clp_operator(graph, b0, H, normalization=normalization)
     d = graph.to_internal(prior) if prior_source == "mlp" else op.left
-    if spectral_scale:
-        upper = np.asarray(operator_spectral_radius(op).upper)
-        op, rho = _spectral_scale(op)
-        bound = float(np.max(upper / np.asarray(rho)))
-        ok = a * bound < 1.0
-    else:
-        ok = _proven(op, a, normalization)
-        if not ok:
-            bound = float(np.max(np.asarray(operator_spectral_radius(op).upper)))
-            ok = a * bound < 1.0
-    if not ok:
+    op, ok, bound = valid_operator(op, np.asarray([a], prior.dtype), normalization, spectral_scale)
+    if not ok[0]:
         raise ValueError(f"alpha * rho >= 1 for the updated operators (alpha = {a:g}, rho <= {bound:.6g}): the "
                          "propagation diverges; refit, or use normalization 'sym' or 'row'")
     x0 = graph.to_internal(previous.astype(d.dtype))

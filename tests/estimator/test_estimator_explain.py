@@ -1,22 +1,16 @@
 """``jaxclp.CLP.explain``: the fitted closed form's scores, decomposed exactly."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxclp
+from files import noisy_prior_problem
 
 NODES = [0, 7, 150, 299]
 
 
 def _data(seed=0, n=300, k=3):
-    syn = jaxclp.datasets.synthetic(h=0.8, avg_degree=6, num_classes=k, nodes_per_class=n // k, seed=seed)
-    rng = np.random.default_rng(seed)
-    y = np.asarray(syn.labels)
-    tm = rng.random(n) < 0.2
-    vm = (~tm) & (rng.random(n) < 0.25)
-    prior = jnp.asarray(0.5 / k + 0.5 * np.eye(k)[np.where(rng.random(n) < 0.6, y, (y + 1) % k)])
-    return syn.graph, y, tm, vm, prior
+    return noisy_prior_problem(seed, n, k)
 
 
 @pytest.mark.parametrize("options", [dict(), dict(prior_source="b0", normalization="row"),

@@ -7,18 +7,13 @@ import pytest
 
 import jaxclp
 import reference as ref
+from files import noisy_prior_problem
 
 N, K = 240, 3
 
 
 def _data(seed=0):
-    syn = jaxclp.datasets.synthetic(h=0.8, avg_degree=6, num_classes=K, nodes_per_class=N // K, seed=seed)
-    rng = np.random.default_rng(seed)
-    y = np.asarray(syn.labels)
-    tm = rng.random(N) < 0.2
-    vm = (~tm) & (rng.random(N) < 0.25)
-    prior = jnp.asarray(0.5 / K + 0.5 * np.eye(K)[np.where(rng.random(N) < 0.6, y, (y + 1) % K)])
-    return syn.graph, y, tm, vm, prior
+    return noisy_prior_problem(seed, N, K)
 
 
 def _dense(m, graph, labels_idx, mask, h):

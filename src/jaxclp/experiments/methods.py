@@ -22,6 +22,7 @@ import numpy as np
 import jaxclp
 from jaxclp.baselines import fit_link
 from jaxclp.clp import DEFAULT_ALPHAS
+from jaxclp.compatibility import masked_labels
 from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
 from jaxclp.gnn import fit_gnn_grid, tuned_grid, tuned_train_config
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
@@ -73,9 +74,8 @@ def _two_hop(ctx: Context):
 
 
 def _labels0(ctx: Context) -> jax.Array:
-    """``ctx.labels`` with -1 replaced by 0 (on the host: an eager ``where`` compiles a program per shape)."""
-    y = np.asarray(ctx.labels)
-    return jax.device_put(np.where(y >= 0, y, np.zeros((), y.dtype)))
+    """``ctx.labels`` with -1 replaced by 0 (:func:`jaxclp.compatibility.masked_labels`: on the host)."""
+    return masked_labels(ctx.labels)
 
 
 def _rows(x: jax.Array) -> list:
