@@ -11,11 +11,13 @@ synthetic user graphs (n nodes, ``max(3, n // 600)`` classes, 64 features, avera
 Cases, in order, all on ONE persistent XLA cache folder that starts empty (as a new user's machine):
 
 * ``first graph``: ``--methods clp --runs 3 --time-limit none`` on the 900-node graph (issue 69's target command);
-* ``second graph``: the same on the 2200-node graph (another size: what the cache serves a new graph);
-* ``same graph again``: the first case again (what the cache serves an identical shape: the most shape buckets
-  could give a graph of the same bucket);
+* ``similar graph``: the same on a 960-node graph (another size in the same shape bucket, :mod:`jaxclp.buckets`);
+* ``second graph``: the same on the 2200-node graph (another bucket: what the cache serves a new graph);
+* ``same graph again``: the first case again (what the cache serves an identical shape);
 * ``defaults``: ``jaxclp run --graph`` with every default (methods, 10 splits, default time limit) on the 300-
   and 900-node graphs, each with a fresh cache.
+
+``--args "..."`` appends options to every case (``--args=--exact-shapes``: the graph's own shapes, no buckets).
 
 Results: ``benchmarks/results/compile_census_<tag>.{json,md}`` (programs by name with counts and seconds, call
 sites of the compilations). Timings on the shared 2-core machine are indicative; counts are exact.
@@ -72,7 +74,7 @@ json.dump(dict(rc=rc, wall=wall, compile_s=sum(events[k] for k in keys), trace_s
                sites=collections.Counter(w for _, _, w in xla).most_common()), open(sys.argv[1], "w"), indent=1)
 '''
 
-SIZES = {"first": 900, "second": 2200, "small": 300}
+SIZES = {"first": 900, "similar": 960, "second": 2200, "small": 300}
 
 
 def _case(src: Path, cache: Path, graph: Path, args: list[str]) -> dict:
@@ -95,8 +97,9 @@ def _case(src: Path, cache: Path, graph: Path, args: list[str]) -> dict:
     return res
 
 
-def census(src: Path, quick: bool = False) -> list[dict]:
-    """Every case of the module docstring (``quick``: the clp cases with 1 split, no defaults cases)."""
+def census(src: Path, quick: bool = False, extra: list[str] = ()) -> list[dict]:
+    """Every case of the module docstring (``quick``: the clp cases with 1 split, no defaults cases; ``extra``:
+    options appended to every case)."""
     from benchmarks.time_limit import user_graph
 
     rows = []
@@ -104,15 +107,16 @@ def census(src: Path, quick: bool = False) -> list[dict]:
         tmp = Path(tmp)
         graphs = {n: user_graph(tmp / f"user{n}.npz", n, seed=n) for n in set(SIZES.values())}
         runs = "1" if quick else "3"
-        clp = ["--methods", "clp", "--runs", runs, "--time-limit", "none"]
+        clp = ["--methods", "clp", "--runs", runs, "--time-limit", "none", *extra]
         cache = tmp / "xla"
-        for name, n in (("first graph", 900), ("second graph", 2200), ("same graph again", 900)):
+        for name, n in (("first graph", 900), ("similar graph", 960), ("second graph", 2200),
+                        ("same graph again", 900)):
             C.log(f"[compile_census] {name}: {n} nodes")
             rows.append(dict(case=name, nodes=n, **_case(src, cache, graphs[n], clp)))
         if not quick:
             for n in (300, 900):
                 C.log(f"[compile_census] defaults: {n} nodes")
-                rows.append(dict(case="defaults", nodes=n, **_case(src, tmp / f"xla{n}", graphs[n], [])))
+                rows.append(dict(case="defaults", nodes=n, **_case(src, tmp / f"xla{n}", graphs[n], [*extra])))
     return rows
 
 
@@ -164,6 +168,7 @@ def main(argv=None) -> int:
     p.add_argument("--src", default=str(C.REPO / "src"), help="the src folder of the checkout to measure")
     p.add_argument("--tag", default="cpu")
     p.add_argument("--quick", action="store_true", help="1 split, no defaults cases (a smoke run)")
+    p.add_argument("--args", default="", help="options appended to every case, e.g. --args=--exact-shapes")
     p.add_argument("--compare", default=None, metavar="JSON",
                    help="with --markdown-only: an earlier run's JSON to set beside compile_census_<tag>.json (kept "
                         "inside it; the earlier file can then go)")
@@ -178,7 +183,7 @@ def main(argv=None) -> int:
         C.save_report(f"compile_census_{a.tag}", payload, markdown(payload))
         return 0
     src = Path(a.src).resolve()
-    rows = census(src, quick=a.quick)
+    rows = census(src, quick=a.quick, extra=a.args.split())
     checkout = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
                               text=True).stdout.strip()[:100]
     payload = dict(tag=a.tag, command="python -m benchmarks.compile_census " + " ".join(argv or sys.argv[1:]),

@@ -487,23 +487,29 @@ def _clp_star(graph, values, prior, start, H, alphas, num_iters):
 
 
 def fit_link(key: jax.Array, graph: Graph, labels: jax.Array, train_mask: jax.Array, val_mask: jax.Array,
-             num_classes: int, cfg: TrainConfig = TrainConfig()) -> jax.Array:
+             num_classes: int, cfg: TrainConfig = TrainConfig(), *, num_nodes: int | None = None) -> jax.Array:
     """LINK (Lim et al.): multinomial logistic regression on the rows of the raw adjacency.
 
     ``logits = A @ W + b`` with ``W`` (n, K): computed as one SpMM, never densifying A. Trained full-batch
     with early stopping on validation.
 
+    Args:
+        num_nodes: for a graph padded to shape buckets (:mod:`jaxclp.buckets`), the real node count n (W's
+            initial scale ``1 / sqrt(n)``; passed as data, so graphs of one bucket share the program); None: the
+            graph's own.
+
     Returns:
         (n, K) softmax scores of the selected parameters.
     """
     _checks.mask("train_mask", train_mask, graph.num_nodes)
-    return _fit_link(key, graph, labels, train_mask, val_mask, num_classes, cfg)
+    real = None if num_nodes is None else jax.device_put(np.float32(num_nodes))
+    return _fit_link(key, graph, labels, train_mask, val_mask, num_classes, cfg, real)
 
 
-def _link_kernel(key, graph, labels, train_mask, val_mask, num_classes, cfg):
-    n = graph.num_nodes
+def _link_kernel(key, graph, labels, train_mask, val_mask, num_classes, cfg, num_nodes=None):
+    n = graph.num_nodes if num_nodes is None else num_nodes
     w_key, b_key = jax.random.split(key)
-    params = {"w": jax.random.normal(w_key, (n, num_classes)) * (1.0 / jnp.sqrt(n)),
+    params = {"w": jax.random.normal(w_key, (graph.num_nodes, num_classes)) * (1.0 / jnp.sqrt(n)),
               "b": jnp.zeros((num_classes,))}
     values = graph.weights.astype(jnp.float32)
 

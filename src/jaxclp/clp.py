@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.compatibility import estimate_compatibility, initial_beliefs, masked_labels
-from jaxclp.graph import Graph, Normalization, check_normalization
+from jaxclp.graph import Graph, Normalization, check_normalization, cpu_resident
 from jaxclp.operator import (SpectralInfo, a_priori_bound, clp_operator, norm_bounds, operator_spectral_radius,
                              spectral_scale)
 from jaxclp.propagate import _iterate_jit
@@ -297,6 +297,16 @@ def _place(value, converged, idx, num):
     return beliefs, jnp.zeros((num,) + converged.shape[1:], bool).at[idx].set(converged)
 
 
+def _place_host(value, converged, idx, num):
+    """:func:`_place` in numpy for arrays on the CPU (no program per shape)."""
+    value, converged = np.asarray(value), np.asarray(converged)
+    beliefs = np.zeros((num,) + value.shape[1:], value.dtype)
+    beliefs[idx] = value
+    conv = np.zeros((num,) + converged.shape[1:], bool)
+    conv[idx] = converged
+    return jax.device_put(beliefs), jax.device_put(conv)
+
+
 def _solve_valid(op, d, alphas, valid, method, tol, normalization):
     """Closed form for the alphas where ``valid``; zeros (and ``converged=False``) elsewhere.
 
@@ -319,7 +329,8 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization):
     value = op.graph.from_internal(sol.value, axis=1)
     if idx.size == alphas.shape[0]:  # every alpha solved: no (A, n, K) zeros and copy beside the value
         return value, sol.converged, sol.method
-    beliefs, converged = _place(value, sol.converged, idx.astype(np.int32), alphas.shape[0])
+    place = _place_host if cpu_resident(value, sol.converged) else _place
+    beliefs, converged = place(value, sol.converged, idx.astype(np.int32), alphas.shape[0])
     return beliefs, converged, sol.method
 
 

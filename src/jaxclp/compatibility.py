@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.graph import Graph
+from jaxclp.graph import Graph, cpu_resident
 from jaxclp.sinkhorn import SinkhornInfo, sinkhorn
 
 PRIOR_ROW_ATOL = 1e-3
@@ -47,6 +47,9 @@ def initial_beliefs(prior: jax.Array, labels: jax.Array, train_mask: jax.Array) 
     _checks.prior_rows("prior", prior)
     _checks.mask("train_mask", train_mask, n)
     _checks.masked_labels(labels, n, k, train_mask)
+    if cpu_resident(prior, labels, train_mask):  # rows copied on the host: no program
+        p, y, m = np.asarray(prior), np.asarray(labels), np.asarray(train_mask)
+        return jax.device_put(np.where(m[:, None], np.eye(k, dtype=p.dtype)[np.where(m, y, 0)], p))
     if _checks.is_concrete(prior, labels, train_mask):  # one program, not an eager one_hot and where
         return _initial_beliefs(prior, labels, train_mask)
     return _initial_beliefs_arrays(prior, labels, train_mask)

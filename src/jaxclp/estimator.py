@@ -163,6 +163,10 @@ class CLP:
             --time-limit`` also leaves out CLP's costlier variants).
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
+        shape_buckets: fit the named priors of :data:`jaxclp.buckets.BUCKETED_PRIORS` on inputs padded to shape
+            buckets (:func:`jaxclp.priors.fit_prior`'s ``shape_buckets``): fits on graphs of similar size then
+            share their compiled programs (one process, or many through the compilation cache); the priors equal
+            the unpadded fits' to rounding.
         alphas: grid of alphas; the closed form is solved for all of them at once.
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
@@ -225,9 +229,13 @@ class CLP:
                  alphas=DEFAULT_ALPHAS, normalization="sym", l1_normalize=False, prior_source="mlp",
                  num_iters: int = 50, method: str = "auto", metric: str = "accuracy", seed: int = 0,
                  classes=None, num_classes: int | None = None, prior="mlp", prior_options: dict | None = None,
-                 spectral_scale=False, nonlinear=None, time_limit: float | None = None):
+                 spectral_scale=False, nonlinear=None, time_limit: float | None = None,
+                 shape_buckets: bool = False):
         check_metric(metric)
         self.time_limit = check_time_limit(time_limit)
+        if not isinstance(shape_buckets, (bool, np.bool_)):
+            raise ValueError(f"shape_buckets must be True or False; got {shape_buckets!r}")
+        self.shape_buckets = bool(shape_buckets)
         several = _check_priors(prior)
         if prior_options is not None and not isinstance(prior_options, dict):
             raise ValueError(f"prior_options must be a dict or None; got {type(prior_options).__name__}")
@@ -374,7 +382,7 @@ class CLP:
                 if deadline is not None:
                     options["deadline"] = deadline
                 res = fit_prior(src, key, prior_graph, features, y, jnp.asarray(tm), jnp.asarray(vm), k, self.cfg,
-                                **options)
+                                shape_buckets=self.shape_buckets, **options)
             else:  # an array or a predict_proba object: validated by fit_prior (ValueError naming prior)
                 res = fit_prior(src, key, prior_graph, raw_features, y, jnp.asarray(tm), jnp.asarray(vm), k,
                                 self.cfg, classes=self.classes_)

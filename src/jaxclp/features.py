@@ -148,7 +148,11 @@ def as_features(x, dtype=None, *, name: str = "features"):
         raise ValueError(f"{name} must be a numeric array or a scipy.sparse matrix; got dtype {arr.dtype}")
     if dtype is None and not np.issubdtype(arr.dtype, np.floating):
         dtype = jnp.float32
-    return jnp.asarray(x, dtype)
+    if isinstance(x, jax.Array):
+        return x if dtype is None else x.astype(dtype)
+    # cast on the host and put (jnp.asarray of a host array compiles a program per shape)
+    return jax.device_put(arr.astype(jax.dtypes.canonicalize_dtype(arr.dtype if dtype is None else dtype),
+                                     copy=False))
 
 
 SPARSE_INPUT_DENSITY = 0.05

@@ -244,22 +244,23 @@ class Graph:
                        and (w is None or _allclose_permuted(w, tperm)))
         del tcols
         num_edges = s.shape[0]
-        senders = jnp.asarray(s, dtype=jnp.int32)
+        # cast on the host and put on the device: an eager jnp.asarray with a cast, or jnp.ones, compiles a
+        # program per shape
+        senders = _to_device(s, np.int32)
         del s
-        receivers = jnp.asarray(r, dtype=jnp.int32)
+        receivers = _to_device(r, np.int32)
         del r
-        # float64 under jax_enable_x64; an unweighted graph's ones are made by XLA (no host array)
-        weights = (jnp.ones((num_edges,), dtype=jnp.result_type(float)) if w is None
-                   else jnp.asarray(w, dtype=jnp.result_type(float)))
+        fdtype = jnp.result_type(float)  # float64 under jax_enable_x64
+        weights = _to_device(np.ones((num_edges,), fdtype) if w is None else w, fdtype)
         del w
-        perm = jnp.asarray(tperm, dtype=jnp.int32)
+        perm = _to_device(tperm, np.int32)
         del tperm
-        ip = jnp.asarray(indptr, dtype=jnp.int32)
+        ip = _to_device(indptr, np.int32)
         _TRUSTED.on = True  # ids were range-checked above: skip __post_init__'s host copy of every id
         try:
             return cls(senders=senders, receivers=receivers, weights=weights, num_nodes=num_nodes,
                        symmetric=sym, indptr=ip, transpose_perm=perm,
-                       transpose_indptr=ip if sym else jnp.asarray(tindptr, dtype=jnp.int32))
+                       transpose_indptr=ip if sym else _to_device(tindptr, np.int32))
         finally:
             _TRUSTED.on = False
 
@@ -480,6 +481,27 @@ def _is_symmetric(s, r, w, n) -> bool:
                 and np.allclose(w[fwd], w[bwd]))
 
 
+def _to_device(x, dtype) -> jax.Array:
+    """``x`` cast to ``dtype`` on the host and put on the default device (no compiled program)."""
+    return jax.device_put(np.asarray(x, dtype=dtype))
+
+
+def cpu_resident(*xs) -> bool:
+    """True when every ``x`` is a host (numpy) array or a concrete jax array held by the CPU alone.
+
+    Glue on such arrays (an index, a copy into zeros) runs in numpy: reading a CPU array on the host copies
+    nothing, and numpy compiles no program per shape as an eager or jitted ``jnp`` operation does. On an
+    accelerator the glue stays on the device (no round trip through the host).
+    """
+    for x in xs:
+        if isinstance(x, jax.core.Tracer):
+            return False
+        if isinstance(x, jax.Array) and not (x.is_fully_addressable and len(x.devices()) == 1
+                                             and next(iter(x.devices())).platform == "cpu"):
+            return False
+    return True
+
+
 def _safe_inv(x):
     return jnp.where(x > 0, 1.0 / jnp.where(x > 0, x, 1.0), 0.0)
 
@@ -490,7 +512,8 @@ def check_normalization(normalization: str) -> None:
 
 
 def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array:
-    """Entries of the normalized adjacency ``Ahat`` on the edges (jitted: one dispatch per call).
+    """Entries of the normalized adjacency ``Ahat`` on the edges ("sym" and "row": one jitted program for both;
+    "none": the graph's weights themselves).
 
     ``"sym"``: ``A[r,s] / sqrt(deg_in(r) deg_out(s))``; ``"row"``: ``A[r,s] / deg_in(r)`` (rows of Ahat sum
     to 1 for nodes with in-edges); ``"none"``: the raw weights. Degrees are weighted; a zero degree gives a
@@ -500,19 +523,32 @@ def edge_values(graph: Graph, normalization: Normalization = "sym") -> jax.Array
         (m,) values aligned with ``graph.senders`` / ``graph.receivers``.
     """
     check_normalization(normalization)
-    return _edge_values(graph, normalization)
+    if normalization == "none":  # nothing to compute
+        return graph.weights
+    return _edge_values(graph, normalization_code(normalization))
 
 
-@functools.partial(jax.jit, static_argnames="normalization")
-def _edge_values(graph: Graph, normalization: Normalization) -> jax.Array:
+def normalization_code(normalization: Normalization) -> np.int32:
+    """The index of ``normalization`` in :data:`NORMALIZATIONS`, the argument of :func:`coded_edge_values`."""
+    check_normalization(normalization)
+    return np.int32(NORMALIZATIONS.index(normalization))
+
+
+@jax.jit
+def _edge_values(graph: Graph, code) -> jax.Array:
+    return coded_edge_values(graph, code)
+
+
+def coded_edge_values(graph: Graph, code) -> jax.Array:
+    """:func:`edge_values` with the normalization given by its (traced) :func:`normalization_code`, so that one
+    program serves every normalization (each is computed, then one is selected: the values are those of the
+    normalization alone)."""
     w = graph.weights
-    if normalization == "none":
-        return w
-    d_in = graph.in_degree()
-    if normalization == "row":
-        return w * _safe_inv(d_in)[graph.receivers]
-    d_out = graph.out_degree()
-    return w * jnp.sqrt(_safe_inv(d_in))[graph.receivers] * jnp.sqrt(_safe_inv(d_out))[graph.senders]
+    inv_in = _safe_inv(graph.in_degree())
+    row = w * inv_in[graph.receivers]
+    sym = w * jnp.sqrt(inv_in)[graph.receivers] * jnp.sqrt(_safe_inv(graph.out_degree()))[graph.senders]
+    return jnp.where(code == NORMALIZATIONS.index("none"), w,
+                     jnp.where(code == NORMALIZATIONS.index("row"), row, sym))
 
 
 def spmm(graph: Graph, values: jax.Array, x: jax.Array) -> jax.Array:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxclp import _checks
+from jaxclp.graph import cpu_resident
 
 
 
@@ -56,9 +58,20 @@ def evaluate(metric: str, scores: jax.Array, labels: jax.Array, mask: jax.Array)
     """Dispatches ``"accuracy"`` or ``"roc_auc"`` (called on concrete arrays: one jitted program per metric and
     shape, where the eager operations compiled one program each; traced: inlined in the caller's program)."""
     check_metric(metric)
+    if metric == "accuracy" and cpu_resident(scores, labels, mask):
+        return _accuracy_host(scores, labels, mask)
     if _checks.is_concrete(scores, labels, mask):
         return _evaluate_jit(metric, scores, labels, mask)
     return _evaluate(metric, scores, labels, mask)
+
+
+def _accuracy_host(scores, labels, mask) -> jax.Array:
+    """:func:`masked_accuracy` in numpy for arrays on the CPU (no program per shape): the same first maximum (a NaN
+    counts as the maximum, as in ``jnp.argmax``) and the two counts divided in JAX's default float dtype."""
+    scores, labels, mask = np.asarray(scores), np.asarray(labels), np.asarray(mask)
+    hits = np.count_nonzero((np.argmax(scores, axis=-1) == labels) & mask)
+    dtype = jax.dtypes.canonicalize_dtype(np.float64)
+    return jax.device_put(dtype.type(hits) / dtype.type(max(np.count_nonzero(mask), 1)))
 
 
 def _evaluate(metric, scores, labels, mask):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -29,10 +29,11 @@ class SparseDense(nn.Module):
     features: int
     param_dtype: jnp.dtype = jnp.float32
     use_bias: bool = True
+    kernel_init: Callable = nn.initializers.lecun_normal()
 
     @nn.compact
     def __call__(self, x: SparseFeatures) -> jax.Array:
-        kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[1], self.features), self.param_dtype)
+        kernel = self.param("kernel", self.kernel_init, (x.shape[1], self.features), self.param_dtype)
         if not self.use_bias:
             dtype = jnp.result_type(x.values.dtype, kernel.dtype)
             return matmul(x.astype(dtype), kernel.astype(dtype))

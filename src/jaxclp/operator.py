@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxclp import _checks
-from jaxclp.graph import Graph, Normalization, check_normalization, permute_edges, transpose_structure
+from jaxclp.graph import (Graph, Normalization, check_normalization, coded_edge_values, cpu_resident,
+                          normalization_code, permute_edges, transpose_structure)
 from jaxclp.sparse import csr_matmul, row_pointers
 
 
@@ -87,9 +88,19 @@ def clp_operator(graph: Graph, b0: jax.Array, H: jax.Array, *,
     _checks.shape("H", H, (b0.shape[1], b0.shape[1]))
     check_normalization(normalization)
     b0 = jnp.asarray(b0)
+    if graph.has_edge_list and _checks.is_concrete(b0, H):  # one program for every normalization
+        values, right = _clp_factors(graph, b0, H, normalization_code(normalization))
+        return FactoredOperator(graph, values, b0, right)
     values = graph.edge_values(normalization).astype(b0.dtype)
     b0 = graph.to_internal(b0)
     return FactoredOperator(graph, values, b0, b0 @ jnp.asarray(H).astype(b0.dtype))
+
+
+@jax.jit
+def _clp_factors(graph: Graph, b0, H, code):
+    """:func:`clp_operator`'s edge values (normalization :func:`jaxclp.graph.normalization_code` ``code``, traced)
+    and ``right = b0 @ H`` in one program."""
+    return coded_edge_values(graph, code).astype(b0.dtype), b0 @ jnp.asarray(H).astype(b0.dtype)
 
 
 def lp_operator(graph: Graph, num_classes: int, *, normalization: Normalization = "sym",
@@ -140,6 +151,10 @@ def norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     back to ``rmatvec`` of an all-ones block), as does an operator on a sharded graph (its maxima reduce
     across shards).
     """
+    return _norm_bounds(op)
+
+
+def _norm_bounds(op: FactoredOperator) -> tuple[jax.Array, jax.Array]:
     g = op.graph
     t = transpose_structure(g)
     dtype = jnp.result_type(op.values.dtype, op.left.dtype, op.right.dtype)
@@ -168,7 +183,12 @@ def a_priori_bound(op: FactoredOperator, normalization: Normalization) -> float:
     """
     if normalization not in ("sym", "row") or not _checks.is_concrete(op.left, op.right):
         return float("inf")
-    left_min, right_min, left_max, right_max = (float(v) for v in _extremes(op.left, op.right))
+    if cpu_resident(op.left, op.right):  # on the host: no program (min and max are exact)
+        left, right = np.asarray(op.left), np.asarray(op.right)
+        extremes = (left.min(), right.min(), left.max(), right.max())
+    else:
+        extremes = _extremes(op.left, op.right)
+    left_min, right_min, left_max, right_max = (float(v) for v in extremes)
     lo, hi = min(left_min, right_min), max(left_max, right_max)
     return 1.0 if (lo >= 0.0 and hi <= 1.0 + 1e-6) else float("inf")
 
@@ -257,8 +277,20 @@ def spectral_scale(op: FactoredOperator, info: SpectralInfo | None = None) -> tu
     if info is None:  # a tight tolerance: the scaled radius is 1 up to the relative error of rho
         info = operator_spectral_radius(op, tol=max(1e-10, 10 * float(jnp.finfo(op.left.dtype).eps)),
                                         max_iters=5000)
-    left, rho = _scale_left(op.left, info.rho, info.row_sum_bound, info.col_sum_bound)
+    args = (op.left, info.rho, info.row_sum_bound, info.col_sum_bound)
+    left, rho = _scale_left_host(*args) if cpu_resident(*args) else _scale_left(*args)
     return op._replace(left=left), rho
+
+
+def _scale_left_host(left, rho, rows, cols):
+    """:func:`_scale_left` in numpy for arrays on the CPU: the operations XLA runs, in the same dtype (XLA divides
+    by the broadcast ``rho`` as a product with its reciprocal)."""
+    left = np.asarray(left)
+    one = left.dtype.type(1.0)
+    rho = np.asarray(rho).astype(left.dtype)
+    floor = np.sqrt(np.finfo(left.dtype).eps) * np.maximum(one, np.minimum(np.asarray(rows), np.asarray(cols)))
+    rho = np.where(rho > floor, rho, one)
+    return jax.device_put(left * (one / rho)[None, :]), jax.device_put(rho)
 
 
 @jax.jit

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp import _checks, gnn
+from jaxclp import _checks, buckets, gnn
 from jaxclp.baselines import fit_link
 from jaxclp.compatibility import masked_labels
 from jaxclp.features import SparseFeatures, as_features
@@ -153,11 +153,12 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
 
 # ---------------------------------------------------------------------------------------------- LINK
 def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
-               cfg: TrainConfig = TrainConfig()) -> PriorResult:
+               cfg: TrainConfig = TrainConfig(), *, num_nodes: int | None = None) -> PriorResult:
     """LINK (Lim et al. 2021): logistic regression on the rows of the adjacency (:func:`jaxclp.baselines.fit_link`).
 
     Args:
         features: ignored (may be None): LINK sees only the graph.
+        num_nodes: the real node count of a graph padded to shape buckets (:func:`jaxclp.baselines.fit_link`'s).
         Others: as :func:`mlp_prior`.
 
     Returns:
@@ -166,7 +167,7 @@ def link_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_m
     """
     _check_common(graph, labels, train_mask, val_mask, num_classes)
     prior = fit_link(key, graph, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
-                     int(num_classes), cfg)
+                     int(num_classes), cfg, num_nodes=num_nodes)
     return PriorResult(prior=prior, name="link", val_score=_score(cfg.metric, prior, labels, val_mask))
 
 
@@ -181,10 +182,17 @@ def adjacency_rows(graph: Graph, dtype=jnp.float32) -> SparseFeatures:
                           graph.weights.astype(dtype), (graph.num_nodes, graph.num_nodes), plan)
 
 
-def _batch_norm(h: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:
-    """Normalization of every column over the nodes (the full batch; biased variance), then scale and shift."""
-    mean = jnp.mean(h, axis=0)
-    var = jnp.mean(jnp.square(h - mean), axis=0)
+def _batch_norm(h: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5, mask=None) -> jax.Array:
+    """Normalization of every column over the nodes (the full batch; biased variance), then scale and shift;
+    ``mask`` (n,) bool: the statistics over its nodes only (None: all)."""
+    if mask is None:
+        mean = jnp.mean(h, axis=0)
+        var = jnp.mean(jnp.square(h - mean), axis=0)
+    else:
+        w = mask[:, None].astype(h.dtype)
+        count = jnp.sum(w)
+        mean = jnp.sum(h * w, axis=0) / count
+        var = jnp.sum(jnp.square(h - mean) * w, axis=0) / count
     return (h - mean) * jax.lax.rsqrt(var + eps) * scale + bias
 
 
@@ -199,10 +207,11 @@ class FullBatchNorm(nn.Module):
     eps: float = 1e-5
 
     @nn.compact
-    def __call__(self, h: jax.Array) -> jax.Array:
+    def __call__(self, h: jax.Array, mask=None) -> jax.Array:
+        """``h`` (n, p); ``mask`` (n,) bool: the nodes the statistics run over (None: all)."""
         scale = self.param("scale", nn.initializers.ones_init(), (h.shape[-1],), jnp.float32)
         bias = self.param("bias", nn.initializers.zeros_init(), (h.shape[-1],), jnp.float32)
-        return _batch_norm(h, scale.astype(h.dtype), bias.astype(h.dtype), self.eps)
+        return _batch_norm(h, scale.astype(h.dtype), bias.astype(h.dtype), self.eps, mask)
 
 
 class LinkxMLP(nn.Module):
@@ -217,15 +226,19 @@ class LinkxMLP(nn.Module):
     batch_norm: bool = True
 
     @nn.compact
-    def __call__(self, x, *, train: bool) -> jax.Array:
+    def __call__(self, x, *, train: bool, mask=None, fan_in=None) -> jax.Array:
+        """``x`` (n, d) -> (n, out); ``mask`` (n,) bool: the real nodes of padded inputs (the batch statistics
+        run over them); ``fan_in``: the first layer's real input width where ``x``'s is padded (its LeCun
+        initialisation scaled to it; traced, so padded widths share the program). None: ``x`` as it is."""
         widths = tuple(self.hidden) + (self.out,)
         for i, width in enumerate(widths):
             layer = SparseDense if (i == 0 and isinstance(x, SparseFeatures)) else nn.Dense
-            x = layer(width, name=f"Dense_{i}")(x)
+            init = _lecun_for(fan_in) if (i == 0 and fan_in is not None) else nn.initializers.lecun_normal()
+            x = layer(width, kernel_init=init, name=f"Dense_{i}")(x)
             if i < len(widths) - 1:
                 x = nn.relu(x)
                 if self.batch_norm:
-                    x = FullBatchNorm(name=f"BatchNorm_{i}")(x)
+                    x = FullBatchNorm(name=f"BatchNorm_{i}")(x, mask)
                 x = nn.Dropout(self.dropout, deterministic=not train)(x)
         return x
 
@@ -264,12 +277,16 @@ class LINKX(nn.Module):
     inner_activation: bool = False
 
     @nn.compact
-    def __call__(self, adjacency: SparseFeatures, x, *, train: bool) -> jax.Array:
-        """``adjacency`` (n, n) from :func:`adjacency_rows`, ``x`` (n, d) -> (n, K) logits."""
+    def __call__(self, adjacency: SparseFeatures, x, num_nodes=None, *, train: bool) -> jax.Array:
+        """``adjacency`` (n, n) from :func:`adjacency_rows`, ``x`` (n, d) -> (n, K) logits; ``num_nodes``: the real
+        node count of inputs padded to shape buckets (a traced scalar: the batch statistics run over the first
+        ``num_nodes`` nodes, MLP_A's initialisation has their fan-in), None: unpadded."""
         p = self.hidden
-        h_a = LinkxMLP((p,) * (self.init_layers_a - 1), p, 0.0, self.batch_norm, name="mlp_a")(adjacency,
-                                                                                                 train=train)
-        h_x = LinkxMLP((p,) * (self.init_layers_x - 1), p, 0.0, self.batch_norm, name="mlp_x")(x, train=train)
+        mask = None if num_nodes is None else jnp.arange(adjacency.shape[0]) < num_nodes
+        h_a = LinkxMLP((p,) * (self.init_layers_a - 1), p, 0.0, self.batch_norm, name="mlp_a")(
+            adjacency, train=train, mask=mask, fan_in=num_nodes)
+        h_x = LinkxMLP((p,) * (self.init_layers_x - 1), p, 0.0, self.batch_norm, name="mlp_x")(x, train=train,
+                                                                                                 mask=mask)
         z = nn.Dense(p, name="W")(jnp.concatenate([h_a, h_x], axis=-1))
         if self.inner_dropout:
             z = nn.Dropout(self.dropout, deterministic=not train)(z)
@@ -277,7 +294,7 @@ class LINKX(nn.Module):
             z = nn.relu(z)
         h = nn.relu(z + h_a + h_x)
         return LinkxMLP((p,) * (self.num_layers - 1), self.num_classes, self.dropout, self.batch_norm,
-                        name="mlp_f")(h, train=train)
+                        name="mlp_f")(h, train=train, mask=mask)
 
 
 class LinkxSpec(NamedTuple):
@@ -309,14 +326,24 @@ def linkx_model(num_classes: int, spec: LinkxSpec = LinkxSpec()) -> LINKX:
     return LINKX(num_classes=num_classes, **spec._asdict())
 
 
-def _linkx_build(graph, features, *, num_classes, spec):
+def _linkx_build(graph, features, num_nodes=None, *, num_classes, spec):
     """``(model, inputs, init inputs)`` of :func:`linkx_prior` (:func:`jaxclp.train.fit_to_deadline`'s ``build``)."""
-    inputs = (adjacency_rows(graph, jnp.float32), features)
+    inputs = (adjacency_rows(graph, jnp.float32), features, num_nodes)
     return linkx_model(num_classes, spec), inputs, inputs
 
 
-def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, *, num_classes, spec, cfg):
-    model, inputs, _ = _linkx_build(graph, features, num_classes=num_classes, spec=spec)
+def _lecun_for(fan_in):
+    """flax's LeCun normal initializer for a kernel whose first axis is padded: scaled to ``fan_in`` real inputs."""
+    base = nn.initializers.lecun_normal()
+
+    def init(key, shape, dtype=jnp.float32):
+        return base(key, shape, dtype) * jnp.sqrt(shape[0] / fan_in).astype(dtype)
+
+    return init
+
+
+def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, num_nodes=None, *, num_classes, spec, cfg):
+    model, inputs, _ = _linkx_build(graph, features, num_nodes, num_classes=num_classes, spec=spec)
     # the GNNs' fit (split key, init, train_full_batch, softmax at the best parameters) on LINKX's inputs
     return tuple(_train_model(model, inputs, key, labels, train_mask, val_mask, cfg))
 
@@ -328,7 +355,7 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
                 cfg: TrainConfig = TrainConfig(), *, hidden: int = 64, num_layers: int = 2,
                 init_layers_a: int = 1, init_layers_x: int = 1, dropout: float = 0.5, batch_norm: bool = True,
                 inner_dropout: bool = False, inner_activation: bool = False,
-                deadline: float | None = None) -> PriorResult:
+                deadline: float | None = None, num_nodes: int | None = None) -> PriorResult:
     """Trains :class:`LINKX` full-batch (jitted loop, early stopping on validation ``cfg.metric``).
 
     Args:
@@ -342,6 +369,8 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
         hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm, inner_dropout, inner_activation: the
             architecture (:class:`LINKX`).
         deadline: as :func:`mlp_prior`'s (None: none).
+        num_nodes: the real node count of inputs padded to shape buckets (:mod:`jaxclp.buckets`; the batch
+            statistics and MLP_A's initial scale follow it, passed as data); None: unpadded.
 
     Returns:
         :class:`PriorResult` with prior (n, K).
@@ -353,12 +382,14 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
     _checks.features(x, n)
     spec = _check_linkx_spec(LinkxSpec(hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm,
                                        inner_dropout, inner_activation))
+    real = None if num_nodes is None else jax.device_put(np.float32(num_nodes))
     if deadline is not None:
-        res = fit_to_deadline(_linkx_build, dict(num_classes=int(num_classes), spec=spec), key, (graph, x),
+        res = fit_to_deadline(_linkx_build, dict(num_classes=int(num_classes), spec=spec), key, (graph, x, real),
                               jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask), cfg, deadline)
         return _trained("linkx", *res, labels, val_mask, cfg, deadline)
     prior, params, info = _fit_linkx_jit(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask),
-                                         jnp.asarray(val_mask), num_classes=int(num_classes), spec=spec, cfg=cfg)
+                                         jnp.asarray(val_mask), real, num_classes=int(num_classes), spec=spec,
+                                         cfg=cfg)
     return _trained("linkx", prior, params, info, labels, val_mask, cfg)
 
 
@@ -523,7 +554,8 @@ def _align_columns(p: np.ndarray, est_classes, classes, name: str) -> np.ndarray
 
 
 def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
-              cfg: TrainConfig = TrainConfig(), *, classes=None, **options) -> PriorResult:
+              cfg: TrainConfig = TrainConfig(), *, classes=None, shape_buckets: bool = False,
+              **options) -> PriorResult:
     """The prior D of a CLP run from any source.
 
     Args:
@@ -550,6 +582,9 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
         num_classes: K.
         cfg: training settings of a named prior (early stopping and best epoch on ``cfg.metric``).
         classes: (K,) label values the columns stand for (only used to align a ``predict_proba`` output).
+        shape_buckets: fit a predictor of :data:`jaxclp.buckets.BUCKETED_PRIORS` on its inputs padded to shape
+            buckets (:func:`jaxclp.buckets.pad_inputs`): graphs of similar size then share its compiled programs;
+            the prior equals the unpadded fit's to rounding. Other priors ignore it.
         **options: keyword options of a named prior (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
 
     Returns:
@@ -563,7 +598,17 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {sorted(PRIORS)}, an (n, K) array or a fitted object with "
                              f"predict_proba; got {prior!r}")
-        res = PRIORS[prior](key, graph, features, labels, train_mask, val_mask, num_classes, cfg, **options)
+        if shape_buckets and prior in buckets.BUCKETED_PRIORS:
+            _check_common(graph, labels, train_mask, val_mask, num_classes)
+            p = buckets.pad_inputs(graph, None if features is None else as_features(features), labels, train_mask,
+                                   val_mask, options.get("two_hop"))
+            options = options | ({"two_hop": p.two_hop} if p.two_hop is not None else {}) | (
+                {"num_nodes": p.num_nodes} if prior in buckets.NODE_COUNT_PRIORS else {})
+            res = PRIORS[prior](key, p.graph, p.features, p.labels, p.train_mask, p.val_mask, num_classes, cfg,
+                                **options)
+            res = res._replace(prior=buckets.unpad_nodes(res.prior, p.num_nodes))
+        else:
+            res = PRIORS[prior](key, graph, features, labels, train_mask, val_mask, num_classes, cfg, **options)
         return res._replace(prior=check_prior(res.prior, graph.num_nodes, int(num_classes)))
     n = _check_common(graph, labels, train_mask, val_mask, num_classes)
     k = int(num_classes)

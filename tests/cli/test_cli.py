@@ -656,6 +656,21 @@ def test_predict_has_a_default_time_budget_and_none_lifts_it():
     assert p.parse_args(["run", "--graph", "e.csv", "--labels", "l.csv"]).time_limit == cli.RUN_TIME_LIMIT == 60.0
 
 
+def test_run_and_predict_pad_to_shape_buckets_unless_exact_shapes(tmp_path, monkeypatch):
+    """``jaxclp run`` and ``predict`` fit on shape buckets by default; ``--exact-shapes`` turns them off."""
+    calls = []
+    monkeypatch.setattr(cli, "run", lambda *args, **kw: calls.append(kw["shape_buckets"]))
+    monkeypatch.setattr(cli, "write_summary", lambda *args, **kw: "summary.md")
+    monkeypatch.setattr(cli, "plot_summary", lambda *args, **kw: None)
+    monkeypatch.setattr(cli, "ranking_text", lambda *args, **kw: "")
+    base = ["run", "--dataset", "texas", "--out", str(tmp_path / "o"), "--no-progress", "--methods", "lp"]
+    assert cli.main(base) == 0 and cli.main([*base, "--exact-shapes"]) == 0
+    assert calls == [True, False]
+    p = cli._parser()
+    pred = ["predict", "--graph", "e.csv", "--labels", "l.csv", "--out", "p.csv"]
+    assert not p.parse_args(pred).exact_shapes and p.parse_args([*pred, "--exact-shapes"]).exact_shapes
+
+
 def test_run_and_predict_plan_print_the_search_and_fit_nothing(tmp_path, capsys, monkeypatch):
     """--plan prints clp's search plan for the graph (the steps in order, expected seconds, what the limit would
     leave out) and exits 0 without fitting or writing anything."""

@@ -536,7 +536,7 @@ def test_a_three_split_run_compiles_no_more_programs_than_a_one_split_run(tmp_pa
     finally:
         jax.monitoring.unregister_event_duration_listener(on_duration)
     more = {f: (per_runs[1].get(f, 0), n) for f, n in per_runs[3].items() if n > per_runs[1].get(f, 0)}
-    assert sum(per_runs[1].values()) > 20  # the listener saw the run's compilations
+    assert sum(per_runs[1].values()) > 10  # the listener saw the run's compilations
     assert not more, f"programs compiled again for later splits (1-split count, 3-split count): {more}"
 
 
@@ -560,3 +560,20 @@ def test_header_records_each_splits_majority_class_chance(tmp_path):
         hand.append(sum(int(v == majority) for v in test_labels) / len(test_labels))
     assert header["chance"] == pytest.approx(hand) and all(0.3 < h < 0.7 for h in hand)
     assert all("chance" not in r for r in recs)
+
+
+def test_shape_buckets_give_the_exact_shapes_records(tmp_path):
+    """A run on shape buckets (MLP depths, GCN, H2GCN, LINK, LINKX) chooses and scores as the run on the graph's own
+    shapes (the tuned grids: tests/priors/test_buckets.py); the option is part of the configuration only when on."""
+    ds = _dataset()
+    methods = ["mlp", "gcn", "h2gcn", "link", "linkx", "clp_mlp"]
+    exact = runner.run(ds, "medium", methods, runs=1, out=tmp_path / "e", epochs=15, progress=False)
+    padded = runner.run(ds, "medium", methods, runs=1, out=tmp_path / "b", epochs=15, progress=False,
+                        shape_buckets=True)
+
+    def scores(recs):
+        return {(r["method"], r["run"]): (r["test"], r["val"], r["params"]) for r in recs}
+
+    assert len(exact) == len(methods) and scores(padded) == scores(exact)
+    assert padded[0]["config"]["shape_buckets"] is True and "shape_buckets" not in exact[0]["config"]
+    assert padded[0]["config_hash"] != exact[0]["config_hash"]

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 import jaxclp
+from jaxclp import buckets
 from jaxclp.gnn import default_two_hop_graph
 from jaxclp.search import Decisions, Search
 from jaxclp.selection import first_best, prior_first, validation_scores
@@ -30,16 +31,70 @@ class GraphViews:
 
     Args:
         graph: the run's graph.
+        features: the run's features as the models take them (:attr:`Context.features`); needed only with
+            ``shape_buckets``.
+        shape_buckets: fit the models of :data:`jaxclp.buckets.BUCKETED_PRIORS` on inputs padded to shape buckets
+            (:mod:`jaxclp.buckets`: graphs of similar size share their compiled programs; results equal to
+            rounding); False: on the inputs as they are.
     """
 
-    def __init__(self, graph):
+    def __init__(self, graph, features=None, shape_buckets: bool = False):
         self.graph = graph
+        self.features = features
+        self.shape_buckets = bool(shape_buckets)
 
     @functools.cached_property
     def two_hop(self):
         """H2GCN's 2-hop graph (:func:`jaxclp.gnn.default_two_hop_graph`; raises
         :class:`jaxclp.gnn.TwoHopTooLarge` on a hub-heavy graph)."""
         return default_two_hop_graph(self.graph)
+
+    @functools.cached_property
+    def padded(self) -> buckets.Padded:
+        """The graph and features padded to their buckets (:func:`jaxclp.buckets.pad_inputs`; labels and masks
+        empty: each split pads its own, :func:`fit_inputs`)."""
+        n = self.graph.num_nodes
+        return buckets.pad_inputs(self.graph, self.features, np.zeros(n, np.int32), np.zeros(n, bool),
+                                  np.zeros(n, bool))
+
+    @functools.cached_property
+    def padded_two_hop(self):
+        """:attr:`two_hop` padded to the node bucket of :attr:`padded` (its edges to their own bucket)."""
+        return buckets.pad_graph(self.two_hop, self.padded.graph.num_nodes)
+
+
+def fit_inputs(ctx: "Context", name: str) -> buckets.Padded:
+    """The inputs of the model ``name`` (a :data:`jaxclp.priors.PRIORS` name) fitted on ``ctx``'s split: padded to
+    shape buckets where the run asks for them (:attr:`GraphViews.shape_buckets`) and ``name`` is one of
+    :data:`jaxclp.buckets.BUCKETED_PRIORS`, else as they are (``num_nodes`` = the graph's: :func:`unpadded`
+    returns a prior unchanged). Labels keep -1 outside ``train | val``; ``two_hop`` is None (H2GCN's callers take
+    :func:`fit_two_hop`)."""
+    v = ctx.views
+    if v is None or not v.shape_buckets or name not in buckets.BUCKETED_PRIORS:
+        return buckets.Padded(ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val, None, np.shape(ctx.labels)[-1])
+    p = v.padded
+    nb = p.graph.num_nodes
+    return p._replace(labels=buckets.pad_nodes(ctx.labels, nb, -1), train_mask=buckets.pad_nodes(ctx.train, nb, False),
+                      val_mask=buckets.pad_nodes(ctx.val, nb, False))
+
+
+def fit_two_hop(ctx: "Context", inputs: buckets.Padded):
+    """H2GCN's 2-hop graph for ``inputs`` (:func:`fit_inputs`): the run's, padded alike where ``inputs`` are; None
+    without :attr:`Context.views` (the fit builds it)."""
+    if ctx.views is None:
+        return None
+    return ctx.views.padded_two_hop if inputs.padded else ctx.views.two_hop
+
+
+def node_count(inputs: buckets.Padded, name: str) -> dict:
+    """``{"num_nodes": n}`` where ``inputs`` are padded and ``name``'s fit takes the real node count (LINK, LINKX:
+    :data:`jaxclp.buckets.NODE_COUNT_PRIORS`), else ``{}``."""
+    return {"num_nodes": inputs.num_nodes} if inputs.padded and name in buckets.NODE_COUNT_PRIORS else {}
+
+
+def unpadded(inputs: buckets.Padded, prior):
+    """``prior``'s first ``inputs.num_nodes`` rows (on the host; unchanged where ``inputs`` are not padded)."""
+    return buckets.unpad_nodes(prior, inputs.num_nodes) if inputs.padded else prior
 
 
 @dataclasses.dataclass(frozen=True)

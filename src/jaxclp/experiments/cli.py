@@ -432,7 +432,8 @@ def _time_limit_arg(text: str):
 
 
 def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> None:
-    """``--priors`` and ``--time-limit``: what ``clp`` may try and how long it may take."""
+    """``--priors``, ``--time-limit``, ``--exact-shapes`` and ``--plan``: what ``clp`` may try, how long it may take,
+    how its programs are shaped, and its plan."""
 
     parser.add_argument("--priors", metavar="NAMES", default=None,
                         help="comma list of the base predictors clp may try, from "
@@ -451,6 +452,11 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         help="print clp's search plan for this graph (the MLP depths, base predictors and kinds of "
                              "CLP candidate in the order they run, their expected cost and seconds, what the time "
                              "limit would leave out) and exit without fitting anything (default: fit)")
+    parser.add_argument("--exact-shapes", action="store_true",
+                        help="fit the models on the graph's own shapes, compiling their programs for this graph "
+                             "alone (default: nodes and edges padded to shape buckets, so that graphs of similar "
+                             "size share compiled programs, also across processes through the compilation cache; "
+                             "results equal to rounding)")
 
 
 PRIOR_METHODS = ("clp",)
@@ -858,7 +864,8 @@ def _run(a, argv, methods, priors, time_limit) -> int:
     with summary_target(a.out, title=title), job(1, a.runs * len(methods)):
         run(dataset, a.split, methods, a.runs, a.out, seed=a.seed, epochs=a.epochs,
             progress=not a.no_progress and is_writer(), argv=["jaxclp", *argv], data_root=a.data_root,
-            replace_stale=a.replace_stale, metric=metric, priors=priors, time_limit=time_limit)
+            replace_stale=a.replace_stale, metric=metric, priors=priors, time_limit=time_limit,
+            shape_buckets=not a.exact_shapes)
     if is_writer():
         print(ranking_text(a.out, name, a.split, methods))
         print(write_summary(a.out, title=title))
@@ -888,7 +895,8 @@ def _predict(a, argv) -> int:
     say = (lambda t: print(f"jaxclp: {a.method}: {t}", file=sys.stderr, flush=True)) if not a.no_progress else None
     with reporting(say):  # clp's base predictors, one line each (they take most of its time)
         pred = predict(dataset, a.method, val_fraction=a.val_fraction, seed=a.seed, epochs=a.epochs,
-                       priors=priors, time_limit=time_limit, refit=not a.no_refit)
+                       priors=priors, time_limit=time_limit, refit=not a.no_refit,
+                       shape_buckets=not a.exact_shapes)
     csv_path, json_path = write_predictions(pred, a.out, argv=["jaxclp", *argv])
     n_unl = int((dataset.labels < 0).sum())
     print(f"{csv_path} ({dataset.num_nodes} nodes, {n_unl} unlabelled; {a.method} chose {pred.params} with "

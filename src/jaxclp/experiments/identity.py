@@ -35,11 +35,13 @@ def config_hash(config: dict) -> str:
 
 
 def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kind: str, data: dict,
-               priors: Sequence[str] | None = None, time_limit: float | None = None) -> dict:
+               priors: Sequence[str] | None = None, time_limit: float | None = None,
+               shape_buckets: bool = False) -> dict:
     """Every option of a run that can change a number (the runs count excepted: see the module docstring).
 
-    ``priors`` and ``time_limit`` enter only when given, so the records of a default run keep the configuration
-    hash they had before these options existed."""
+    ``priors``, ``time_limit`` and ``shape_buckets`` (models fitted on inputs padded to shape buckets: results
+    equal to rounding, :mod:`jaxclp.buckets`) enter only when given (True), so the records of a default run keep
+    the configuration hash they had before these options existed."""
     config = {"dataset": ds.name, "split": split, "seed": int(seed), "train": dict(cfg._asdict()),
               "features": feature_kind, "metric": ds.metric, "data": data, "jaxclp": jaxclp.__version__,
               "x64": bool(jax.config.jax_enable_x64)}
@@ -47,6 +49,8 @@ def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kin
         config["priors"] = list(priors)
     if time_limit is not None:
         config["time_limit"] = float(time_limit)
+    if shape_buckets:
+        config["shape_buckets"] = True
     return config
 
 

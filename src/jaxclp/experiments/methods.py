@@ -24,6 +24,7 @@ from jaxclp.baselines import fit_link
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.compatibility import masked_labels
 from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
+from jaxclp.graph import cpu_resident
 from jaxclp.gnn import fit_gnn_grid, tuned_grid, tuned_train_config
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
 from jaxclp.gnn import TUNED_DROPOUT as GNN_DROPOUT
@@ -39,8 +40,8 @@ from jaxclp.nonlinear import WEIGHTS as NONLINEAR_WEIGHTS
 from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
 from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
-from jaxclp.experiments.candidates import (Candidates, Context, _first_best, select_prior_first, status,
-                                           with_prior)
+from jaxclp.experiments.candidates import (Candidates, Context, _first_best, fit_inputs, fit_two_hop,
+                                           node_count, select_prior_first, status, unpadded, with_prior)
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -68,20 +69,24 @@ def _fit_key(name: str, cfg) -> tuple:
     return ("fit", name, cfg)
 
 
-def _two_hop(ctx: Context):
-    """The run's 2-hop graph (:attr:`Context.views`), or None (the fit builds it)."""
-    return None if ctx.views is None else ctx.views.two_hop
-
-
 def _labels0(ctx: Context) -> jax.Array:
     """``ctx.labels`` with -1 replaced by 0 (:func:`jaxclp.compatibility.masked_labels`: on the host)."""
     return masked_labels(ctx.labels)
 
 
 def _rows(x: jax.Array) -> list:
-    """``[x[0], x[1], ...]``: the rows of a stack of candidates, each taken by one small program with a traced index
-    (``x[i]`` with a Python int runs two eager programs; unstacking in one program compiles ~1 s for 80 rows)."""
+    """``[x[0], x[1], ...]``: the rows of a stack of candidates. On the CPU each row is read on the host and put
+    back (no program); on an accelerator each is taken by one small program with a traced index (``x[i]`` with a
+    Python int runs two eager programs; unstacking in one program compiles ~1 s for 80 rows)."""
+    if cpu_resident(x):
+        host = np.asarray(x)
+        return [jax.device_put(host[i]) for i in range(x.shape[0])]
     return [_row(x, np.int32(i)) for i in range(x.shape[0])]
+
+
+def _alpha_grid(alphas: tuple) -> jax.Array:
+    """``jnp.asarray(alphas)`` cast on the host (an eager ``jnp.asarray`` of floats compiles a conversion)."""
+    return jax.device_put(np.asarray(alphas, dtype=jnp.result_type(float)))
 
 
 @jax.jit
@@ -97,15 +102,18 @@ def method_link(ctx: Context) -> dict:
     """LINK, early-stopped on ``ctx.metric`` like every trained model (until revision 1 it stopped on accuracy
     everywhere, also on the ROC-AUC datasets)."""
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
-    scores = _cached(ctx, _fit_key("link", cfg),
-                     lambda: fit_link(ctx.key, ctx.graph, _labels0(ctx), ctx.train, ctx.val, ctx.num_classes,
-                                      cfg))
-    return {("link",): scores}
+
+    def fit():
+        p = fit_inputs(ctx, "link")
+        return unpadded(p, fit_link(ctx.key, p.graph, masked_labels(p.labels), p.train_mask, p.val_mask,
+                                    ctx.num_classes, cfg, **node_count(p, "link")))
+
+    return {("link",): _cached(ctx, _fit_key("link", cfg), fit)}
 
 
 def method_lp(ctx: Context) -> dict:
     out = jaxclp.label_propagation(ctx.graph, _labels0(ctx), ctx.train, ctx.num_classes,
-                                   alpha=jnp.asarray(ALPHAS))
+                                   alpha=_alpha_grid(ALPHAS))
     rows = _rows(out)
     return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
@@ -119,7 +127,7 @@ def method_cs(ctx: Context) -> dict:
     grid = [(a1, "auto") for a1 in CS_ALPHAS] + [(a1, s) for a1 in CS_FIXED_ALPHAS for s in CS_SCALES]
     for a1, scale in grid:
         smooth = _rows(jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
-                                                 alpha_smooth=jnp.asarray(CS_ALPHAS), scale=scale))
+                                                 alpha_smooth=_alpha_grid(CS_ALPHAS), scale=scale))
         out.update({("alpha_correct", a1, "alpha_smooth", a2, "scale", scale): smooth[j]
                     for j, a2 in enumerate(CS_ALPHAS)})
     return out
@@ -129,7 +137,7 @@ def method_clp_star(ctx: Context) -> dict:
     y = _labels0(ctx)
     H, _ = jaxclp.estimate_compatibility(ctx.graph, ctx.prior, y, ctx.train)
     b0 = jaxclp.initial_beliefs(ctx.prior, y, ctx.train)
-    out = jaxclp.clp_star(ctx.graph, ctx.prior, b0, H, alpha=jnp.asarray(ALPHAS))
+    out = jaxclp.clp_star(ctx.graph, ctx.prior, b0, H, alpha=_alpha_grid(ALPHAS))
     rows = _rows(out)
     return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
@@ -272,19 +280,22 @@ def gnn_grid(conv: str, sep: bool = False, depths=GNN_DEPTHS, plain_depths=GNN_P
 
 def _tuned_candidates(ctx: Context, conv: str, sep: bool = False) -> dict:
     specs = gnn_grid(conv, sep)
-    fits = fit_gnn_grid(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
+    p = fit_inputs(ctx, f"{conv}_tuned")
+    fits = fit_gnn_grid(ctx.key, p.graph, p.features, masked_labels(p.labels), p.train_mask, p.val_mask,
                         num_classes=ctx.num_classes, specs=specs, cfg=gnn_train_config(ctx.metric))
-    return {("layers", spec.num_layers, "res_ln", spec.residual): r.prior for spec, r in zip(specs, fits)}
+    return {("layers", spec.num_layers, "res_ln", spec.residual): unpadded(p, r.prior) for spec, r in zip(specs, fits)}
 
 
 def method_gcn(ctx: Context) -> dict:
     """Kipf & Welling's 2-layer GCN, the paper's setup (hidden 64, lr 0.01, wd 5e-5, dropout 0.5), early-stopped
     on ``ctx.metric``. One candidate: this is the paper's GCN row."""
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
-    prior = _cached(ctx, _fit_key("gcn", cfg),
-                    lambda: fit_gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                                    num_classes=ctx.num_classes, cfg=cfg).prior)
-    return {("gcn",): prior}
+    def fit():
+        p = fit_inputs(ctx, "gcn")
+        return unpadded(p, fit_gcn(ctx.key, p.graph, p.features, masked_labels(p.labels), p.train_mask, p.val_mask,
+                                   num_classes=ctx.num_classes, cfg=cfg).prior)
+
+    return {("gcn",): _cached(ctx, _fit_key("gcn", cfg), fit)}
 
 
 def method_gcn_tuned(ctx: Context) -> dict:
@@ -296,11 +307,13 @@ def method_gcn_tuned(ctx: Context) -> dict:
 
 def method_h2gcn(ctx: Context) -> dict:
     cfg = jaxclp.TrainConfig(metric=ctx.metric)
-    prior = _cached(ctx, _fit_key("h2gcn", cfg),
-                    lambda: fit_h2gcn(ctx.key, ctx.graph, ctx.features, _labels0(ctx), ctx.train, ctx.val,
-                                      two_hop=_two_hop(ctx),
-                                      num_classes=ctx.num_classes, cfg=cfg).prior)
-    return {("h2gcn",): prior}
+    def fit():
+        p = fit_inputs(ctx, "h2gcn")
+        return unpadded(p, fit_h2gcn(ctx.key, p.graph, p.features, masked_labels(p.labels), p.train_mask,
+                                     p.val_mask, two_hop=fit_two_hop(ctx, p), num_classes=ctx.num_classes,
+                                     cfg=cfg).prior)
+
+    return {("h2gcn",): _cached(ctx, _fit_key("h2gcn", cfg), fit)}
 
 
 def method_sage(ctx: Context) -> dict:
@@ -359,9 +372,11 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, search: Search | N
         if deadline is not None:
             opts["deadline"] = deadline
         def compute():  # H2GCN reads the run's 2-hop graph (built on first use; TwoHopTooLarge caught below)
-            extra = {"two_hop": _two_hop(ctx)} if name == "h2gcn" else {}
-            return fit_prior(name, ctx.key, ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val,
-                             ctx.num_classes, fit_cfg, **opts, **extra)
+            p = fit_inputs(ctx, name)
+            extra = {"two_hop": fit_two_hop(ctx, p)} if name == "h2gcn" else node_count(p, name)
+            res = fit_prior(name, ctx.key, p.graph, p.features, p.labels, p.train_mask, p.val_mask,
+                            ctx.num_classes, fit_cfg, **opts, **extra)
+            return res._replace(prior=unpadded(p, res.prior))
 
         try:
             if deadline is None:

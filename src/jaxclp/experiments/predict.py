@@ -136,7 +136,8 @@ def _normalize(scores) -> np.ndarray:
 
 
 def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2, seed: int = 0,
-            epochs: int = 500, priors=None, time_limit: float | None = None, refit: bool = True) -> Prediction:
+            epochs: int = 500, priors=None, time_limit: float | None = None, refit: bool = True,
+            shape_buckets: bool = False) -> Prediction:
     """Fits ``method`` on all labelled nodes of ``dataset`` and predicts every node.
 
     Args:
@@ -158,6 +159,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
             (:func:`jaxclp.experiments.refit.refit_candidate`); False: keep the scores propagated from the
             training nodes (what the validation score measured). Under ``time_limit`` only while time is left
             (else ``skipped`` names it).
+        shape_buckets: fit the models on inputs padded to shape buckets (:mod:`jaxclp.buckets`: a graph of
+            similar size reuses the compiled programs; results equal to rounding).
 
     Returns:
         :class:`Prediction`.
@@ -181,7 +184,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
                 name="predict")
     feats, _ = runner.node_features(ds)
     cfg = TrainConfig(epochs=int(epochs), metric=ds.metric)
-    setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR, priors, time_limit)
+    setup = runner.prepare_splits(ds, feats, sp, 1, [0], int(seed), cfg, method in NEEDS_PRIOR, priors, time_limit,
+                                  shape_buckets)
     ctx = setup.context(0)
     cands, chosen, val_score = runner.choose(ctx, method)
     skipped = runner.left_out(ctx, cands, method)

@@ -49,6 +49,7 @@ import numpy as np
 from jaxclp.datasets import Dataset, load, random_splits
 from jaxclp.datasets import node_features as _node_features
 from jaxclp.datasets.featurize import csr_for_density
+from jaxclp.buckets import pad_nodes, unpad_nodes
 from jaxclp.features import as_features
 from jaxclp.gnn import check_two_hop_size
 from jaxclp.metrics import evaluate
@@ -180,7 +181,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         runs: int = 10, out: str | Path = "results/runs", *, seed: int = 0, epochs: int = 500,
         progress: bool = True, argv: Sequence[str] | None = None, data_root=None,
         replace_stale: bool | None = None, reuse: Sequence[str | Path] = (), metric: str | None = None,
-        priors: Sequence[str] | None = None, time_limit: float | None = None) -> list[dict]:
+        priors: Sequence[str] | None = None, time_limit: float | None = None,
+        shape_buckets: bool = False) -> list[dict]:
     """Runs ``methods`` on ``runs`` splits of one dataset; appends records to ``out/results.jsonl``.
 
     Resumable and safe for concurrent callers on one ``out`` (see the module docstring): only keys of the
@@ -215,6 +217,9 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
         time_limit: seconds per split ``clp`` may spend (>= 0): its base predictors, then CLP's costlier
             candidates (:attr:`jaxclp.experiments.candidates.Context.time_limit`; what was left out for time is
             named in the record's ``"skipped"``); None: no limit. Part of the configuration when given.
+        shape_buckets: fit the models on inputs padded to shape buckets (:mod:`jaxclp.buckets`): a graph of
+            similar size reuses the compiled programs (the persistent cache's too); results equal those of exact
+            shapes to rounding. Part of the configuration when True.
 
     Resuming prints ``reusing N records, computing M`` (stderr) when some of the work is already in ``out``.
     Inside :func:`~jaxclp.experiments.progress.job` the progress bar names the job's position (``dataset 4/14
@@ -244,7 +249,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
     feats, feat_kind = node_features(ds)
     cfg = (TrainConfig(epochs=epochs, metric=ds.metric) if "metric" in TrainConfig._fields
            else TrainConfig(epochs=epochs))
-    config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root), priors, time_limit)
+    config = run_config(ds, split, seed, cfg, feat_kind, data_identity(dataset, ds, data_root), priors, time_limit,
+                        shape_buckets)
     chash = config_hash(config)
     mhash = {m: method_hash(m) for m in methods}
     out = Path(out)
@@ -293,7 +299,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             needs_prior = bool(NEEDS_PRIOR & set(methods))
             if needs_prior:
                 show.at("MLP priors")
-            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior, priors, time_limit)
+            setup = prepare_splits(ds, feats, sp, nruns, todo, seed, cfg, needs_prior, priors, time_limit,
+                                   shape_buckets)
             # method -> what its splits decided under the time limit so far (the first split's, and a later split's
             # for a predictor first chosen there): the next splits follow it (jaxclp.search.Decisions)
             decisions = {}
@@ -368,7 +375,7 @@ def check_methods(methods) -> list[str]:
 
 
 def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainConfig,
-               time_limit: float | None = None) -> tuple[dict, float, dict]:
+               time_limit: float | None = None, views: GraphViews | None = None) -> tuple[dict, float, dict]:
     """MLP priors of every depth in :data:`MLP_DEPTHS`, each fit vmapped over the splits ``todo``.
 
     Args:
@@ -377,6 +384,8 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         x: (n, d) features.
         y_vis: (len(todo), n) labels with test labels removed.
         train, val: (nruns, n) bool masks.
+        views: the run's :class:`GraphViews`; with :attr:`GraphViews.shape_buckets` the fits run on its padded
+            features, the labels and masks padded alike, and the priors keep the first n rows.
 
     Returns:
         ``({depth: (len(todo), n, K) softmax}, seconds per split, {depth: epochs})``. Under ``time_limit``
@@ -393,6 +402,13 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
     rows = np.asarray(todo)
     split_keys = keys if np.array_equal(rows, np.arange(len(keys))) else keys[rows]
     y_todo, train_todo, val_todo = (jax.device_put(a) for a in (y_vis, train[rows], val[rows]))
+    n = int(np.shape(y_vis)[-1])
+    padded = views is not None and views.shape_buckets
+    if padded:
+        nb = views.padded.graph.num_nodes
+        x = views.padded.features
+        y_todo, train_todo, val_todo = (pad_nodes(a, nb, fill) for a, fill in
+                                        ((y_vis, -1), (train[rows], False), (val[rows], False)))
     for d in MLP_DEPTHS:
         if priors and not mlp_depth_fits((time.perf_counter() - t0) / len(todo), last, time_limit):
             status(f"MLP prior depth {d} and deeper skipped: they would not fit in the time limit "
@@ -401,7 +417,7 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         t1 = time.perf_counter()
         res = fit_mlp_splits(split_keys, x, y_todo, train_todo, val_todo, num_classes=num_classes,
                              hidden=(64,) * d, cfg=cfg, deadline=stop)
-        priors[d] = jax.block_until_ready(res.prior)
+        priors[d] = jax.block_until_ready(unpad_nodes(res.prior, n, axis=1) if padded else res.prior)
         last = (time.perf_counter() - t1) / len(todo)
         epochs = cut_epochs(res.info, cfg)
         if epochs is not None:
@@ -479,21 +495,23 @@ def _split_row(keys_and_priors, ij):
 
 def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: TrainConfig,
                    with_priors: bool, base_priors: tuple | None = None,
-                   time_limit: float | None = None) -> SplitSetup:
+                   time_limit: float | None = None, shape_buckets: bool = False) -> SplitSetup:
     """The shared setup of the splits ``todo`` of ``sp`` (see :class:`SplitSetup`): keys
     ``split(key(seed), nruns)``, test labels removed (:func:`visible_labels`), MLP priors of every depth
     (vmapped over the splits; skipped without ``with_priors``); ``base_priors`` and ``time_limit`` go to every
-    split's :class:`Context` (``clp``'s base predictors and their time budget; None: the method's defaults)."""
+    split's :class:`Context` (``clp``'s base predictors and their time budget; None: the method's defaults);
+    ``shape_buckets``: the models fit on inputs padded to shape buckets (:class:`GraphViews`)."""
     todo = tuple(int(i) for i in todo)
     x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
     y = np.asarray(ds.labels)
     keys = jax.random.split(jax.random.key(seed), nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
-    priors, secs, cut = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit)
+    views = GraphViews(ds.graph, x, shape_buckets)
+    priors, secs, cut = (mlp_priors(keys, list(todo), x, y_vis, tr, va, int(ds.num_classes), cfg, time_limit, views)
                          if with_priors else ({}, 0.0, {}))
     return SplitSetup(ds, x, y, keys, tr, va, te, todo, y_vis, priors, secs, cfg, base_priors, time_limit, cut,
-                      GraphViews(ds.graph))
+                      views)
 
 
 def split_context(ds: Dataset, x, y_vis, train, val, key, priors: dict, cfg: TrainConfig | None = None,
