@@ -1,6 +1,11 @@
 """Small inputs the tests of several folders build (files under tmp_path, graphs), so that no test module imports
 another."""
 
+import contextlib
+import logging
+import re
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -64,3 +69,30 @@ def noisy_prior_problem(seed=0, n=300, k=3):
     vm = (~tm) & (rng.random(n) < 0.25)
     prior = jnp.asarray(0.5 / k + 0.5 * np.eye(k)[np.where(rng.random(n) < 0.6, y, (y + 1) % k)])
     return syn.graph, y, tm, vm, prior
+
+
+@contextlib.contextmanager
+def compiled_programs():
+    """Collects the names of the XLA programs compiled inside the block."""
+    names = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            m = re.match(r"Finished XLA compilation of jit\((.*)\) in", record.getMessage())
+            if m and not getattr(record, "counted", False):  # a record reaches both loggers: count it once
+                record.counted = True
+                names.append(m.group(1))
+
+    handler = Handler(level=logging.DEBUG)
+    loggers = [logging.getLogger(n) for n in ("jax", "jax._src")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.DEBUG)
+    try:
+        with jax.log_compiles(True):
+            yield names
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.removeHandler(handler)
+            lg.setLevel(level)

@@ -4,7 +4,8 @@ XLA compiles one program per input shape. Fitting a prior on a graph of n nodes 
 training programs for (n, m); a graph of n + 1 nodes compiles them all again, and the persistent compilation
 cache serves only the same shapes. Padded to :func:`bucket` sizes, graphs of similar size share their
 programs: the nodes to ``bucket(n + 1)`` (at least one padding node), the edges (and a 2-hop graph's edges) to
-``bucket(m)``. The padding changes nothing but the rounding of sums over nodes:
+``bucket(m)``. The padding changes nothing but the rounding of sums over nodes (which training can amplify:
+:data:`BUCKETED_PRIORS`):
 
 * padding nodes have zero features, label -1 and are in no mask (never in a loss, a metric, an early stop);
 * padding edges are self-loops of weight 0 on the last padding node (appended last, so the receivers stay
@@ -39,8 +40,11 @@ MIN_EDGES = 256
 """The smallest edge bucket."""
 
 BUCKETED_PRIORS = ("mlp", "link", "linkx", "gcn", "h2gcn", "sage", "gcn_tuned", "sage_tuned")
-"""The predictors (:data:`jaxclp.priors.PRIORS` names) whose fit on padded inputs equals the unpadded fit to
-rounding (tests/priors/test_buckets.py). Not GAT: its attention's self-loops follow the edges, so its dropout
+"""The predictors (:data:`jaxclp.priors.PRIORS` names) whose fit on padded inputs is the unpadded fit's computation
+up to the rounding of sums over nodes (tests/priors/test_buckets.py: equal within 2e-6 on small graphs). Training
+can amplify rounding: on a 10k-node graph after 100 epochs the priors differ by <= 1e-6 (MLP, GCN, tuned GCN), 1e-3
+(H2GCN), 0 (LINK), but LINKX's batch statistics carry it to 0.1 (28 of 10241 predicted classes change;
+``benchmarks/results/bucket_overhead.md``). Not GAT: its attention's self-loops follow the edges, so its dropout
 draws move."""
 
 NODE_COUNT_PRIORS = ("link", "linkx")

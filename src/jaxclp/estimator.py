@@ -165,8 +165,8 @@ class CLP:
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         shape_buckets: fit the named priors of :data:`jaxclp.buckets.BUCKETED_PRIORS` on inputs padded to shape
             buckets (:func:`jaxclp.priors.fit_prior`'s ``shape_buckets``): fits on graphs of similar size then
-            share their compiled programs (one process, or many through the compilation cache); the priors equal
-            the unpadded fits' to rounding.
+            share their compiled programs (one process, or many through the compilation cache); the same
+            computation as unpadded up to rounding (:data:`jaxclp.buckets.BUCKETED_PRIORS`).
         alphas: grid of alphas; the closed form is solved for all of them at once.
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.

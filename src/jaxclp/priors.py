@@ -584,7 +584,8 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
         classes: (K,) label values the columns stand for (only used to align a ``predict_proba`` output).
         shape_buckets: fit a predictor of :data:`jaxclp.buckets.BUCKETED_PRIORS` on its inputs padded to shape
             buckets (:func:`jaxclp.buckets.pad_inputs`): graphs of similar size then share its compiled programs;
-            the prior equals the unpadded fit's to rounding. Other priors ignore it.
+            the same computation as the unpadded fit up to rounding (:data:`jaxclp.buckets.BUCKETED_PRIORS`). Other
+            priors ignore it.
         **options: keyword options of a named prior (e.g. ``hidden=(64, 64)`` for ``"mlp"``).
 
     Returns:
@@ -600,8 +601,11 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
                              f"predict_proba; got {prior!r}")
         if shape_buckets and prior in buckets.BUCKETED_PRIORS:
             _check_common(graph, labels, train_mask, val_mask, num_classes)
+            two_hop = options.get("two_hop")
+            if prior == "h2gcn" and two_hop is None:  # the real graph's, padded to its own edge bucket
+                two_hop = gnn.default_two_hop_graph(graph)
             p = buckets.pad_inputs(graph, None if features is None else as_features(features), labels, train_mask,
-                                   val_mask, options.get("two_hop"))
+                                   val_mask, two_hop)
             options = options | ({"two_hop": p.two_hop} if p.two_hop is not None else {}) | (
                 {"num_nodes": p.num_nodes} if prior in buckets.NODE_COUNT_PRIORS else {})
             res = PRIORS[prior](key, p.graph, p.features, p.labels, p.train_mask, p.val_mask, num_classes, cfg,

@@ -9,14 +9,11 @@ list what compiled: no one-primitive eager program may appear.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from files import compiled_programs
 
 import jaxclp
 from jaxclp.experiments.methods import _alpha_grid, _row, _rows
@@ -34,33 +31,6 @@ EAGER = {"broadcast_in_dim", "gather", "scatter", "scatter-add", "add", "subtrac
          "iota", "copy", "reshape", "_take", "dynamic_update_slice", "matmul"}
 # small jitted helpers whose work now runs on the host for arrays on the CPU (or inside a larger program)
 HOST_GLUE = {"_place", "_row", "_evaluate", "_scale_left", "_initial_beliefs_arrays", "_extremes"}
-
-
-@contextlib.contextmanager
-def compiled_programs():
-    """Collects the names of the XLA programs compiled inside the block."""
-    names = []
-
-    class Handler(logging.Handler):
-        def emit(self, record):
-            m = re.match(r"Finished XLA compilation of jit\((.*)\) in", record.getMessage())
-            if m and not getattr(record, "counted", False):  # a record reaches both loggers: count it once
-                record.counted = True
-                names.append(m.group(1))
-
-    handler = Handler(level=logging.DEBUG)
-    loggers = [logging.getLogger(n) for n in ("jax", "jax._src")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.setLevel(logging.DEBUG)
-    try:
-        with jax.log_compiles(True):
-            yield names
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
 
 
 def _problem(n=173, k=3, seed=7):

@@ -90,14 +90,14 @@ _MEASUREMENT = __import__("re").compile(
 # Numbers with a unit that are settings, targets, data facts or hardware, not measurements (page -> the matches
 # allowed there). A measured figure belongs in a results file and reaches the page through page_values.
 _NOT_MEASURED = {
-    "README.md": {"60 s"},
+    "README.md": {"60 s", "25 %"},  # 25 %: the shape buckets' largest padding (jaxclp.buckets.MANTISSAS)
     "docs/api/index.md": {"5 %", "3.3 GiB", "256 MiB", "28281 ×"},
     "docs/benchmarks/index.md": {"600 s", "30 min", "20 s", "60 s", "2 min", "4 GiB", "1 GiB", "10x", "3x", "2x",
                                  "0.8×", "1.3×", "2×", "24 GB", "0.2 s"},
     "docs/guide/explain.md": {"1%"},
     "docs/guide/explain_example.md": {"1%", "10.0%", "50.0%"},  # the example's settings: shares of the labels
     "docs/guide/gpu.md": {"18333 ×"},
-    "docs/guide/own-graph.md": {"4 GiB"},
+    "docs/guide/own-graph.md": {"4 GiB", "25 %"},
     "docs/guide/priors.md": {"30 %"},
     "docs/guide/sharding.md": {"5×", "0.1×", "0.2×", "0.5×", "23.5 GiB", "2 ×"},
     "docs/results/baselines.md": {"1000×", "10 %", "50 %"},

@@ -3,9 +3,6 @@ to the unpadded fits to rounding, and one compiled program for two graphs of one
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import re
 import time
 
 import jax
@@ -13,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse
-from files import features_graph
+from files import compiled_programs, features_graph
 
 import jaxclp
 from jaxclp import buckets, priors
@@ -120,31 +117,6 @@ def test_bucketed_priors_equal_the_exact_fit(name):
     assert padded.val_score == exact.val_score and padded.best_epoch == exact.best_epoch
 
 
-@contextlib.contextmanager
-def _xla_compilations():
-    names = []
-
-    class Handler(logging.Handler):
-        def emit(self, record):
-            m = re.match(r"Finished XLA compilation of jit\((.*)\) in", record.getMessage())
-            if m:
-                names.append(m.group(1))
-
-    handler = Handler(level=logging.DEBUG)
-    loggers = [logging.getLogger(n) for n in ("jax", "jax._src")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.setLevel(logging.DEBUG)
-    try:
-        with jax.log_compiles(True):
-            yield names
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
-
-
 def test_graphs_of_one_bucket_share_the_gcn_program():
     """Two graphs of 141 and 148 nodes (bucket 160; 564 and 592 edges, bucket 640): the second GCN fit compiles no
     training program."""
@@ -158,7 +130,7 @@ def test_graphs_of_one_bucket_share_the_gcn_program():
         p = buckets.pad_inputs(g, jnp.asarray(rng.normal(size=(n, 5)), jnp.float32), np.where(tm | vm, y, -1), tm,
                                vm)
         assert (p.graph.num_nodes, p.graph.num_edges) == (160, 640)
-        with _xla_compilations() as names:
+        with compiled_programs() as names:
             priors.fit_prior("gcn", jax.random.key(0), p.graph, p.features, p.labels, p.train_mask, p.val_mask, 3,
                              jaxclp.TrainConfig(epochs=3))
         fits.append(names)
@@ -178,7 +150,7 @@ def test_fit_prior_and_clp_on_shape_buckets():
         assert padded.prior.shape == (75, 3)
         np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=2e-6)
         assert padded.val_score == exact.val_score
-    for name, feats in (("link", None), ("linkx", x), ("gat", x)):  # GAT: not bucketed, the exact fit itself
+    for name, feats in (("link", None), ("linkx", x), ("h2gcn", x), ("gat", x)):  # GAT: not bucketed, exact
         padded = priors.fit_prior(name, jax.random.key(1), g, feats, labels, tm, vm, 3, cfg, shape_buckets=True)
         exact = priors.fit_prior(name, jax.random.key(1), g, feats, labels, tm, vm, 3, cfg)
         np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=0 if name == "gat" else 2e-6)

@@ -456,7 +456,8 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         help="fit the models on the graph's own shapes, compiling their programs for this graph "
                              "alone (default: nodes and edges padded to shape buckets, so that graphs of similar "
                              "size share compiled programs, also across processes through the compilation cache; "
-                             "results equal to rounding)")
+                             "the same computation up to rounding, which training can amplify: "
+                             "benchmarks/results/bucket_overhead.md)")
 
 
 PRIOR_METHODS = ("clp",)

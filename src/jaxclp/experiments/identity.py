@@ -40,7 +40,7 @@ def run_config(ds: Dataset, split: str, seed: int, cfg: TrainConfig, feature_kin
     """Every option of a run that can change a number (the runs count excepted: see the module docstring).
 
     ``priors``, ``time_limit`` and ``shape_buckets`` (models fitted on inputs padded to shape buckets: results
-    equal to rounding, :mod:`jaxclp.buckets`) enter only when given (True), so the records of a default run keep
+    the same computation up to rounding, :mod:`jaxclp.buckets`) enter only when given (True), so the records of a default run keep
     the configuration hash they had before these options existed."""
     config = {"dataset": ds.name, "split": split, "seed": int(seed), "train": dict(cfg._asdict()),
               "features": feature_kind, "metric": ds.metric, "data": data, "jaxclp": jaxclp.__version__,

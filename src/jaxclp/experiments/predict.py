@@ -160,7 +160,7 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
             training nodes (what the validation score measured). Under ``time_limit`` only while time is left
             (else ``skipped`` names it).
         shape_buckets: fit the models on inputs padded to shape buckets (:mod:`jaxclp.buckets`: a graph of
-            similar size reuses the compiled programs; results equal to rounding).
+            similar size reuses the compiled programs; the same computation up to rounding).
 
     Returns:
         :class:`Prediction`.

@@ -219,7 +219,8 @@ def run(dataset: str | Dataset, split: str = "medium", methods: Iterable[str] = 
             named in the record's ``"skipped"``); None: no limit. Part of the configuration when given.
         shape_buckets: fit the models on inputs padded to shape buckets (:mod:`jaxclp.buckets`): a graph of
             similar size reuses the compiled programs (the persistent cache's too); results equal those of exact
-            shapes to rounding. Part of the configuration when True.
+            shapes up to rounding (which training can amplify, :data:`jaxclp.buckets.BUCKETED_PRIORS`). Part of
+            the configuration when True.
 
     Resuming prints ``reusing N records, computing M`` (stderr) when some of the work is already in ``out``.
     Inside :func:`~jaxclp.experiments.progress.job` the progress bar names the job's position (``dataset 4/14
