@@ -657,7 +657,8 @@ def test_predict_has_a_default_time_budget_and_none_lifts_it():
 
 
 def test_run_and_predict_pad_to_shape_buckets_unless_exact_shapes(tmp_path, monkeypatch):
-    """``jaxclp run`` and ``predict`` fit on shape buckets by default; ``--exact-shapes`` turns them off."""
+    """``jaxclp run``, ``predict`` and ``explain`` fit on shape buckets by default; ``--exact-shapes`` turns them
+    off."""
     calls = []
     monkeypatch.setattr(cli, "run", lambda *args, **kw: calls.append(kw["shape_buckets"]))
     monkeypatch.setattr(cli, "write_summary", lambda *args, **kw: "summary.md")
@@ -669,6 +670,8 @@ def test_run_and_predict_pad_to_shape_buckets_unless_exact_shapes(tmp_path, monk
     p = cli._parser()
     pred = ["predict", "--graph", "e.csv", "--labels", "l.csv", "--out", "p.csv"]
     assert not p.parse_args(pred).exact_shapes and p.parse_args([*pred, "--exact-shapes"]).exact_shapes
+    ex = ["explain", "--graph", "e.csv", "--labels", "l.csv", "--node", "a"]
+    assert not p.parse_args(ex).exact_shapes and p.parse_args([*ex, "--exact-shapes"]).exact_shapes
 
 
 def test_run_and_predict_plan_print_the_search_and_fit_nothing(tmp_path, capsys, monkeypatch):

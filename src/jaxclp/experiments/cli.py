@@ -361,6 +361,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--time-limit", metavar="SECONDS", type=_time_limit_arg, default=None,
                     help="seconds the fit of the base predictors may spend; 'none' for no limit (default: no "
                          "limit, so that two runs give the same explanation)")
+    ex.add_argument("--exact-shapes", action="store_true", help=EXACT_SHAPES_HELP)
     ex.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     q = sub.add_parser("reproduce", help="regenerate a table or figure of results/", formatter_class=_HelpFormatter,
                        description=_paragraph(
@@ -431,6 +432,12 @@ def _time_limit_arg(text: str):
     return v
 
 
+EXACT_SHAPES_HELP = ("fit the models on the graph's own shapes, compiling their programs for this graph alone "
+                     "(default: nodes and edges padded to shape buckets, so that graphs of similar size share "
+                     "compiled programs, also across processes through the compilation cache; the same computation "
+                     "up to rounding, which training can amplify: benchmarks/results/bucket_overhead.md)")
+
+
 def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> None:
     """``--priors``, ``--time-limit``, ``--exact-shapes`` and ``--plan``: what ``clp`` may try, how long it may take,
     how its programs are shaped, and its plan."""
@@ -452,12 +459,7 @@ def _add_cost_options(parser, budget: str, time_limit: float | None = None) -> N
                         help="print clp's search plan for this graph (the MLP depths, base predictors and kinds of "
                              "CLP candidate in the order they run, their expected cost and seconds, what the time "
                              "limit would leave out) and exit without fitting anything (default: fit)")
-    parser.add_argument("--exact-shapes", action="store_true",
-                        help="fit the models on the graph's own shapes, compiling their programs for this graph "
-                             "alone (default: nodes and edges padded to shape buckets, so that graphs of similar "
-                             "size share compiled programs, also across processes through the compilation cache; "
-                             "the same computation up to rounding, which training can amplify: "
-                             "benchmarks/results/bucket_overhead.md)")
+    parser.add_argument("--exact-shapes", action="store_true", help=EXACT_SHAPES_HELP)
 
 
 PRIOR_METHODS = ("clp",)
@@ -926,7 +928,7 @@ def _explain(a) -> int:
         dataset = _user_graph_metric(dataset, None)
     explanations.node_index(dataset, a.node)  # an unknown node before the fit
     model = fit_model(dataset, priors=check_priors(a.priors), time_limit=check_time_limit(a.time_limit),
-                      seed=a.seed, val_fraction=a.val_fraction, epochs=a.epochs)
+                      seed=a.seed, val_fraction=a.val_fraction, epochs=a.epochs, shape_buckets=not a.exact_shapes)
     lines, doc = explain_nodes(model, dataset, a.node, a.top)
     print("\n".join(lines))
     if a.json is not None:

@@ -31,8 +31,9 @@ def node_index(dataset: Dataset, ids) -> list[int]:
 
 
 def fit_model(dataset: Dataset, *, priors=None, time_limit=None, seed: int = 0, val_fraction: float = 0.2,
-              epochs: int = 500) -> jaxclp.CLP:
-    """:class:`jaxclp.CLP` (closed form, the given base predictors) fitted on the dataset's labelled nodes."""
+              epochs: int = 500, shape_buckets: bool = False) -> jaxclp.CLP:
+    """:class:`jaxclp.CLP` (closed form, the given base predictors) fitted on the dataset's labelled nodes
+    (``shape_buckets``: :class:`jaxclp.CLP`'s)."""
     labels = np.asarray(dataset.labels)
     if int((labels >= 0).sum()) < 2:
         raise ValueError(f"{dataset.name} has {int((labels >= 0).sum())} labelled node(s): explain needs labelled "
@@ -40,7 +41,7 @@ def fit_model(dataset: Dataset, *, priors=None, time_limit=None, seed: int = 0, 
     feats, _ = runner.node_features(dataset)
     priors = list(priors or DEFAULT_PRIORS)  # one prior alone is always propagated; of several, validation chooses
     model = jaxclp.CLP(prior=priors[0] if len(priors) == 1 else priors, time_limit=time_limit, seed=seed, epochs=epochs,
-                       metric=dataset.metric)
+                       metric=dataset.metric, shape_buckets=shape_buckets)
     return model.fit(dataset.graph, feats, labels, val_fraction=val_fraction)
 
 
