@@ -123,9 +123,10 @@ def propagate_labels(graph: Graph, x0: jax.Array, *, alpha, normalization: Norma
                                                    normalization=normalization))
         return sol._replace(value=graph.from_internal(sol.value, axis=sol.value.ndim - 2))
     lo, hi = bounds if bounds is not None else (-math.inf, math.inf)
-    reset = graph.to_internal(_checks.device_array(np.zeros(graph.num_nodes, bool) if reset_mask is None else reset_mask, bool))
-    x, its, res, rel = _iterate(op, x0, alphas, reset, _checks.device_array(lo, dtype), _checks.device_array(hi, dtype), _checks.device_array(tol, dtype),
-                                num_layers, max_iters)
+    reset = graph.to_internal(_checks.device_array(np.zeros(graph.num_nodes, bool) if reset_mask is None
+                                                   else reset_mask, bool))
+    lo, hi, tol_array = (_checks.device_array(v, dtype) for v in (lo, hi, tol))
+    x, its, res, rel = _iterate(op, x0, alphas, reset, lo, hi, tol_array, num_layers, max_iters)
     return _iterate_solution(op, x0, alphas, graph.from_internal(x, axis=x.ndim - 2), its, res, rel, tol)
 
 

@@ -78,8 +78,8 @@ class Padded(NamedTuple):
     Attributes:
         graph: the graph with ``bucket(n + 1)`` nodes and ``bucket(m)`` edges.
         features: (n_b, d) features (dense or :class:`jaxclp.features.SparseFeatures`), or None.
-        labels: (n_b,) or (S, n_b) labels, -1 on padding nodes.
-        train_mask, val_mask: (n_b,) or (S, n_b) bool masks, False on padding nodes.
+        labels: (n_b,) or (S, n_b) labels, -1 on padding nodes (None: not given yet, :func:`with_split`).
+        train_mask, val_mask: (n_b,) or (S, n_b) bool masks, False on padding nodes (None: as ``labels``).
         two_hop: the 2-hop graph padded alike (its own edge bucket), or None.
         num_nodes: the real n (:func:`unpad_nodes` keeps these rows).
     """
@@ -95,7 +95,7 @@ class Padded(NamedTuple):
     @property
     def padded(self) -> bool:
         """Whether the inputs have padding nodes (False: a :class:`Padded` of the inputs as they are)."""
-        return int(np.shape(self.labels)[-1]) != int(self.num_nodes)
+        return self.graph is not None and self.graph.num_nodes != self.num_nodes
 
 
 def node_bucket(num_nodes: int) -> int:
@@ -172,15 +172,29 @@ def pad_features(features, num_nodes: int):
     return jax.device_put(_pad_axis(features, num_nodes, 0, axis=0))
 
 
-def pad_inputs(graph: Graph, features, labels, train_mask, val_mask, two_hop: Graph | None = None) -> Padded:
+def pad_inputs(graph: Graph, features, labels=None, train_mask=None, val_mask=None,
+               two_hop: Graph | None = None) -> Padded:
     """A prior's inputs padded to buckets (:class:`Padded`; labels and masks (n,) or (S, n), padded on their
-    last axis)."""
+    last axis by :func:`with_split`; None: left for :func:`with_split`, e.g. one graph and many splits)."""
     n = graph.num_nodes
     nb = node_bucket(n)
-    return Padded(graph=pad_graph(graph, nb), features=pad_features(features, nb),
-                  labels=pad_nodes(labels, nb, -1), train_mask=pad_nodes(train_mask, nb, False),
-                  val_mask=pad_nodes(val_mask, nb, False),
-                  two_hop=None if two_hop is None else pad_graph(two_hop, nb), num_nodes=n)
+    padded = Padded(graph=pad_graph(graph, nb), features=pad_features(features, nb), labels=None, train_mask=None,
+                    val_mask=None, two_hop=None if two_hop is None else pad_graph(two_hop, nb), num_nodes=n)
+    return padded if labels is None else with_split(padded, labels, train_mask, val_mask)
+
+
+def with_split(inputs: Padded, labels, train_mask, val_mask) -> Padded:
+    """``inputs`` with a split's (n,) or (S, n) labels and masks padded to its node bucket: -1 and False on the
+    padding nodes (on the host, put on the device)."""
+    nb = inputs.graph.num_nodes
+    return inputs._replace(labels=pad_nodes(labels, nb, -1), train_mask=pad_nodes(train_mask, nb, False),
+                           val_mask=pad_nodes(val_mask, nb, False))
+
+
+def node_count(inputs: Padded, name: str) -> dict:
+    """``{"num_nodes": n}`` where ``inputs`` are padded and the prior ``name`` takes the real node count
+    (:data:`NODE_COUNT_PRIORS`), else ``{}``: the keyword options its fit needs on these inputs."""
+    return {"num_nodes": inputs.num_nodes} if inputs.padded and name in NODE_COUNT_PRIORS else {}
 
 
 def unpad_nodes(a, num_nodes: int, axis: int = 0) -> jax.Array:

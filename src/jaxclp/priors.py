@@ -606,8 +606,8 @@ def fit_prior(prior, key: jax.Array, graph: Graph, features, labels, train_mask,
                 two_hop = gnn.default_two_hop_graph(graph)
             p = buckets.pad_inputs(graph, None if features is None else as_features(features), labels, train_mask,
                                    val_mask, two_hop)
-            options = options | ({"two_hop": p.two_hop} if p.two_hop is not None else {}) | (
-                {"num_nodes": p.num_nodes} if prior in buckets.NODE_COUNT_PRIORS else {})
+            padded_two_hop = {"two_hop": p.two_hop} if p.two_hop is not None else {}
+            options = options | padded_two_hop | buckets.node_count(p, prior)
             res = PRIORS[prior](key, p.graph, p.features, p.labels, p.train_mask, p.val_mask, num_classes, cfg,
                                 **options)
             res = res._replace(prior=buckets.unpad_nodes(res.prior, p.num_nodes))

@@ -34,8 +34,8 @@ class GraphViews:
         features: the run's features as the models take them (:attr:`Context.features`); needed only with
             ``shape_buckets``.
         shape_buckets: fit the models of :data:`jaxclp.buckets.BUCKETED_PRIORS` on inputs padded to shape buckets
-            (:mod:`jaxclp.buckets`: graphs of similar size share their compiled programs; results equal to
-            rounding); False: on the inputs as they are.
+            (:mod:`jaxclp.buckets`: graphs of similar size share their compiled programs; the same computation up
+            to rounding); False: on the inputs as they are.
     """
 
     def __init__(self, graph, features=None, shape_buckets: bool = False):
@@ -51,11 +51,9 @@ class GraphViews:
 
     @functools.cached_property
     def padded(self) -> buckets.Padded:
-        """The graph and features padded to their buckets (:func:`jaxclp.buckets.pad_inputs`; labels and masks
-        empty: each split pads its own, :func:`fit_inputs`)."""
-        n = self.graph.num_nodes
-        return buckets.pad_inputs(self.graph, self.features, np.zeros(n, np.int32), np.zeros(n, bool),
-                                  np.zeros(n, bool))
+        """The graph and features padded to their buckets (:func:`jaxclp.buckets.pad_inputs`; no labels: each
+        split adds its own, :func:`jaxclp.buckets.with_split`)."""
+        return buckets.pad_inputs(self.graph, self.features)
 
     @functools.cached_property
     def padded_two_hop(self):
@@ -72,10 +70,7 @@ def fit_inputs(ctx: "Context", name: str) -> buckets.Padded:
     v = ctx.views
     if v is None or not v.shape_buckets or name not in buckets.BUCKETED_PRIORS:
         return buckets.Padded(ctx.graph, ctx.features, ctx.labels, ctx.train, ctx.val, None, np.shape(ctx.labels)[-1])
-    p = v.padded
-    nb = p.graph.num_nodes
-    return p._replace(labels=buckets.pad_nodes(ctx.labels, nb, -1), train_mask=buckets.pad_nodes(ctx.train, nb, False),
-                      val_mask=buckets.pad_nodes(ctx.val, nb, False))
+    return buckets.with_split(v.padded, ctx.labels, ctx.train, ctx.val)
 
 
 def fit_two_hop(ctx: "Context", inputs: buckets.Padded):
@@ -84,12 +79,6 @@ def fit_two_hop(ctx: "Context", inputs: buckets.Padded):
     if ctx.views is None:
         return None
     return ctx.views.padded_two_hop if inputs.padded else ctx.views.two_hop
-
-
-def node_count(inputs: buckets.Padded, name: str) -> dict:
-    """``{"num_nodes": n}`` where ``inputs`` are padded and ``name``'s fit takes the real node count (LINK, LINKX:
-    :data:`jaxclp.buckets.NODE_COUNT_PRIORS`), else ``{}``."""
-    return {"num_nodes": inputs.num_nodes} if inputs.padded and name in buckets.NODE_COUNT_PRIORS else {}
 
 
 def unpadded(inputs: buckets.Padded, prior):

@@ -20,7 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclp
+from jaxclp import _checks
 from jaxclp.baselines import fit_link
+from jaxclp.buckets import node_count
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.compatibility import masked_labels
 from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
@@ -41,7 +43,7 @@ from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
 from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
 from jaxclp.experiments.candidates import (Candidates, Context, _first_best, fit_inputs, fit_two_hop,
-                                           node_count, select_prior_first, status, unpadded, with_prior)
+                                           select_prior_first, status, unpadded, with_prior)
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -85,8 +87,8 @@ def _rows(x: jax.Array) -> list:
 
 
 def _alpha_grid(alphas: tuple) -> jax.Array:
-    """``jnp.asarray(alphas)`` cast on the host (an eager ``jnp.asarray`` of floats compiles a conversion)."""
-    return jax.device_put(np.asarray(alphas, dtype=jnp.result_type(float)))
+    """The methods' alpha grids in JAX's default float dtype, cast on the host (:func:`jaxclp._checks.device_array`)."""
+    return _checks.device_array(alphas, jnp.result_type(float))
 
 
 @jax.jit

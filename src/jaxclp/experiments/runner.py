@@ -49,7 +49,7 @@ import numpy as np
 from jaxclp.datasets import Dataset, load, random_splits
 from jaxclp.datasets import node_features as _node_features
 from jaxclp.datasets.featurize import csr_for_density
-from jaxclp.buckets import pad_nodes, unpad_nodes
+from jaxclp.buckets import unpad_nodes, with_split
 from jaxclp.features import as_features
 from jaxclp.gnn import check_two_hop_size
 from jaxclp.metrics import evaluate
@@ -402,14 +402,13 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
     # the depths' shared inputs, made once (each indexing or conversion of a device array compiles a program)
     rows = np.asarray(todo)
     split_keys = keys if np.array_equal(rows, np.arange(len(keys))) else keys[rows]
-    y_todo, train_todo, val_todo = (jax.device_put(a) for a in (y_vis, train[rows], val[rows]))
     n = int(np.shape(y_vis)[-1])
     padded = views is not None and views.shape_buckets
     if padded:
-        nb = views.padded.graph.num_nodes
-        x = views.padded.features
-        y_todo, train_todo, val_todo = (pad_nodes(a, nb, fill) for a, fill in
-                                        ((y_vis, -1), (train[rows], False), (val[rows], False)))
+        p = with_split(views.padded, y_vis, train[rows], val[rows])
+        x, y_todo, train_todo, val_todo = p.features, p.labels, p.train_mask, p.val_mask
+    else:
+        y_todo, train_todo, val_todo = (jax.device_put(a) for a in (y_vis, train[rows], val[rows]))
     for d in MLP_DEPTHS:
         if priors and not mlp_depth_fits((time.perf_counter() - t0) / len(todo), last, time_limit):
             status(f"MLP prior depth {d} and deeper skipped: they would not fit in the time limit "
