@@ -8,8 +8,8 @@ cache off (``JAXCLP_XLA_CACHE=off``): ``jaxclp.priors.fit_prior(prior, ...)`` on
 of a registry graph, else a seeded 48/32/20 random split) with the default :class:`jaxclp.train.TrainConfig`
 (500 epochs, patience 50), then the same call again (every program compiled). Reported:
 
-* per grid program (``_grid_kernel`` without a deadline; ``_grid_start_jit``, ``_grid_until_jit``,
-  ``_grid_outcome_jit`` under one): compile seconds = tracing + lowering to MLIR + XLA's backend compile, from
+* per grid program (``_grid_chunk_jit``, with and without a deadline; results committed before it replaced them
+  name ``_grid_kernel``, ``_grid_start_jit``, ``_grid_until_jit`` and ``_grid_outcome_jit``): compile seconds = tracing + lowering to MLIR + XLA's backend compile, from
   JAX's compile events (``jax.monitoring``) attributed by function name;
 * ``compile`` = every compile event of the first call (the grid programs and the small ones around them);
 * ``ms/epoch`` = the second call's wall time / the epochs the specs ran (sum of ``epochs_run``);
@@ -17,7 +17,7 @@ of a registry graph, else a seeded 48/32/20 random split) with the default :clas
   epochs of every spec, and a digest of the prior (``label`` rows of the JSON are compared field by field).
 
 "Under a deadline" is ``deadline = now + 10^6 s``: the grid trains in rounds (``jaxclp.train.next_chunk``) with
-the three programs, and ends with the results it gives without one (bit for bit).
+the same program, and ends with the results it gives without one (bit for bit).
 
 ``--label`` names the row set (``before`` / ``after``); ``--src DIR`` runs the workers on another copy of the
 library (``DIR`` put first on ``PYTHONPATH``, e.g. ``git archive HEAD src | tar -x -C /tmp/head``), so the
@@ -47,7 +47,7 @@ MODES = ("none", "deadline")
 _EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
            "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
            "/jax/core/compile/backend_compile_duration": "backend"}
-GRID_PROGRAMS = ("_grid_kernel", "_grid_start_jit", "_grid_until_jit", "_grid_outcome_jit")
+GRID_PROGRAMS = ("_grid_chunk_jit",)
 FINDINGS = """\
 Findings (issue 69, "compile once"; labels: `before` = the committed grid, HEAD c7ab810; `scan` = the blocks of
 `_grid_logits` as one `lax.scan` over the block index, parameters stacked inside the program, the `i < depth`
@@ -130,8 +130,7 @@ def worker(graph: str, prior: str, mode: str, prior_dir: str | None = None) -> d
     from jaxclp.gnn import grid as G
 
     calls = {}
-    for attr, name in (("_fit_grid_jit", "_grid_kernel"), ("_grid_start_jit", "_grid_start_jit"),
-                       ("_grid_until_jit", "_grid_until_jit"), ("_grid_outcome_jit", "_grid_outcome_jit")):
+    for attr, name in (("_grid_chunk_jit", "_grid_chunk_jit"),):
         def spy(*a, _orig=getattr(G, attr), _name=name, **k):  # the first call's arguments, for the AOT compile
             calls.setdefault(_name, (_orig, a, k))
             return _orig(*a, **k)

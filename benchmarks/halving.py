@@ -97,6 +97,7 @@ def grid_trajectories(key, graph, x, y, train_mask, val_mask, labels, test_mask,
     parameters (``labels`` on ``test_mask``: read for the report only)."""
     from jaxclp import gnn
     from jaxclp.metrics import masked_accuracy, roc_auc
+    from jaxclp.train import blank_state
 
     union = gnn._grid_union(specs)
     st = dict(num_classes=int(num_classes), spec=union, cfg=cfg)
@@ -104,14 +105,14 @@ def grid_trajectories(key, graph, x, y, train_mask, val_mask, labels, test_mask,
     for s in specs:
         f = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
         t0 = time.perf_counter()
-        state = jax.block_until_ready(gnn._grid_start_jit(key, graph, x, y, train_mask, val_mask, f, **st))
+        state = blank_state(gnn._grid_start, key, graph, x, y, train_mask, val_mask, f, key=key, **st)
         secs, points = time.perf_counter() - t0, []
-        for until in list(stops) + [cfg.epochs]:
+        for i, until in enumerate(list(stops) + [cfg.epochs]):
             t0 = time.perf_counter()
-            state = jax.block_until_ready(gnn._grid_until_jit(state, until, key, graph, x, y, train_mask, val_mask,
-                                                              f, **st))
+            state, res = jax.block_until_ready(gnn._grid_chunk_jit(state, np.bool_(i == 0), np.int32(until), key,
+                                                                   graph, x, y, train_mask, val_mask, f, **st))
             secs += time.perf_counter() - t0
-            prior = gnn._grid_outcome_jit(state, key, graph, x, f, **st).prior
+            prior = res.prior
             lab, te = jnp.asarray(labels), jnp.asarray(test_mask)
             test = float(masked_accuracy(prior, lab, te) if metric == "accuracy" else roc_auc(prior, lab, te))
             points.append(dict(until=until, epoch=int(state["epoch"]), val=float(state["best_m"]),

@@ -34,7 +34,7 @@ import numpy as np
 
 from jaxclp import _checks
 from jaxclp.compatibility import masked_labels, one_hot_train
-from jaxclp.graph import Graph, Normalization, check_normalization, spmm
+from jaxclp.graph import Graph, Normalization, check_normalization, cpu_resident, spmm
 from jaxclp.operator import lp_operator, norm_bounds
 from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm
 from jaxclp.train import TrainConfig, train_full_batch
@@ -135,11 +135,29 @@ def _iterate_solution(op, x0, alphas, x, its, res, rel, tol) -> Solution:
     ``relative_residual <= tol`` (a clamped iteration solves no linear system, so no backward-error floor);
     ``backward_error`` is the increment measured as :func:`jaxclp.solve.backward_error` of the linear system."""
     rows, cols = norm_bounds(op)
+    if not cpu_resident(x0, alphas, x, res, rel, rows, cols):
+        a = alphas[..., None]
+        den = jnp.linalg.norm((1.0 - a)[..., None] * x0, axis=-2)
+        eta = backward_error(res, jnp.linalg.norm(x, axis=-2), den, system_norm(a, rows, cols))
+        return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
+                        rho_bound=jnp.minimum(rows, cols), backward_error=eta, method="iterate")
+    # on the CPU: the two norms in one program, the (A, K) elementwise rest in numpy (the same IEEE operations,
+    # each rounded once, where eager programs compiled one per operation and shape)
+    den, x_norm = (np.asarray(v) for v in _iterate_norms(x0, alphas, x))
+    rows, cols, rel_host = np.asarray(rows), np.asarray(cols), np.asarray(rel)
+    with np.errstate(all="ignore"):  # an overflow gives inf as on the device, without a warning
+        eta = backward_error(np.asarray(res), x_norm, den, system_norm(np.asarray(alphas)[..., None], rows, cols))
+    return Solution(value=x, converged=jax.device_put(rel_host <= rel_host.dtype.type(tol)), iterations=its,
+                    residual=res, relative_residual=rel, rho_bound=jax.device_put(np.minimum(rows, cols)),
+                    backward_error=jax.device_put(eta), method="iterate")
+
+
+@jax.jit
+def _iterate_norms(x0, alphas, x):
+    """``(||(1 - a) x0||, ||x||)`` per column (and alpha) of :func:`_iterate_solution`: the norms of its
+    backward error."""
     a = alphas[..., None]
-    den = jnp.linalg.norm((1.0 - a)[..., None] * x0, axis=-2)
-    eta = backward_error(res, jnp.linalg.norm(x, axis=-2), den, system_norm(a, rows, cols))
-    return Solution(value=x, converged=rel <= tol, iterations=its, residual=res, relative_residual=rel,
-                    rho_bound=jnp.minimum(rows, cols), backward_error=eta, method="iterate")
+    return jnp.linalg.norm((1.0 - a)[..., None] * x0, axis=-2), jnp.linalg.norm(x, axis=-2)
 
 
 def _lp_inputs(num_nodes: int, x0, alpha, *, normalization, tol, num_layers, clamp, reset_mask):
@@ -189,16 +207,47 @@ def _solve_with_reset(op, x0, alphas, keep, solve) -> Solution:
     """
     u, labelled = _reset_setup(op, x0, keep)
     restricted = op._replace(left=u, right=u)
+    host = cpu_resident(x0, alphas, u, labelled)  # the elementwise glue in numpy: no program per operation
 
     def one(a):
-        sol = solve(restricted, _reset_prior(x0, u, _product(a / (1.0 - a), labelled), a), a)
-        return sol._replace(value=_reset_value(u, sol.value, x0))
+        sol = solve(restricted, _restricted_prior(x0, u, labelled, a, host), a)
+        return sol._replace(value=_restricted_value(u, sol.value, x0, host))
 
     if alphas.ndim == 0:
         return one(alphas)
     # a concrete grid is sliced on the host (an eager index compiles a program per shape)
     sols = [one(a) for a in (map(jax.device_put, np.asarray(alphas)) if _checks.is_concrete(alphas) else alphas)]
-    return Solution(*_stack_fields([s[:-1] for s in sols]), method=sols[0].method)
+    return Solution(*_stack_solutions([s[:-1] for s in sols]), method=sols[0].method)
+
+
+def _restricted_prior(x0, u, labelled, a, host: bool):
+    """The prior of the restricted system for alpha ``a`` (:func:`_solve_with_reset`): ``x0 + a / (1 - a)
+    A_{:,L} x0_L`` on the kept rows, ``x0 / (1 - a)`` on the others.
+
+    With ``host`` (arrays on the CPU) in numpy, the operations XLA:CPU runs for :func:`_product` and
+    :func:`_reset_prior`, each rounded once: XLA:CPU divides an array by the scalar ``1 - a`` as a product with
+    its reciprocal ``x0 * (1 / (1 - a))`` (measured: every element of 2000 (array, alpha) pairs in float32 and
+    float64; a true division differs in the last bit), so numpy does the same."""
+    if not host:
+        return _reset_prior(x0, u, _product(a / (1.0 - a), labelled), a)
+    x0, u, labelled, a = (np.asarray(v) for v in (x0, u, labelled, a))
+    return jax.device_put(np.where(u > 0, x0 + (a / (1.0 - a)) * labelled, x0 * (1.0 / (1.0 - a))))
+
+
+def _restricted_value(u, value, x0, host: bool):
+    """The solved rows of ``value``, the reset rows exactly ``x0`` (:func:`_reset_value`; with ``host``, arrays
+    on the CPU, a numpy select)."""
+    if not host:
+        return _reset_value(u, value, x0)
+    return jax.device_put(np.where(np.asarray(u) > 0, np.asarray(value), np.asarray(x0)))
+
+
+def _stack_solutions(fields):
+    """:func:`_stack_fields` of the per-alpha tuples of arrays; copied together in numpy where they are all on the
+    CPU (no program per shape)."""
+    if not cpu_resident(*(f for row in fields for f in row)):
+        return _stack_fields(fields)
+    return tuple(jax.device_put(np.stack([np.asarray(f) for f in field])) for field in zip(*fields))
 
 
 @jax.jit
@@ -302,7 +351,10 @@ def label_propagation(graph: Graph, labels: jax.Array, train_mask: jax.Array, nu
         (n, K) scores (or (A, n, K) for a vector of alphas). Nodes the labels cannot reach score 0.
     """
     _checks.mask("train_mask", train_mask, graph.num_nodes)
-    y0 = one_hot_train(masked_labels(labels, train_mask), train_mask, num_classes)
+    if cpu_resident(labels, train_mask):  # built on the host: no program per shape
+        y0 = jax.device_put(_one_hot_train_host(labels, train_mask, num_classes, jnp.result_type(float)))
+    else:
+        y0 = one_hot_train(masked_labels(labels, train_mask), train_mask, num_classes)
     return propagate_labels(graph, y0, alpha=alpha, normalization=normalization, method=method, tol=tol,
                             max_iters=max_iters, num_layers=num_layers, clamp=clamp,
                             reset_mask=train_mask if reset_train else None).value
@@ -405,16 +457,22 @@ def correct_and_smooth(
     tol_correct = max(tol / amplification, 10 * float(jnp.finfo(dtype).eps))
     common = dict(normalization=normalization, method=method, max_iters=max_iters)
 
-    y, e0 = _cs_residual(prior, labels, train_mask)
+    # on the CPU the elementwise glue runs in numpy (the same IEEE operations, no program per shape)
+    host = cpu_resident(prior, labels, train_mask)
+    y, e0 = _cs_residual_host(prior, labels, train_mask) if host else _cs_residual(prior, labels, train_mask)
     if auto:
         e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
                              clamp=(-1.0, 1.0) if clamp else None, **common).value
-        scaled = _product(_cs_autoscale(e, e0, train_mask, autoscale_cap), e)
+        factor = _cs_autoscale(e, e0, train_mask, autoscale_cap)
     else:
         e = propagate_labels(graph, e0, alpha=a1, tol=tol_correct, num_layers=correct_layers,
                              reset_mask=train_mask, **common).value
-        scaled = _product(_checks.device_array(scale, dtype), e)
-    g0 = _cs_smooth_start(prior, scaled, y, train_mask, clip_corrected)
+        factor = _checks.device_array(scale, dtype)
+    if host and cpu_resident(e, factor):
+        g0 = jax.device_put(_cs_smooth_start_host(prior, np.asarray(factor) * np.asarray(e), y, train_mask,
+                                                  clip_corrected))
+    else:
+        g0 = _cs_smooth_start(prior, _product(factor, e), y, train_mask, clip_corrected)
     return propagate_labels(graph, g0, alpha=a2, tol=tol, num_layers=smooth_layers,
                             clamp=(0.0, 1.0) if clamp else None, **common).value
 
@@ -424,6 +482,30 @@ def _cs_residual(prior, labels, train_mask):
     """``(M*Y, E0 = M*(Y - D))`` of :func:`correct_and_smooth` in the prior's dtype."""
     y = one_hot_train(masked_labels(labels, train_mask), train_mask, prior.shape[1]).astype(prior.dtype)
     return y, jnp.where(train_mask[:, None], y - prior, 0.0)
+
+
+def _one_hot_train_host(labels, train_mask, num_classes: int, dtype) -> np.ndarray:
+    """:func:`jaxclp.compatibility.one_hot_train` of the masked labels in numpy: (n, K) one-hot ``dtype`` rows
+    on the training nodes, zeros elsewhere (labels outside ``[0, K)`` give a zero row, as ``jax.nn.one_hot``)."""
+    hit = np.asarray(labels)[:, None] == np.arange(num_classes)
+    return (hit & np.asarray(train_mask, bool)[:, None]).astype(dtype)
+
+
+def _cs_residual_host(prior, labels, train_mask):
+    """:func:`_cs_residual` in numpy for arrays on the CPU (a one-hot, a difference, a select: the same bits)."""
+    prior = np.asarray(prior)
+    mask = np.asarray(train_mask, bool)
+    y = _one_hot_train_host(labels, mask, prior.shape[1], prior.dtype)
+    return jax.device_put(y), jax.device_put(np.where(mask[:, None], y - prior, np.zeros((), prior.dtype)))
+
+
+def _cs_smooth_start_host(prior, scaled, y, train_mask, clip_corrected: bool) -> np.ndarray:
+    """:func:`_cs_smooth_start` in numpy (``scaled`` a numpy array); the clip is ``jnp.clip``'s maximum then
+    minimum (a -0.0 sum clips to +0.0, as XLA's maximum gives)."""
+    z = np.asarray(prior) + scaled
+    if clip_corrected:
+        z = np.minimum(np.maximum(z, z.dtype.type(0.0)), z.dtype.type(1.0))
+    return np.where(np.asarray(train_mask, bool)[:, None], np.asarray(y), z)
 
 
 @functools.partial(jax.jit, static_argnames=("clip_corrected",))
@@ -469,11 +551,13 @@ def clp_star(graph: Graph, prior: jax.Array, start: jax.Array, H: jax.Array, *, 
     _checks.shape("H", H, (k, k))
     if np.ndim(alpha) > 1:
         raise ValueError(f"alpha must be a scalar or a 1-D array; got shape {np.shape(alpha)}")
-    _checks.alpha(jnp.asarray(alpha))
+    # a host grid is cast on the host (no eager program); checked in its own dtype, as jnp.asarray(alpha) has it
+    _checks.alpha(_checks.device_array(alpha, jnp.result_type(alpha)))
+    alphas = _checks.device_array(alpha, prior.dtype)
     check_normalization(normalization)
     values = graph.edge_values(normalization).astype(prior.dtype)
     out = _clp_star(graph, values, graph.to_internal(prior), graph.to_internal(start.astype(prior.dtype)),
-                    H.astype(prior.dtype), jnp.asarray(alpha, prior.dtype), num_iters)
+                    H.astype(prior.dtype), alphas, num_iters)
     return graph.from_internal(out, axis=out.ndim - 2)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import time
 from typing import Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -14,8 +13,8 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures, as_features, matmul
-from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, count_params, make_optimizer, next_chunk,
-                          train_full_batch, train_outcome, train_start, train_stopped, train_until, validation_metric)
+from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, blank_state, count_params, fit_in_chunks,
+                          make_optimizer, train_chunk, train_full_batch, train_outcome, train_start, validation_metric)
 
 
 class SparseDense(nn.Module):
@@ -139,16 +138,23 @@ def _prepare_features(features):
     return features
 
 
-def _mlp_model(key, features, *, num_classes, hidden, dropout):
-    """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
-    model, _, init_inputs = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-    init_key, drop_key = jax.random.split(key)
-    params = model.init(_init_key(init_key), *init_inputs, train=False)
+def _mlp_apply(features, *, num_classes, hidden, dropout):
+    """``(model, apply_fn)`` of the MLP on ``features``: ``apply_fn(params, key, train)`` gives its logits."""
+    model, _, _ = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
 
     def apply_fn(p, k, train):
         # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
         return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})
 
+    return model, apply_fn
+
+
+def _mlp_model(key, features, *, num_classes, hidden, dropout):
+    """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
+    model, apply_fn = _mlp_apply(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+    _, _, init_inputs = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+    init_key, drop_key = jax.random.split(key)
+    params = model.init(_init_key(init_key), *init_inputs, train=False)
     return model, apply_fn, params, drop_key
 
 
@@ -172,7 +178,8 @@ _fit_mlp_jit = jax.jit(fit_mlp_kernel, static_argnames=("num_classes", "hidden",
 
 
 def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classes, hidden=(64,),
-                   dropout=0.5, cfg=TrainConfig(), deadline: float | None = None) -> MLPResult:
+                   dropout=0.5, cfg=TrainConfig(), deadline: float | None = None,
+                   shared_depths: Sequence[int] = ()) -> MLPResult:
     """:func:`fit_mlp` vmapped over S splits: keys (S,), masks (S, n) -> prior (S, n, K).
 
     ``deadline`` (a :func:`time.perf_counter` time; None: none): training goes in chunks
@@ -184,6 +191,12 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
     ``labels`` is (n,) shared, or (S, n) per split (e.g. with each split's test labels set to -1).
     ``features`` as in :func:`fit_mlp` (dense, scipy.sparse or :class:`SparseFeatures`; sparse is shared by
     the splits, not densified). Inputs are validated when concrete, as in :func:`fit_mlp`.
+
+    ``shared_depths`` (e.g. ``(1, 2, 3)``; empty: off): the fits of ``hidden = (w,) * d`` for every ``d`` in it
+    share one compiled program (the depth is data: a ``lax.switch`` over the depths' models, each initialised
+    and applied as its own MLP); ``hidden`` must be one of them. The same epochs, keys and early stopping as the
+    separate fit; the arithmetic is the same up to float rounding where XLA fuses across the switch (priors
+    within ~4e-7 of the separate fit's on a 900-node graph).
     """
     features = _prepare_features(features)
     n = features.shape[0]
@@ -199,11 +212,85 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
             _checks.mask(f"val_masks[{s}]", vms[s], n, nonempty=False)
             _checks.masked_labels(ys[s] if ys.ndim == 2 else ys, n, int(num_classes), tms[s], vms[s],
                                   name="labels" if ys.ndim == 1 else f"labels[{s}]")
-    static = dict(num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout), cfg=cfg)
-    if deadline is not None:
-        return _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, deadline=deadline,
-                                           **static)
-    return _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, **static)
+    hidden = tuple(int(h) for h in hidden)
+    if shared_depths:
+        return _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, num_classes=int(num_classes),
+                                      hidden=hidden, dropout=float(dropout), cfg=cfg, deadline=deadline,
+                                      shared_depths=tuple(int(d) for d in shared_depths))
+    static = dict(num_classes=int(num_classes), hidden=hidden, dropout=float(dropout), cfg=cfg)
+    blank = blank_state(_mlp_splits_start, keys, features, labels, train_masks, val_masks, key=keys, **static)
+    return fit_in_chunks(lambda state, fresh, until: _mlp_splits_chunk(
+        state, fresh, until, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
+
+
+def _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg,
+                           deadline, shared_depths) -> MLPResult:
+    """:func:`fit_mlp_splits` of ``hidden`` in the program shared by the depths ``shared_depths``."""
+    width = hidden[0] if hidden else None
+    if not hidden or hidden != (width,) * len(hidden) or len(hidden) not in shared_depths:
+        raise ValueError(f"hidden must be (w,) * d with d in shared_depths={shared_depths}; got {hidden}")
+    static = dict(num_classes=num_classes, width=width, depths=shared_depths, dropout=dropout, cfg=cfg)
+    index = np.int32(shared_depths.index(len(hidden)))
+    blank = blank_state(_mlp_depths_start, keys, features, labels, train_masks, val_masks, key=keys, **static)
+    res = fit_in_chunks(lambda state, fresh, until: _mlp_depths_chunk(
+        state, fresh, until, index, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
+    return res._replace(params=res.params[int(index)])
+
+
+def _mlp_depth_models(*, num_classes, width, depths, dropout) -> list:
+    """The MLPs of hidden ``(width,) * d`` for each ``d`` in ``depths``."""
+    return [MLP(hidden=(width,) * d, num_classes=num_classes, dropout=dropout) for d in depths]
+
+
+def _mlp_depths_apply(index, features, **arch):
+    """``apply_fn(params, key, train)`` of the depth ``depths[index]`` (traced) on the tuple of every depth's
+    parameters: a ``lax.switch`` over the depths' own ``MLP.apply`` (one branch runs)."""
+    models = _mlp_depth_models(**arch)
+
+    def apply_fn(p, k, train):
+        branches = [functools.partial(lambda p, i, m: m.apply(p[i], features, train=train,
+                                                                rngs={"dropout": fast_key(k)}), i=i, m=m)
+                    for i, m in enumerate(models)]
+        return jax.lax.switch(index, branches, p)
+
+    return apply_fn
+
+
+def _mlp_depths_one_start(key, features, labels, train_mask, val_mask, *, num_classes, width, depths, dropout,
+                          cfg) -> dict:
+    """The start state of one split of the depth-shared program: every depth's parameters initialised as its own
+    MLP's (keyed as :func:`fit_mlp`), in a tuple."""
+    arch = dict(num_classes=num_classes, width=width, depths=depths, dropout=dropout)
+    init_key, drop_key = jax.random.split(key)
+    row = jnp.zeros((1, features.shape[1]), features.dtype)
+    params = tuple(m.init(_init_key(init_key), row, train=False) for m in _mlp_depth_models(**arch))
+    apply_fn = _mlp_depths_apply(np.int32(0), features, **arch)  # the state's shapes do not depend on the depth
+    return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
+                       validation_metric(cfg.metric))
+
+
+def _mlp_depths_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
+    """:func:`_mlp_depths_one_start` vmapped over the splits (the shape of :func:`_mlp_depths_chunk`'s state)."""
+    start = functools.partial(_mlp_depths_one_start, **static)
+    return jax.vmap(start, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
+                                                                           val_masks)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "width", "depths", "dropout", "cfg"))
+def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_masks, val_masks, *, num_classes,
+                      width, depths, dropout, cfg):
+    """:func:`_mlp_splits_chunk` of the depth ``depths[index]`` (traced) in the program every depth of ``depths``
+    shares; the outcome's ``params`` hold every depth's tree (the chosen depth's trained)."""
+    arch = dict(num_classes=num_classes, width=width, depths=depths, dropout=dropout)
+    apply_fn = _mlp_depths_apply(index, features, **arch)
+
+    def one(s, key, y, tm, vm):
+        start = lambda: _mlp_depths_one_start(key, features, y, tm, vm, cfg=cfg, **arch)
+        s = train_chunk(apply_fn, start, fresh, until, s, y, tm, vm, cfg)
+        best, info = train_outcome(s)
+        return s, MLPResult(jax.nn.softmax(apply_fn(best, s["eval_key"], False), axis=-1), best, info)
+
+    return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
 def _label_axis(labels):
@@ -211,66 +298,41 @@ def _label_axis(labels):
     return 0 if labels.ndim == 2 else None
 
 
+def _mlp_start(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg) -> dict:
+    """:func:`jaxclp.train.train_start`'s state of one split's MLP fit (keyed as :func:`fit_mlp`)."""
+    _, apply_fn, params, drop_key = _mlp_model(key, features, num_classes=num_classes, hidden=hidden,
+                                               dropout=dropout)
+    return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
+                       validation_metric(cfg.metric))
+
+
+def _mlp_splits_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
+    """:func:`_mlp_start` vmapped over the splits (the shape of :func:`_mlp_splits_chunk`'s state)."""
+    start = functools.partial(_mlp_start, **static)
+    return jax.vmap(start, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
+                                                                           val_masks)
+
+
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
-def _fit_mlp_splits_jit(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg):
-    f = functools.partial(fit_mlp_kernel, num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
-    return jax.vmap(f, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks, val_masks)
+def _mlp_splits_chunk(state, fresh, until, keys, features, labels, train_masks, val_masks, *, num_classes, hidden,
+                      dropout, cfg):
+    """One chunk of :func:`fit_mlp_splits` (:func:`jaxclp.train.train_chunk`, vmapped over the splits) and the
+    outcome so far: ``(state, MLPResult)``; one program for every chunk and for a fit without a deadline."""
+    model, apply_fn = _mlp_apply(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+    static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
+
+    def one(s, key, y, tm, vm):
+        start = lambda: _mlp_start(key, features, y, tm, vm, **static)
+        s = train_chunk(apply_fn, start, fresh, until, s, y, tm, vm, cfg)
+        best, info = train_outcome(s)
+        return s, MLPResult(jax.nn.softmax(model.apply(best, features, train=False), axis=-1), best, info)
+
+    return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
 MLP_CHUNK_EPOCHS = DEADLINE_EPOCHS
 """Epochs of :func:`fit_mlp_splits`' first chunk under a ``deadline`` (:data:`jaxclp.train.DEADLINE_EPOCHS`; the
 later chunks are :func:`jaxclp.train.next_chunk`'s: half the time left at the measured rate)."""
-
-
-def _fit_mlp_splits_by_deadline(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
-                                cfg, deadline: float) -> MLPResult:
-    """:func:`fit_mlp_splits`' loop in chunks (:func:`jaxclp.train.next_chunk`; :func:`jaxclp.train.train_until`:
-    the same epochs with the same keys as one loop), stopped where the next chunk would end past ``deadline`` or
-    the last one did."""
-    static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
-    t = time.perf_counter()
-    state = _mlp_start_jit(keys, features, labels, train_masks, val_masks, **static)
-    done, rate = 0, None
-    while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
-        until = min(done + chunk, cfg.epochs)
-        state = _mlp_until_jit(state, np.int32(until), keys, features, labels, train_masks, val_masks, **static)
-        stopped = bool(np.all(train_stopped(state, cfg.patience)))  # waits for the chunk
-        now = time.perf_counter()
-        rate, done, t = (now - t) / (until - done), until, now
-        if stopped or now > deadline:
-            break
-    return _mlp_outcome_jit(state, keys, features, **static)
-
-
-@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
-def _mlp_start_jit(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg):
-    def start(key, y, tm, vm):
-        _, apply_fn, params, drop_key = _mlp_model(key, features, num_classes=num_classes, hidden=hidden,
-                                                   dropout=dropout)
-        return train_start(apply_fn, make_optimizer(cfg), params, drop_key, y, tm, vm, validation_metric(cfg.metric))
-
-    return jax.vmap(start, in_axes=(0, _label_axis(labels), 0, 0))(keys, labels, train_masks, val_masks)
-
-
-@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
-def _mlp_until_jit(state, until, keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout,
-                   cfg):
-    def step(s, key, y, tm, vm):
-        _, apply_fn, _, _ = _mlp_model(key, features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-        return train_until(apply_fn, make_optimizer(cfg), until, cfg.patience, s, y, tm, vm,
-                           validation_metric(cfg.metric))
-
-    return jax.vmap(step, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
-
-
-@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
-def _mlp_outcome_jit(state, keys, features, *, num_classes, hidden, dropout, cfg):
-    def outcome(s, key):
-        model, _, _, _ = _mlp_model(key, features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-        best, info = train_outcome(s)
-        return MLPResult(jax.nn.softmax(model.apply(best, features, train=False), axis=-1), best, info)
-
-    return jax.vmap(outcome)(state, keys)
 
 
 def mlp_param_count(num_features: int, num_classes: int, hidden: Sequence[int] = (64,)) -> int:

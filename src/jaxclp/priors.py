@@ -41,11 +41,11 @@ from jaxclp import _checks, buckets, gnn
 from jaxclp.baselines import fit_link
 from jaxclp.compatibility import masked_labels
 from jaxclp.features import SparseFeatures, as_features
-from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS, _train_model
+from jaxclp.gnn import HALVING_MIN_VAL, HALVING_RUNGS
 from jaxclp.sparse import TransposePlan
 from jaxclp.graph import Graph
 from jaxclp.metrics import evaluate
-from jaxclp.mlp import SparseDense, fit_mlp, mlp_build
+from jaxclp.mlp import SparseDense, mlp_build
 from jaxclp.train import TrainConfig, TrainInfo, fit_to_deadline, stopped_at
 
 PRIOR_ROW_ATOL = 1e-4
@@ -141,14 +141,10 @@ def mlp_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_ma
         raise ValueError("features is None: the 'mlp' prior needs node features")
     x = as_features(features, jnp.float32)
     _checks.features(x, n)
-    if deadline is not None:
-        opts = dict(num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout))
-        res = fit_to_deadline(mlp_build, opts, key, (x,), jnp.asarray(labels), jnp.asarray(train_mask),
-                              jnp.asarray(val_mask), cfg, deadline)
-        return _trained("mlp", *res, labels, val_mask, cfg, deadline)
-    res = fit_mlp(key, x, jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask),
-                  num_classes=int(num_classes), hidden=tuple(hidden), dropout=dropout, cfg=cfg)
-    return _trained("mlp", res.prior, res.params, res.info, labels, val_mask, cfg)
+    opts = dict(num_classes=int(num_classes), hidden=tuple(hidden), dropout=float(dropout))
+    res = fit_to_deadline(mlp_build, opts, key, (x,), jnp.asarray(labels), jnp.asarray(train_mask),
+                          jnp.asarray(val_mask), cfg, deadline)
+    return _trained("mlp", *res, labels, val_mask, cfg, deadline)
 
 
 # ---------------------------------------------------------------------------------------------- LINK
@@ -342,15 +338,6 @@ def _lecun_for(fan_in):
     return init
 
 
-def _linkx_kernel(key, graph, features, labels, train_mask, val_mask, num_nodes=None, *, num_classes, spec, cfg):
-    model, inputs, _ = _linkx_build(graph, features, num_nodes, num_classes=num_classes, spec=spec)
-    # the GNNs' fit (split key, init, train_full_batch, softmax at the best parameters) on LINKX's inputs
-    return tuple(_train_model(model, inputs, key, labels, train_mask, val_mask, cfg))
-
-
-_fit_linkx_jit = jax.jit(_linkx_kernel, static_argnames=("num_classes", "spec", "cfg"))
-
-
 def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask, num_classes: int,
                 cfg: TrainConfig = TrainConfig(), *, hidden: int = 64, num_layers: int = 2,
                 init_layers_a: int = 1, init_layers_x: int = 1, dropout: float = 0.5, batch_norm: bool = True,
@@ -383,14 +370,9 @@ def linkx_prior(key: jax.Array, graph: Graph, features, labels, train_mask, val_
     spec = _check_linkx_spec(LinkxSpec(hidden, num_layers, init_layers_a, init_layers_x, dropout, batch_norm,
                                        inner_dropout, inner_activation))
     real = None if num_nodes is None else jax.device_put(np.float32(num_nodes))
-    if deadline is not None:
-        res = fit_to_deadline(_linkx_build, dict(num_classes=int(num_classes), spec=spec), key, (graph, x, real),
-                              jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask), cfg, deadline)
-        return _trained("linkx", *res, labels, val_mask, cfg, deadline)
-    prior, params, info = _fit_linkx_jit(key, graph, x, jnp.asarray(labels), jnp.asarray(train_mask),
-                                         jnp.asarray(val_mask), real, num_classes=int(num_classes), spec=spec,
-                                         cfg=cfg)
-    return _trained("linkx", prior, params, info, labels, val_mask, cfg)
+    res = fit_to_deadline(_linkx_build, dict(num_classes=int(num_classes), spec=spec), key, (graph, x, real),
+                          jnp.asarray(labels), jnp.asarray(train_mask), jnp.asarray(val_mask), cfg, deadline)
+    return _trained("linkx", *res, labels, val_mask, cfg, deadline)
 
 
 # ---------------------------------------------------------------------------------------------- GNNs

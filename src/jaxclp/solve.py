@@ -116,8 +116,16 @@ class Solution(NamedTuple):
     method: str
 
 
+def _array_namespace(*xs):
+    """numpy where every ``x`` is a host value (a numpy array or scalar, a Python number), else ``jax.numpy``:
+    the elementwise diagnostics below then run on the host for host inputs (the same IEEE operations, each
+    rounded once; no program compiled per shape) and as before for device arrays and tracers."""
+    return np if all(isinstance(x, (np.ndarray, np.generic, int, float)) for x in xs) else jnp
+
+
 def _safe_div(a, b):
-    return jnp.where(b != 0, a / jnp.where(b != 0, b, 1.0), 0.0)
+    xp = _array_namespace(a, b)
+    return xp.where(b != 0, a / xp.where(b != 0, b, 1.0), 0.0)
 
 
 def _dot(a, b):
@@ -127,12 +135,14 @@ def _dot(a, b):
 def system_norm(alpha, rows, cols):
     """(K,) upper bound on ``||I - alpha A_k||_2`` for nonnegative ``A_k`` with max row sums ``rows`` and max
     column sums ``cols`` (K,): ``||M||_2 <= sqrt(||M||_1 ||M||_inf)`` and ``||I - a A||_1 <= 1 + a cols``,
-    ``||I - a A||_inf <= 1 + a rows``. ``alpha`` a scalar (or broadcasting against (K,))."""
-    return jnp.sqrt((1.0 + alpha * rows) * (1.0 + alpha * cols))
+    ``||I - a A||_inf <= 1 + a rows``. ``alpha`` a scalar (or broadcasting against (K,)). Host (numpy) inputs
+    are computed in numpy."""
+    return _array_namespace(alpha, rows, cols).sqrt((1.0 + alpha * rows) * (1.0 + alpha * cols))
 
 
 def backward_error(residual, x_norm, rhs_norm, m_norm):
-    """(K,) normwise backward error ``||r|| / (||M|| ||x|| + ||b||)`` (0 where the denominator is 0)."""
+    """(K,) normwise backward error ``||r|| / (||M|| ||x|| + ||b||)`` (0 where the denominator is 0); host
+    (numpy) inputs are computed in numpy."""
     return _safe_div(residual, m_norm * x_norm + rhs_norm)
 
 

@@ -283,8 +283,9 @@ def _built(build, data, opts):
     return model, inputs, init_inputs, apply_fn
 
 
-@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
-def _step_start(key, data, labels, train_mask, val_mask, *, build, opts, cfg):
+def _step_start(key, data, labels, train_mask, val_mask, build, opts, cfg) -> dict:
+    """:func:`train_start`'s state of the model ``build`` makes, keyed as every jaxclp fit
+    (``jax.random.split(key)`` into the initialisation and dropout keys)."""
     model, _, init_inputs, apply_fn = _built(build, data, opts)
     init_key, drop_key = jax.random.split(key)
     params = model.init(_init_key(init_key), *init_inputs, train=False)
@@ -293,21 +294,66 @@ def _step_start(key, data, labels, train_mask, val_mask, *, build, opts, cfg):
 
 
 @functools.partial(jax.jit, static_argnames=_STEP_STATIC)
-def _step_until(state, until, data, labels, train_mask, val_mask, *, build, opts, cfg):
-    _, _, _, apply_fn = _built(build, data, opts)
+def _step_chunk(state, fresh, until, key, data, labels, train_mask, val_mask, *, build, opts, cfg):
+    """One chunk of :func:`fit_to_deadline` (:func:`train_chunk`) and the outcome so far: ``(state, (softmax
+    (n, K) at the best parameters, best parameters, TrainInfo))``; one program for every chunk and for a fit
+    without a deadline (one chunk)."""
+    model, inputs, _, apply_fn = _built(build, data, opts)
+    start = lambda: _step_start(key, data, labels, train_mask, val_mask, build, opts, cfg)
+    state = train_chunk(apply_fn, start, fresh, until, state, labels, train_mask, val_mask, cfg)
+    best, info = train_outcome(state)
+    return state, (jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1), best, info)
+
+
+def train_chunk(apply_fn, start: Callable[[], dict], fresh, until, state: dict, labels, train_mask, val_mask,
+                cfg: TrainConfig) -> dict:
+    """The traceable step of a fit in chunks: the state :func:`train_start` makes (``start()``, only where
+    ``fresh``, a traced bool: one program serves the first chunk and the later ones) or ``state``, then
+    :func:`train_until` epoch ``min(until, cfg.epochs)``. ``state`` is a :func:`blank_state` where ``fresh``.
+    One chunk to ``cfg.epochs`` is :func:`train_full_batch`'s fit, bit for bit."""
+    state = jax.lax.cond(fresh, start, lambda: state)
     return train_until(apply_fn, make_optimizer(cfg), jnp.minimum(until, cfg.epochs), cfg.patience, state, labels,
                        train_mask, val_mask, validation_metric(cfg.metric))
 
 
-@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
-def _step_outcome(state, data, *, build, opts, cfg):
-    model, inputs, _, _ = _built(build, data, opts)
-    best, info = train_outcome(state)
-    return jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1), best, info
+def blank_state(start: Callable, *args, key: jax.Array, **kwargs) -> dict:
+    """Host zeros shaped as the state ``start(*args, **kwargs)`` makes (traced abstractly, nothing computed), its
+    PRNG key leaves ``key`` (of their shape): the ``state`` of a first :func:`train_chunk`, which ignores it."""
+    shapes = jax.eval_shape(functools.partial(start, **kwargs), *args)
+    return jax.tree_util.tree_map(
+        lambda s: key if jnp.issubdtype(s.dtype, jax.dtypes.prng_key) else np.zeros(s.shape, s.dtype), shapes)
+
+
+def fit_in_chunks(call: Callable, blank: dict, cfg: TrainConfig, deadline: float | None):
+    """Drives a fit in chunks to ``deadline`` and returns its outcome.
+
+    ``call(state, fresh, until) -> (state, outcome)`` runs one chunk (a program around :func:`train_chunk`:
+    ``fresh`` a numpy bool, ``until`` a numpy int32). Chunks are :func:`next_chunk`'s (:data:`DEADLINE_EPOCHS`
+    epochs first, then half the time left at the measured rate); training stops where the next chunk would end
+    past ``deadline`` (a :func:`time.perf_counter` time) or the last one did, or where every fit of a batched
+    state stopped early. ``deadline`` None: one chunk to ``cfg.epochs``, the fit without a deadline. A fit that
+    ends before the deadline is the fit without one (the same epochs with the same keys, :func:`train_until`).
+    """
+    if deadline is None:
+        return call(blank, np.bool_(True), np.int32(cfg.epochs))[1]
+    t = time.perf_counter()
+    state, fresh, done, rate, out = blank, True, 0, None, None
+    while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
+        until = min(done + chunk, cfg.epochs)
+        state, out = call(state, np.bool_(fresh), np.int32(until))
+        fresh = False
+        stopped = bool(np.all(train_stopped(state, cfg.patience)))  # waits for the chunk
+        now = time.perf_counter()
+        rate, done, t = (now - t) / (until - done), until, now
+        if stopped or now > deadline:
+            break
+    if out is None:  # no epoch to run (cfg.epochs 0): the initial parameters, evaluated
+        out = call(state, np.bool_(fresh), np.int32(0))[1]
+    return out
 
 
 def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, labels, train_mask, val_mask,
-                    cfg: TrainConfig, deadline: float):
+                    cfg: TrainConfig, deadline: float | None):
     """Trains the model ``build`` makes as jaxclp's fits do (``jax.random.split(key)`` into the initialisation and
     dropout keys, :func:`train_full_batch`'s loop), in chunks (:func:`next_chunk`: :data:`DEADLINE_EPOCHS` epochs
     first, then half the time left at the measured rate), and stops with the best parameters so far where the
@@ -323,25 +369,17 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
         data: the arrays ``build`` takes (graphs, features: pytrees).
         labels, train_mask, val_mask: as :func:`train_full_batch`.
         cfg: :class:`TrainConfig` (static).
-        deadline: the time where training stops.
+        deadline: the time where training stops; None: none (the whole fit in one chunk, one program either way:
+            :func:`fit_in_chunks`).
 
     Returns:
         ``(softmax (n, K) at the best parameters, best parameters, TrainInfo)``; ``info.epochs_run`` says where
         training stopped (:func:`stopped_at`).
     """
     static = dict(build=build, opts=tuple(sorted(opts.items())), cfg=cfg)
-    t = time.perf_counter()
-    state = _step_start(key, data, labels, train_mask, val_mask, **static)
-    done, rate = 0, None
-    while done < cfg.epochs and (chunk := next_chunk(done, rate, deadline, t)):
-        until = min(done + chunk, cfg.epochs)
-        state = _step_until(state, np.int32(until), data, labels, train_mask, val_mask, **static)
-        stopped = bool(train_stopped(state, cfg.patience))  # waits for the chunk
-        now = time.perf_counter()
-        rate, done, t = (now - t) / (until - done), until, now
-        if stopped or now > deadline:
-            break
-    return _step_outcome(state, data, **static)
+    blank = blank_state(_step_start, key, data, labels, train_mask, val_mask, key=key, **static)
+    return fit_in_chunks(lambda state, fresh, until: _step_chunk(state, fresh, until, key, data, labels, train_mask,
+                                                                 val_mask, **static), blank, cfg, deadline)
 
 
 def stopped_at(infos, cfg: TrainConfig) -> int | None:

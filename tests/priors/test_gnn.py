@@ -15,7 +15,7 @@ from jaxclp.gnn import (GCN, H2GCN, GNNResult, TwoHopTooLarge, aggregate, fit_gc
                         fit_h2gcn_splits, gcn_normalized_graph, gnn_param_count, h2gcn_normalized_graphs,
                         tuned_grid, two_hop_graph)
 from jaxclp.graph import Graph
-from jaxclp.train import TrainConfig
+from jaxclp.train import TrainConfig, blank_state
 
 RTOL = 1e-5  # float32 model arithmetic vs float64 numpy; structural mistakes are O(1)
 S6, S3, S2 = np.sqrt(6.0), np.sqrt(3.0), np.sqrt(2.0)
@@ -1017,9 +1017,8 @@ def test_fit_gnn_grid_halving_keeps_the_better_half_and_resumes_it_exactly():
 
     def cut_at(r, s):
         f = jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32)
-        state = gnn.grid._grid_start_jit(key, g, xf, y, tm, vm, f, **st)
-        state = gnn.grid._grid_until_jit(state, r, key, g, xf, y, tm, vm, f, **st)
-        return gnn.grid._grid_outcome_jit(state, key, g, xf, f, **st)
+        blank = blank_state(gnn.grid._grid_start, key, g, xf, y, tm, vm, f, key=key, **st)
+        return gnn.grid._grid_chunk_jit(blank, np.bool_(True), np.int32(r), key, g, xf, y, tm, vm, f, **st)[1]
 
     cut = {r: [cut_at(r, s) for s in specs] for r in rungs}
     going = list(range(len(specs)))
@@ -1109,10 +1108,10 @@ def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
     g, x, y, tm, vm = _grid_problem(n=26, seed=1)
     specs = tuned_grid("sage", depths=(1, 2, 4), plain_depths=(1, 3), hidden=12)
     specs.append(specs[0]._replace(hidden=4))
-    before = gnn.grid._fit_grid_jit._cache_size()
+    before = gnn.grid._grid_chunk_jit._cache_size()
     fits = gnn.fit_gnn_grid(jax.random.key(0), g, x, y, tm, vm, num_classes=3, specs=specs,
                             cfg=TrainConfig(epochs=15, patience=0))
-    assert gnn.grid._fit_grid_jit._cache_size() - before == 2
+    assert gnn.grid._grid_chunk_jit._cache_size() - before == 2
     gt = gnn.tuned_gnn_graph(g, "sage", False, nodes=as_input_features(x, jnp.float32))
     plan = jaxclp.sparse.transpose_plan(gt.senders, gt.receivers, g.num_nodes)
     for spec, r in zip(specs, fits):

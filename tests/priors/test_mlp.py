@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jaxclp
-from files import features_graph
+from files import compiled_programs, features_graph
 from jaxclp.mlp import fit_mlp_splits, mlp_param_count
 
 FAST = dict(epochs=60, patience=20)
@@ -45,6 +45,33 @@ def test_fit_mlp_splits_equals_single_fits():
         r = jaxclp.fit_mlp(keys[i], x, jnp.asarray(y), jnp.asarray(tms[i]), jnp.asarray(vms[i]), num_classes=3,
                            cfg=cfg)
         np.testing.assert_allclose(rs.prior[i], r.prior, atol=1e-5)
+
+
+def test_fit_mlp_splits_depths_share_one_program_and_give_the_separate_fits():
+    """shared_depths=(1, 2, 3): the three depths' fits compile one training program (with a deadline too: the
+    same program), run the separate fits' epochs with the same best epochs and give their priors and parameters
+    up to float rounding; a hidden that is not (w,) * d for a shared d is refused."""
+    g, x, y, tm, vm = features_graph(seed=3, n=90)
+    cfg = jaxclp.TrainConfig(epochs=40, patience=10)
+    keys = jax.random.split(jax.random.key(2), 2)
+    args = (keys, jnp.asarray(x), jnp.asarray(y), jnp.asarray(np.stack([tm, vm])), jnp.asarray(np.stack([vm, tm])))
+    with compiled_programs() as names:
+        shared = {d: fit_mlp_splits(*args, num_classes=3, hidden=(16,) * d, cfg=cfg, shared_depths=(1, 2, 3))
+                  for d in (1, 2, 3)}
+        far = fit_mlp_splits(*args, num_classes=3, hidden=(16,) * 2, cfg=cfg, shared_depths=(1, 2, 3),
+                             deadline=float("inf"))
+    assert sum("_mlp_depths_chunk" in name for name in names) == 1, names
+    for d in (1, 2, 3):
+        alone = fit_mlp_splits(*args, num_classes=3, hidden=(16,) * d, cfg=cfg)
+        assert jax.tree_util.tree_structure(shared[d].params) == jax.tree_util.tree_structure(alone.params)
+        np.testing.assert_array_equal(shared[d].info.epochs_run, alone.info.epochs_run)
+        np.testing.assert_array_equal(shared[d].info.best_epoch, alone.info.best_epoch)
+        np.testing.assert_allclose(shared[d].prior, alone.prior, atol=1e-5)
+        for a, b in zip(jax.tree_util.tree_leaves(shared[d].params), jax.tree_util.tree_leaves(alone.params)):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(far.prior), np.asarray(shared[2].prior))
+    with pytest.raises(ValueError, match=r"hidden must be \(w,\) \* d with d in shared_depths"):
+        fit_mlp_splits(*args, num_classes=3, hidden=(16, 8), cfg=cfg, shared_depths=(1, 2, 3))
 
 
 def test_fit_mlp_splits_deadline_stops_at_a_chunk_with_the_best_epoch_so_far():

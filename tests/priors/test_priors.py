@@ -654,7 +654,7 @@ def test_mlp_priors_under_a_time_limit_fit_depths_while_their_share_allows(monke
 
     deadlines = []
 
-    def fake_fit(keys, x, y, tr, va, *, num_classes, hidden, cfg, deadline):
+    def fake_fit(keys, x, y, tr, va, *, num_classes, hidden, cfg, deadline, shared_depths):
         clock["t"] += 10.0
         fitted.append(len(hidden))
         deadlines.append(deadline)

@@ -1,11 +1,16 @@
 """Early stopping / best-epoch selection on the task metric (jaxclp.train)."""
 
+import time
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclp.train import TrainConfig, train_full_batch, validation_metric
+from files import compiled_programs
+from jaxclp._rng import init_key as init_key_of
+from jaxclp.train import DEADLINE_EPOCHS, TrainConfig, fit_to_deadline, train_full_batch, validation_metric
 
 # A one-parameter "model" whose trajectory is known: one training node (label 1) with logit margin
 # 0.01 * theta, so the training-loss gradient in theta is negative and nearly constant and Adam moves theta
@@ -184,3 +189,50 @@ def test_fused_epoch_equals_the_textbook_loop_step_then_evaluate():
     assert float(got.final_train_loss) == pytest.approx(float(loss), rel=1e-5)
     for name in params:
         np.testing.assert_allclose(np.asarray(got_p[name]), np.asarray(best[name]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_fit_with_or_without_a_deadline_is_one_program_and_the_same_fit():
+    """fit_to_deadline's chunk program (train_chunk: the start state only where fresh) serves a fit without a
+    deadline, a far deadline (one chunk) and a spent one (the first chunk only): one compilation for the three,
+    the first two bit for bit train_full_batch's fit of the same model and keys, the third its first
+    DEADLINE_EPOCHS epochs."""
+    rng = np.random.default_rng(4)
+    x = jnp.asarray(rng.normal(size=(60, 5)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 3, 60))
+    tm, vm = jnp.asarray(np.arange(60) % 3 == 0), jnp.asarray(np.arange(60) % 3 == 1)
+    cfg = TrainConfig(epochs=3 * DEADLINE_EPOCHS, patience=0)
+    key = jax.random.key(9)
+    with compiled_programs() as names:
+        fits = [fit_to_deadline(_dense_build, dict(width=3), key, (x,), y, tm, vm, cfg, deadline)
+                for deadline in (None, float("inf"), time.perf_counter())]
+    assert sum("_step_chunk" in name for name in names) == 1, names
+    model = _dense_build(x, width=3)[0]
+
+    @jax.jit
+    def reference(key):  # the same fit as train_full_batch, in one jitted program
+        init_key, drop_key = jax.random.split(key)
+        params = model.init(init_key_of(init_key), x[:1], train=False)
+        best, _ = train_full_batch(lambda p, k, train: model.apply(p, x, train=train), params, drop_key, y, tm, vm,
+                                   cfg)
+        return best, jax.nn.softmax(model.apply(best, x, train=False), -1)
+
+    best, prior = reference(key)
+    for fit in fits[:2]:
+        assert all(np.array_equal(np.asarray(a), np.asarray(b))
+                   for a, b in zip(jax.tree_util.tree_leaves(fit[1]), jax.tree_util.tree_leaves(best)))
+        assert int(fit[2].epochs_run) == cfg.epochs
+    np.testing.assert_array_equal(np.asarray(fits[0][0]), np.asarray(prior))
+    assert int(fits[2][2].epochs_run) == DEADLINE_EPOCHS
+
+
+class _Linear(nn.Module):
+    width: int
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        return nn.Dense(self.width)(x)
+
+
+def _dense_build(x, *, width):
+    """A linear model on ``x`` as fit_to_deadline's ``build``: (module, apply inputs, init inputs)."""
+    return _Linear(width), (x,), (x[:1],)

@@ -386,7 +386,8 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
         y_vis: (len(todo), n) labels with test labels removed.
         train, val: (nruns, n) bool masks.
         views: the run's :class:`GraphViews`; with :attr:`GraphViews.shape_buckets` the fits run on its padded
-            features, the labels and masks padded alike, and the priors keep the first n rows.
+            features, the labels and masks padded alike, and the priors keep the first n rows; the depths then
+            share one compiled program (:func:`jaxclp.mlp.fit_mlp_splits`' ``shared_depths``).
 
     Returns:
         ``({depth: (len(todo), n, K) softmax}, seconds per split, {depth: epochs})``. Under ``time_limit``
@@ -416,7 +417,7 @@ def mlp_priors(keys, todo, x, y_vis, train, val, num_classes: int, cfg: TrainCon
             break
         t1 = time.perf_counter()
         res = fit_mlp_splits(split_keys, x, y_todo, train_todo, val_todo, num_classes=num_classes,
-                             hidden=(64,) * d, cfg=cfg, deadline=stop)
+                             hidden=(64,) * d, cfg=cfg, deadline=stop, shared_depths=MLP_DEPTHS if padded else ())
         priors[d] = jax.block_until_ready(unpad_nodes(res.prior, n, axis=1) if padded else res.prior)
         last = (time.perf_counter() - t1) / len(todo)
         epochs = cut_epochs(res.info, cfg)

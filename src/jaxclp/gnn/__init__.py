@@ -42,9 +42,8 @@ from jaxclp.gnn.grid import (HALVING_MIN_VAL, HALVING_RUNGS, TUNED_DEPTHS, TUNED
 
 # private helpers used from outside the package (jaxclp.priors, tests, benchmarks/): kept importable from here
 from jaxclp.gnn.models import _model  # noqa: F401
-from jaxclp.gnn.fit import _fit_gcn_jit, _train_model, _tuned_build  # noqa: F401
-from jaxclp.gnn.grid import (_fit_grid_jit, _grid_model, _grid_outcome_jit, _grid_start_jit,  # noqa: F401
-                             _grid_union, _grid_until_jit)
+from jaxclp.gnn.fit import _train_model, _tuned_build  # noqa: F401
+from jaxclp.gnn.grid import _grid_chunk_jit, _grid_model, _grid_start, _grid_union  # noqa: F401
 from jaxclp.train import train_stopped  # noqa: F401  (benchmarks/halving.py reads it as gnn.train_stopped)
 
 __all__ = [

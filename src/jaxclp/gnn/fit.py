@@ -133,8 +133,6 @@ def _h2gcn_kernel(key, graph, two_hop, features, labels, train_mask, val_mask, *
 
 _GCN_STATIC = ("num_classes", "hidden", "dropout", "cfg")
 _H2GCN_STATIC = ("num_classes", "hidden", "dropout", "num_rounds", "cfg")
-_fit_gcn_jit = jax.jit(_gcn_kernel, static_argnames=_GCN_STATIC)
-_fit_h2gcn_jit = jax.jit(_h2gcn_kernel, static_argnames=_H2GCN_STATIC)
 
 
 @functools.partial(jax.jit, static_argnames=_GCN_STATIC)
@@ -194,13 +192,9 @@ def fit_gcn(
     """
     num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                        scalar_hidden=False)
-    if deadline is not None:
-        opts = dict(num_classes=num_classes, hidden=hidden, dropout=float(dropout))
-        return GNNResult(*fit_to_deadline(_gcn_build, opts, key, (graph, x), jnp.asarray(labels), train_mask,
-                                          val_mask, cfg, deadline))
-    return _fit_gcn_jit(key, graph, x, jnp.asarray(labels), train_mask,
-                        val_mask, num_classes=num_classes, hidden=hidden,
-                        dropout=float(dropout), cfg=cfg)
+    opts = dict(num_classes=num_classes, hidden=hidden, dropout=float(dropout))
+    return GNNResult(*fit_to_deadline(_gcn_build, opts, key, (graph, x), jnp.asarray(labels), train_mask, val_mask,
+                                      cfg, deadline))
 
 
 def fit_gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks, *, num_classes: int,
@@ -264,13 +258,9 @@ def fit_h2gcn(
     num_classes, hidden, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, hidden, dropout,
                                        scalar_hidden=True, to_features=as_input_features)
     two_hop = _two_hop_or_check(graph, two_hop, num_rounds)
-    if deadline is not None:
-        opts = dict(num_classes=num_classes, hidden=int(hidden), dropout=float(dropout), num_rounds=int(num_rounds))
-        return GNNResult(*fit_to_deadline(_h2gcn_build, opts, key, (graph, two_hop, x), jnp.asarray(labels),
-                                          train_mask, val_mask, cfg, deadline))
-    return _fit_h2gcn_jit(key, graph, two_hop, x, jnp.asarray(labels),
-                          train_mask, val_mask, num_classes=num_classes, hidden=int(hidden),
-                          dropout=float(dropout), num_rounds=int(num_rounds), cfg=cfg)
+    opts = dict(num_classes=num_classes, hidden=int(hidden), dropout=float(dropout), num_rounds=int(num_rounds))
+    return GNNResult(*fit_to_deadline(_h2gcn_build, opts, key, (graph, two_hop, x), jnp.asarray(labels), train_mask,
+                                      val_mask, cfg, deadline))
 
 
 def fit_h2gcn_splits(keys, graph: Graph, features, labels, train_masks, val_masks, *, num_classes: int,
@@ -313,7 +303,6 @@ def _tuned_kernel(key, graph, features, labels, train_mask, val_mask, *, num_cla
 
 
 _TUNED_STATIC = ("num_classes", "spec", "cfg")
-_fit_tuned_jit = jax.jit(_tuned_kernel, static_argnames=_TUNED_STATIC)
 
 
 @functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
@@ -359,11 +348,8 @@ def fit_gnn(key: jax.Array, graph: Graph, features, labels, train_mask, val_mask
     spec = _check_spec(spec)
     num_classes, _, x = _validate(graph, features, labels, train_mask, val_mask, num_classes, (spec.hidden,),
                                   spec.dropout, scalar_hidden=False, to_features=_tuned_input(spec))
-    if deadline is not None:
-        return GNNResult(*fit_to_deadline(_tuned_build, dict(num_classes=num_classes, spec=spec), key, (graph, x),
-                                          jnp.asarray(labels), train_mask, val_mask, cfg, deadline))
-    return _fit_tuned_jit(key, graph, x, jnp.asarray(labels), train_mask,
-                          val_mask, num_classes=num_classes, spec=spec, cfg=cfg)
+    return GNNResult(*fit_to_deadline(_tuned_build, dict(num_classes=num_classes, spec=spec), key, (graph, x),
+                                      jnp.asarray(labels), train_mask, val_mask, cfg, deadline))
 
 
 def fit_gnn_splits(keys, graph: Graph, features, labels, train_masks, val_masks, *, num_classes: int,

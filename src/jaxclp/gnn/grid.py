@@ -22,8 +22,8 @@ from jaxclp.gnn.models import GNNSpec, _check_spec, _model, tuned_gnn_graph
 from jaxclp.graph import Graph
 from jaxclp.mlp import SparseDense
 from jaxclp.sparse import transpose_plan
-from jaxclp.train import (TrainConfig, make_optimizer, next_chunk, train_full_batch, train_outcome, train_start,
-                          train_stopped, train_until, validation_metric)
+from jaxclp.train import (TrainConfig, blank_state, make_optimizer, next_chunk, train_chunk, train_outcome,
+                          train_start, train_stopped, validation_metric)
 
 
 HALVING_MIN_VAL = 500
@@ -120,50 +120,46 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
     return nn.Dense(num_classes).apply({"params": p["output"]}, h)
 
 
-def _grid_model(key, graph, features, flags, *, num_classes, spec):
-    """``(apply_fn, initial params, dropout key)`` of the grid candidate ``flags`` (union ``spec``)."""
+def _grid_apply(graph, features, flags, *, num_classes, spec):
+    """``(apply_fn, the model's graph, its transpose plan)`` of the grid candidate ``flags`` (union ``spec``):
+    ``apply_fn(params, key, train)`` gives its logits (:func:`_grid_logits`)."""
     gt = tuned_gnn_graph(graph, spec.conv, spec.sep, nodes=features)
     symmetric = bool(graph.symmetric) and spec.conv == "gcn"
     plan = None if symmetric or spec.conv == "none" else transpose_plan(gt.senders, gt.receivers, graph.num_nodes)
-    init_key, drop_key = jax.random.split(key)
-    params = _model(spec, num_classes, bool(graph.symmetric)).init(_init_key(init_key), gt, plan, train=False)
 
     def apply_fn(p, k, train):
         return _grid_logits(p, spec, flags, gt, plan, num_classes, bool(graph.symmetric), fast_key(k), train)
 
+    return apply_fn, gt, plan
+
+
+def _grid_model(key, graph, features, flags, *, num_classes, spec):
+    """``(apply_fn, initial params, dropout key)`` of the grid candidate ``flags`` (union ``spec``)."""
+    apply_fn, gt, plan = _grid_apply(graph, features, flags, num_classes=num_classes, spec=spec)
+    init_key, drop_key = jax.random.split(key)
+    params = _model(spec, num_classes, bool(graph.symmetric)).init(_init_key(init_key), gt, plan, train=False)
     return apply_fn, params, drop_key
 
 
-def _grid_kernel(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
-    """Unvalidated body of :func:`fit_gnn_grid` for one candidate (``flags``) of the grid whose union is ``spec``."""
-    apply_fn, params, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
-    best, info = train_full_batch(apply_fn, params, drop_key, labels, train_mask, val_mask, cfg)
-    return GNNResult(jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info)
-
-
-_fit_grid_jit = jax.jit(_grid_kernel, static_argnames=_TUNED_STATIC)
-
-
-@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
-def _grid_start_jit(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg):
+def _grid_start(key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec, cfg) -> dict:
+    """:func:`jaxclp.train.train_start`'s state of the grid candidate ``flags`` (keyed as :func:`fit_gnn`)."""
     apply_fn, params, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
     return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
                        validation_metric(cfg.metric))
 
 
 @functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
-def _grid_until_jit(state, until, key, graph, features, labels, train_mask, val_mask, flags, *, num_classes, spec,
-                    cfg):
-    apply_fn, _, _ = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
-    return train_until(apply_fn, make_optimizer(cfg), jnp.minimum(until, cfg.epochs), cfg.patience, state, labels,
-                       train_mask, val_mask, validation_metric(cfg.metric))
-
-
-@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
-def _grid_outcome_jit(state, key, graph, features, flags, *, num_classes, spec, cfg):
-    apply_fn, _, drop_key = _grid_model(key, graph, features, flags, num_classes=num_classes, spec=spec)
+def _grid_chunk_jit(state, fresh, until, key, graph, features, labels, train_mask, val_mask, flags, *, num_classes,
+                    spec, cfg):
+    """One chunk of the grid candidate ``flags``'s fit (:func:`jaxclp.train.train_chunk`) and its outcome so far:
+    ``(state, GNNResult)``. One program per union ``spec`` for every candidate, every chunk, halving's rungs and
+    a fit without a deadline."""
+    apply_fn, _, _ = _grid_apply(graph, features, flags, num_classes=num_classes, spec=spec)
+    start = lambda: _grid_start(key, graph, features, labels, train_mask, val_mask, flags, num_classes=num_classes,
+                                spec=spec, cfg=cfg)
+    state = train_chunk(apply_fn, start, fresh, until, state, labels, train_mask, val_mask, cfg)
     best, info = train_outcome(state)
-    return GNNResult(jax.nn.softmax(apply_fn(best, drop_key, False), axis=-1), best, info)
+    return state, GNNResult(jax.nn.softmax(apply_fn(best, state["eval_key"], False), axis=-1), best, info)
 
 
 def _spec_params(params: dict, spec: GNNSpec) -> dict:
@@ -236,16 +232,19 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     flags = [jnp.asarray([s.num_layers, s.residual, s.norm, s.ffn], jnp.int32) for s in specs]
     if rungs and int(np.asarray(val_mask).sum()) < int(rungs_min_val):
         rungs = ()
-    if not rungs and deadline is None:
-        out = []
-        for s, f in zip(specs, flags):
-            r = _fit_grid_jit(key, graph, inputs[_tuned_input(s)], y, tm, vm, f, num_classes=num_classes,
-                              spec=unions[_grid_static(s)], cfg=cfg)
-            out.append(r._replace(params=_spec_params(r.params, s)))
-        return out
     static = [dict(num_classes=num_classes, spec=unions[_grid_static(s)], cfg=cfg) for s in specs]
     data = [(graph, inputs[_tuned_input(s)]) for s in specs]
-    states = [_grid_start_jit(key, g, x, y, tm, vm, f, **st) for (g, x), f, st in zip(data, flags, static)]
+    blanks: dict = {}  # one blank state per union: every candidate of a union has its shapes
+    for s, (g, x), f, st in zip(specs, data, flags, static):
+        if _grid_static(s) not in blanks:
+            blanks[_grid_static(s)] = blank_state(_grid_start, key, g, x, y, tm, vm, f, key=key, **st)
+    states = [blanks[_grid_static(s)] for s in specs]
+    outs: list = [None] * len(specs)
+
+    def advance(i, until):
+        states[i], outs[i] = _grid_chunk_jit(states[i], np.bool_(outs[i] is None), np.int32(until), key, *data[i], y,
+                                             tm, vm, flags[i], **static[i])
+
     going = list(range(len(specs)))
     done, rate, t = 0, None, time.perf_counter()
     while True:
@@ -256,7 +255,7 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
                 break
             until = min(until, done + chunk)
         for i in going:
-            states[i] = _grid_until_jit(states[i], until, key, *data[i], y, tm, vm, flags[i], **static[i])
+            advance(i, until)
         if until == cfg.epochs:
             break
         going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]  # waits for the round
@@ -267,11 +266,10 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
         if until in rungs:
             rank = sorted(going, key=lambda i: (-float(states[i]["best_m"]), float(states[i]["best_loss"]), i))
             going = sorted(rank[:(len(rank) + 1) // 2])
-    out = []
-    for s, f, st, (g, x), state in zip(specs, flags, static, data, states):
-        r = _grid_outcome_jit(state, key, g, x, f, **st)
-        out.append(r._replace(params=_spec_params(r.params, s)))
-    return out
+    for i in range(len(specs)):
+        if outs[i] is None:  # no epoch to run (cfg.epochs 0): the initial parameters, evaluated
+            advance(i, 0)
+    return [r._replace(params=_spec_params(r.params, s)) for s, r in zip(specs, outs)]
 
 
 def tuned_grid(conv: str = "gcn", sep: bool = False, *, depths: Sequence[int] = TUNED_DEPTHS,
