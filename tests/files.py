@@ -71,6 +71,22 @@ def noisy_prior_problem(seed=0, n=300, k=3):
     return syn.graph, y, tm, vm, prior
 
 
+def propagation_problem(n=173, k=3, seed=7):
+    """A random graph of ``n`` nodes (4n draws of directed pairs, loops dropped), ``k`` labels, a softmax prior
+    leaning to them and random train (~30 %) / validation (~30 % of the rest) masks: ``(graph, prior, labels,
+    train, val)`` for label propagation's and C&S's tests."""
+    rng = np.random.default_rng(seed)
+    m = 4 * n
+    s, r = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = s != r
+    g = jaxclp.Graph.from_edge_index(np.stack([s[keep], r[keep]]), n)
+    y = rng.integers(0, k, n)
+    prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, k)) + 2.0 * np.eye(k)[y]), axis=1)
+    train = jnp.asarray(rng.random(n) < 0.3)
+    val = jnp.asarray((rng.random(n) < 0.3) & ~np.asarray(train))
+    return g, jax.block_until_ready(prior), jnp.asarray(y), train, val
+
+
 @contextlib.contextmanager
 def compiled_programs():
     """Collects the names of the XLA programs compiled inside the block."""

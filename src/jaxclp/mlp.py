@@ -218,7 +218,8 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
                                       hidden=hidden, dropout=float(dropout), cfg=cfg, deadline=deadline,
                                       shared_depths=tuple(int(d) for d in shared_depths))
     static = dict(num_classes=int(num_classes), hidden=hidden, dropout=float(dropout), cfg=cfg)
-    blank = blank_state(_mlp_splits_start, keys, features, labels, train_masks, val_masks, key=keys, **static)
+    blank = blank_state(functools.partial(_starts_over_splits, _mlp_start), keys, features, labels, train_masks,
+                        val_masks, key=keys, **static)
     return fit_in_chunks(lambda state, fresh, until: _mlp_splits_chunk(
         state, fresh, until, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
 
@@ -231,7 +232,8 @@ def _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, *, nu
         raise ValueError(f"hidden must be (w,) * d with d in shared_depths={shared_depths}; got {hidden}")
     static = dict(num_classes=num_classes, width=width, depths=shared_depths, dropout=dropout, cfg=cfg)
     index = np.int32(shared_depths.index(len(hidden)))
-    blank = blank_state(_mlp_depths_start, keys, features, labels, train_masks, val_masks, key=keys, **static)
+    blank = blank_state(functools.partial(_starts_over_splits, _mlp_depths_one_start), keys, features, labels,
+                        train_masks, val_masks, key=keys, **static)
     res = fit_in_chunks(lambda state, fresh, until: _mlp_depths_chunk(
         state, fresh, until, index, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
     return res._replace(params=res.params[int(index)])
@@ -269,13 +271,6 @@ def _mlp_depths_one_start(key, features, labels, train_mask, val_mask, *, num_cl
                        validation_metric(cfg.metric))
 
 
-def _mlp_depths_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
-    """:func:`_mlp_depths_one_start` vmapped over the splits (the shape of :func:`_mlp_depths_chunk`'s state)."""
-    start = functools.partial(_mlp_depths_one_start, **static)
-    return jax.vmap(start, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
-                                                                           val_masks)
-
-
 @functools.partial(jax.jit, static_argnames=("num_classes", "width", "depths", "dropout", "cfg"))
 def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_masks, val_masks, *, num_classes,
                       width, depths, dropout, cfg):
@@ -306,11 +301,12 @@ def _mlp_start(key, features, labels, train_mask, val_mask, *, num_classes, hidd
                        validation_metric(cfg.metric))
 
 
-def _mlp_splits_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
-    """:func:`_mlp_start` vmapped over the splits (the shape of :func:`_mlp_splits_chunk`'s state)."""
-    start = functools.partial(_mlp_start, **static)
-    return jax.vmap(start, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
-                                                                           val_masks)
+def _starts_over_splits(start, keys, features, labels, train_masks, val_masks, **static) -> dict:
+    """One split's start state (``start``: :func:`_mlp_start`, :func:`_mlp_depths_one_start`) vmapped over the
+    splits: the shape of a chunk program's state, for :func:`jaxclp.train.blank_state`."""
+    one = functools.partial(start, **static)
+    return jax.vmap(one, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
+                                                                         val_masks)
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))

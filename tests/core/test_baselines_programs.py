@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from files import compiled_programs
+from files import compiled_programs, propagation_problem
 
 import jaxclp
 from jaxclp import baselines
@@ -24,18 +24,6 @@ from jaxclp.solve import backward_error, system_norm
 # the blocks that hold a reduction or a sparse product (kept on the device: their bits depend on XLA's order)
 KERNELS = {"_solve_kernel", "norm_bounds", "_edge_values", "_iterate", "_iterate_norms", "_reset_setup",
            "_cs_autoscale", "_clp_star"}
-
-
-def _problem(n, k=3, seed=11):
-    rng = np.random.default_rng(seed)
-    m = 4 * n
-    s, r = rng.integers(0, n, m), rng.integers(0, n, m)
-    keep = s != r
-    g = jaxclp.Graph.from_edge_index(np.stack([s[keep], r[keep]]), n)
-    y = rng.integers(0, k, n)
-    prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, k)) + 2.0 * np.eye(k)[y]), axis=1)
-    train = jnp.asarray(rng.random(n) < 0.3)
-    return g, jax.block_until_ready(prior), jnp.asarray(y), train
 
 
 GRID = np.asarray([0.3, 0.6, 0.9])
@@ -64,7 +52,7 @@ def test_baselines_compile_only_their_kernels(case):
     """No one-operation eager program and no small glue program: only :data:`KERNELS` compile (on shapes no other
     test uses: a program compiled before in the process is not listed again)."""
     n = 131 + 2 * sorted(CASES).index(case)
-    g, prior, y, train = _problem(n)
+    g, prior, y, train, _ = propagation_problem(n, seed=11)
     with compiled_programs() as names:
         jax.block_until_ready(CASES[case](g, prior, y, train))
     assert set(names) <= KERNELS, names
@@ -105,7 +93,7 @@ def test_host_glue_gives_the_device_paths_bits(monkeypatch, x64):
     """Every option of LP and C&S: the numpy glue of CPU arrays equals, bit for bit, the jitted and eager glue the
     device path runs (forced here by a ``cpu_resident`` that says no), in float32 and float64."""
     with jax.enable_x64(x64):
-        g, prior, y, train = _problem(151)
+        g, prior, y, train, _ = propagation_problem(151, seed=11)
         x0 = jnp.asarray(np.random.default_rng(2).normal(size=(151, 3)), jnp.result_type(float))
         host = _outputs(g, prior, y, train, x0)
         monkeypatch.setattr(baselines, "cpu_resident", lambda *xs: False)

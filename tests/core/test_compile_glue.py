@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from files import compiled_programs
+from files import compiled_programs, propagation_problem
 
 import jaxclp
 from jaxclp.experiments.methods import _alpha_grid, _row, _rows
@@ -33,19 +33,6 @@ EAGER = {"broadcast_in_dim", "gather", "scatter", "scatter-add", "add", "subtrac
 HOST_GLUE = {"_place", "_row", "_evaluate", "_scale_left", "_initial_beliefs_arrays", "_extremes"}
 
 
-def _problem(n=173, k=3, seed=7):
-    rng = np.random.default_rng(seed)
-    m = 4 * n
-    s, r = rng.integers(0, n, m), rng.integers(0, n, m)
-    keep = s != r
-    g = jaxclp.Graph.from_edge_index(np.stack([s[keep], r[keep]]), n)
-    y = rng.integers(0, k, n)
-    prior = jax.nn.softmax(jnp.asarray(rng.normal(size=(n, k)) + 2.0 * np.eye(k)[y]), axis=1)
-    train = jnp.asarray(rng.random(n) < 0.3)
-    val = jnp.asarray((rng.random(n) < 0.3) & ~np.asarray(train))
-    return g, prior, jnp.asarray(y), train, val
-
-
 def test_the_probe_sees_an_eager_program():
     """The log capture works: an eager operation on a fresh shape shows up as its one-primitive program."""
     with compiled_programs() as names:
@@ -58,7 +45,7 @@ def test_the_probe_sees_an_eager_program():
                                 dict(normalization="sym", spectral_scale=True, alphas=(0.5, 0.9, 0.99)),
                                 dict(normalization="none", compat="refined", prior_source="b0")])
 def test_clp_beliefs_compiles_no_eager_glue(kw):
-    g, prior, y, train, _ = _problem()
+    g, prior, y, train, _ = propagation_problem()
     with compiled_programs() as names:
         res = jaxclp.clp_beliefs(g, prior, y, train, spectrum=False, **kw)
         jax.block_until_ready(res.beliefs)
@@ -68,7 +55,7 @@ def test_clp_beliefs_compiles_no_eager_glue(kw):
 
 
 def test_solve_and_nonlinear_grid_compile_no_eager_glue():
-    g, prior, y, train, val = _problem(n=181)
+    g, prior, y, train, val = propagation_problem(n=181)
     H, _ = jaxclp.estimate_compatibility(g, prior, y, train)
     b0 = jaxclp.initial_beliefs(prior, y, train)
     visible = jnp.asarray(np.where(np.asarray(train | val), np.asarray(y), -1))
@@ -84,7 +71,7 @@ def test_solve_and_nonlinear_grid_compile_no_eager_glue():
 
 @pytest.mark.parametrize("scale", ["auto", 2.0])
 def test_correct_and_smooth_compiles_no_eager_glue(scale):
-    g, prior, y, train, _ = _problem(n=193)
+    g, prior, y, train, _ = propagation_problem(n=193)
     with compiled_programs() as names:
         out = jaxclp.correct_and_smooth(g, prior, y, train, alpha_correct=0.8, alpha_smooth=np.asarray([0.5, 0.9]),
                                         scale=scale)
@@ -98,7 +85,7 @@ def test_label_propagation_with_reset_compiles_no_eager_glue():
     """Label propagation with the training rows held, on the CPU: the scalar a / (1 - a) and the product it scales
     are computed on the host (numpy, each operation rounded once: the bits of the device path, which keeps the two
     apart so that XLA cannot fuse them into a multiply-add), so no eager program is compiled."""
-    g, prior, y, train, _ = _problem(n=197)
+    g, prior, y, train, _ = propagation_problem(n=197)
     with compiled_programs() as names:
         jax.block_until_ready(jaxclp.label_propagation(g, y, train, 3, alpha=np.asarray([0.5, 0.9]),
                                                        reset_train=True))
@@ -109,7 +96,7 @@ def test_clp_grid_compiles_one_factor_program_and_no_host_glue():
     """The variants of ``clp``'s grid share one program for the operator's factors (edge values of every
     normalization and ``b0 @ H``) and one for its bounds; placing the valid alphas, the spectral scale, b0 and the
     accuracy of the candidates run on the host."""
-    g, prior, y, train, val = _problem(n=211)
+    g, prior, y, train, val = propagation_problem(n=211)
     with compiled_programs() as names:
         for norm in ("sym", "row", "none"):
             res = jaxclp.clp_beliefs(g, prior, y, train, normalization=norm, spectrum=False,
@@ -193,7 +180,7 @@ def test_host_accuracy_is_the_jitted_accuracy():
 
 def test_host_spectral_scale_is_the_jitted_scale():
     """The host's ``left * (1 / rho)`` is what XLA makes of ``left / rho`` (bit for bit), the floor included."""
-    g, prior, y, train, _ = _problem(n=233, k=4)
+    g, prior, y, train, _ = propagation_problem(n=233, k=4)
     H, _ = jaxclp.estimate_compatibility(g, prior, y, train)
     b0 = jaxclp.initial_beliefs(prior, y, train)
     for norm in ("sym", "row", "none"):
