@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jaxclp
+from files import compiled_programs
 from jaxclp.experiments import identity, progress, records, runner
 from jaxclp.experiments.candidates import select, visible_labels
 from jaxclp.experiments.summary import markdown
@@ -577,3 +578,23 @@ def test_shape_buckets_give_the_exact_shapes_records(tmp_path):
     assert len(exact) == len(methods) and scores(padded) == scores(exact)
     assert padded[0]["config"]["shape_buckets"] is True and "shape_buckets" not in exact[0]["config"]
     assert padded[0]["config_hash"] != exact[0]["config_hash"]
+
+
+def test_a_split_context_slices_keys_and_priors_without_a_program():
+    """SplitSetup.context on the CPU: split todo[j]'s key is keys[todo[j]] and its MLP priors row j of each depth's,
+    sliced on the host (no compiled program); the jitted path gives the same values."""
+    ds = jaxclp.datasets.synthetic(0.3, 4, num_classes=3, nodes_per_class=20, seed=1)
+    sp = runner.get_splits(ds, "medium", 3, 0)
+    feats, _ = runner.node_features(ds)
+    setup = runner.prepare_splits(ds, feats, sp, 3, [2, 0], 0, jaxclp.TrainConfig(epochs=3), True)
+    with compiled_programs() as names:
+        contexts = [setup.context(j) for j in range(2)]
+    assert not names, names
+    for j, (i, ctx) in enumerate(zip(setup.todo, contexts)):
+        np.testing.assert_array_equal(jax.random.key_data(ctx.key), jax.random.key_data(setup.keys)[i])
+        assert set(ctx.priors) == set(setup.priors)
+        for d, p in setup.priors.items():
+            np.testing.assert_array_equal(np.asarray(ctx.priors[d]), np.asarray(p)[j])
+        key, priors = runner._split_row_jit((setup.keys, setup.priors), jax.device_put(np.asarray([i, j], np.int32)))
+        np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(ctx.key))
+        assert all(np.array_equal(np.asarray(priors[d]), np.asarray(ctx.priors[d])) for d in priors)

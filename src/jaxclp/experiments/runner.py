@@ -52,6 +52,7 @@ from jaxclp.datasets.featurize import csr_for_density
 from jaxclp.buckets import unpad_nodes, with_split
 from jaxclp.features import as_features
 from jaxclp.gnn import check_two_hop_size
+from jaxclp.graph import cpu_resident
 from jaxclp.metrics import evaluate
 from jaxclp import search
 from jaxclp.search import MLP_DEPTHS, Decisions, mlp_deadline, mlp_depth_fits
@@ -477,7 +478,7 @@ class SplitSetup:
         of :attr:`time_limit` after the split's share of the MLP priors (:attr:`mlp_seconds`), so a limit bounds
         the whole fit."""
         i = self.todo[j]
-        key, priors = _split_row((self.keys, self.priors), jax.device_put(np.asarray([i, j], np.int32)))
+        key, priors = _split_row(self.keys, self.priors, i, j)
         left = None if self.time_limit is None else max(0.0, float(self.time_limit) - float(self.mlp_seconds))
         # seconds of one MLP fit on this split (the depths' mean, compilation included): the time budget's
         # first measurement of what a base predictor costs on this graph
@@ -486,8 +487,18 @@ class SplitSetup:
                              self.mlp_cut, self.views, stated_time_limit=self.time_limit)
 
 
+def _split_row(keys: jax.Array, priors: dict, i: int, j: int):
+    """``(keys[i], {depth: priors[depth][j]})``: on the CPU sliced on the host (the key's data unwrapped and
+    wrapped again, no program), elsewhere in one program with traced indices (:func:`_split_row_jit`)."""
+    if cpu_resident(keys, *priors.values()):
+        data = np.asarray(jax.random.key_data(keys))[i]
+        key = jax.device_put(jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys)))
+        return key, {d: jax.device_put(np.asarray(p)[j]) for d, p in priors.items()}
+    return _split_row_jit((keys, priors), jax.device_put(np.asarray([i, j], np.int32)))
+
+
 @jax.jit
-def _split_row(keys_and_priors, ij):
+def _split_row_jit(keys_and_priors, ij):
     """``(keys[i], {depth: priors[depth][j]})`` with traced indices: one program for every split (``x[i]`` with a
     Python int compiles a static slice per index value)."""
     keys, priors = keys_and_priors
