@@ -13,8 +13,9 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures, as_features, matmul
-from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, blank_state, count_params, fit_in_chunks,
-                          make_optimizer, train_chunk, train_full_batch, train_outcome, train_start, validation_metric)
+from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, _built, _label_axis, blank_state, count_params,
+                          fit_in_chunks, fit_splits_to_deadline, make_optimizer, train_chunk, train_full_batch,
+                          train_outcome, train_start, validation_metric)
 
 
 class SparseDense(nn.Module):
@@ -138,21 +139,10 @@ def _prepare_features(features):
     return features
 
 
-def _mlp_apply(features, *, num_classes, hidden, dropout):
-    """``(model, apply_fn)`` of the MLP on ``features``: ``apply_fn(params, key, train)`` gives its logits."""
-    model, _, _ = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-
-    def apply_fn(p, k, train):
-        # dropout masks through jaxclp's key type: JAX's bits, hashed ~10x faster on CPU (jaxclp/_rng.py)
-        return model.apply(p, features, train=train, rngs={"dropout": fast_key(k)})
-
-    return model, apply_fn
-
-
 def _mlp_model(key, features, *, num_classes, hidden, dropout):
     """``(model, apply_fn, initial params, dropout key)`` of the MLP on ``features`` (keyed as :func:`fit_mlp`)."""
-    model, apply_fn = _mlp_apply(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-    _, _, init_inputs = mlp_build(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
+    model, _, init_inputs, apply_fn = _built(mlp_build, (features,),
+                                             dict(num_classes=num_classes, hidden=hidden, dropout=dropout))
     init_key, drop_key = jax.random.split(key)
     params = model.init(_init_key(init_key), *init_inputs, train=False)
     return model, apply_fn, params, drop_key
@@ -217,11 +207,9 @@ def fit_mlp_splits(keys, features, labels, train_masks, val_masks, *, num_classe
         return _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, num_classes=int(num_classes),
                                       hidden=hidden, dropout=float(dropout), cfg=cfg, deadline=deadline,
                                       shared_depths=tuple(int(d) for d in shared_depths))
-    static = dict(num_classes=int(num_classes), hidden=hidden, dropout=float(dropout), cfg=cfg)
-    blank = blank_state(functools.partial(_starts_over_splits, _mlp_start), keys, features, labels, train_masks,
-                        val_masks, key=keys, **static)
-    return fit_in_chunks(lambda state, fresh, until: _mlp_splits_chunk(
-        state, fresh, until, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
+    opts = dict(num_classes=int(num_classes), hidden=hidden, dropout=float(dropout))
+    return MLPResult(*fit_splits_to_deadline(mlp_build, opts, keys, (features,), labels, train_masks, val_masks, cfg,
+                                             deadline))
 
 
 def _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, *, num_classes, hidden, dropout, cfg,
@@ -232,8 +220,7 @@ def _fit_mlp_shared_depths(keys, features, labels, train_masks, val_masks, *, nu
         raise ValueError(f"hidden must be (w,) * d with d in shared_depths={shared_depths}; got {hidden}")
     static = dict(num_classes=num_classes, width=width, depths=shared_depths, dropout=dropout, cfg=cfg)
     index = np.int32(shared_depths.index(len(hidden)))
-    blank = blank_state(functools.partial(_starts_over_splits, _mlp_depths_one_start), keys, features, labels,
-                        train_masks, val_masks, key=keys, **static)
+    blank = blank_state(_mlp_depths_start, keys, features, labels, train_masks, val_masks, key=keys, **static)
     res = fit_in_chunks(lambda state, fresh, until: _mlp_depths_chunk(
         state, fresh, until, index, keys, features, labels, train_masks, val_masks, **static), blank, cfg, deadline)
     return res._replace(params=res.params[int(index)])
@@ -274,8 +261,8 @@ def _mlp_depths_one_start(key, features, labels, train_mask, val_mask, *, num_cl
 @functools.partial(jax.jit, static_argnames=("num_classes", "width", "depths", "dropout", "cfg"))
 def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_masks, val_masks, *, num_classes,
                       width, depths, dropout, cfg):
-    """:func:`_mlp_splits_chunk` of the depth ``depths[index]`` (traced) in the program every depth of ``depths``
-    shares; the outcome's ``params`` hold every depth's tree (the chosen depth's trained)."""
+    """A chunk of :func:`fit_mlp_splits` (``jaxclp.train``'s chunk vmapped over the splits) of the depth
+    ``depths[index]`` (traced) in the program every depth of ``depths`` shares; the outcome's ``params`` hold every depth's tree (the chosen depth's trained)."""
     arch = dict(num_classes=num_classes, width=width, depths=depths, dropout=dropout)
     apply_fn = _mlp_depths_apply(index, features, **arch)
 
@@ -288,42 +275,11 @@ def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_
     return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
-def _label_axis(labels):
-    """The vmap axis of ``labels``: 0 for (S, n) per-split labels, None for (n,) shared ones."""
-    return 0 if labels.ndim == 2 else None
-
-
-def _mlp_start(key, features, labels, train_mask, val_mask, *, num_classes, hidden, dropout, cfg) -> dict:
-    """:func:`jaxclp.train.train_start`'s state of one split's MLP fit (keyed as :func:`fit_mlp`)."""
-    _, apply_fn, params, drop_key = _mlp_model(key, features, num_classes=num_classes, hidden=hidden,
-                                               dropout=dropout)
-    return train_start(apply_fn, make_optimizer(cfg), params, drop_key, labels, train_mask, val_mask,
-                       validation_metric(cfg.metric))
-
-
-def _starts_over_splits(start, keys, features, labels, train_masks, val_masks, **static) -> dict:
-    """One split's start state (``start``: :func:`_mlp_start`, :func:`_mlp_depths_one_start`) vmapped over the
-    splits: the shape of a chunk program's state, for :func:`jaxclp.train.blank_state`."""
-    one = functools.partial(start, **static)
+def _mlp_depths_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
+    """:func:`_mlp_depths_one_start` vmapped over the splits (the shape of :func:`_mlp_depths_chunk`'s state)."""
+    one = functools.partial(_mlp_depths_one_start, **static)
     return jax.vmap(one, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
                                                                          val_masks)
-
-
-@functools.partial(jax.jit, static_argnames=("num_classes", "hidden", "dropout", "cfg"))
-def _mlp_splits_chunk(state, fresh, until, keys, features, labels, train_masks, val_masks, *, num_classes, hidden,
-                      dropout, cfg):
-    """One chunk of :func:`fit_mlp_splits` (:func:`jaxclp.train.train_chunk`, vmapped over the splits) and the
-    outcome so far: ``(state, MLPResult)``; one program for every chunk and for a fit without a deadline."""
-    model, apply_fn = _mlp_apply(features, num_classes=num_classes, hidden=hidden, dropout=dropout)
-    static = dict(num_classes=num_classes, hidden=hidden, dropout=dropout, cfg=cfg)
-
-    def one(s, key, y, tm, vm):
-        start = lambda: _mlp_start(key, features, y, tm, vm, **static)
-        s = train_chunk(apply_fn, start, fresh, until, s, y, tm, vm, cfg)
-        best, info = train_outcome(s)
-        return s, MLPResult(jax.nn.softmax(model.apply(best, features, train=False), axis=-1), best, info)
-
-    return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
 MLP_CHUNK_EPOCHS = DEADLINE_EPOCHS

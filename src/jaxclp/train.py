@@ -293,16 +293,39 @@ def _step_start(key, data, labels, train_mask, val_mask, build, opts, cfg) -> di
                        validation_metric(cfg.metric))
 
 
-@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
-def _step_chunk(state, fresh, until, key, data, labels, train_mask, val_mask, *, build, opts, cfg):
-    """One chunk of :func:`fit_to_deadline` (:func:`train_chunk`) and the outcome so far: ``(state, (softmax
-    (n, K) at the best parameters, best parameters, TrainInfo))``; one program for every chunk and for a fit
-    without a deadline (one chunk)."""
+def _chunk(state, fresh, until, key, data, labels, train_mask, val_mask, build, opts, cfg):
+    """One chunk of the fit of the model ``build`` makes (:func:`train_chunk`) and the outcome so far: ``(state,
+    (softmax (n, K) at the best parameters, best parameters, TrainInfo))``."""
     model, inputs, _, apply_fn = _built(build, data, opts)
     start = lambda: _step_start(key, data, labels, train_mask, val_mask, build, opts, cfg)
     state = train_chunk(apply_fn, start, fresh, until, state, labels, train_mask, val_mask, cfg)
     best, info = train_outcome(state)
     return state, (jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1), best, info)
+
+
+@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+def _step_chunk(state, fresh, until, key, data, labels, train_mask, val_mask, *, build, opts, cfg):
+    """:func:`_chunk` of :func:`fit_to_deadline`: one program for every chunk and for a fit without a deadline (one
+    chunk)."""
+    return _chunk(state, fresh, until, key, data, labels, train_mask, val_mask, build, opts, cfg)
+
+
+def _label_axis(labels):
+    """The vmap axis of ``labels``: 0 for (S, n) per-split labels, None for (n,) shared ones."""
+    return 0 if labels.ndim == 2 else None
+
+
+def _splits_start(keys, data, labels, train_masks, val_masks, build, opts, cfg) -> dict:
+    """:func:`_step_start` vmapped over the splits (``data`` shared)."""
+    one = lambda k, y, tm, vm: _step_start(k, data, y, tm, vm, build, opts, cfg)
+    return jax.vmap(one, in_axes=(0, _label_axis(labels), 0, 0))(keys, labels, train_masks, val_masks)
+
+
+@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+def _splits_chunk(state, fresh, until, keys, data, labels, train_masks, val_masks, *, build, opts, cfg):
+    """:func:`_chunk` vmapped over the splits (``data`` shared) for :func:`fit_splits_to_deadline`."""
+    one = lambda s, k, y, tm, vm: _chunk(s, fresh, until, k, data, y, tm, vm, build, opts, cfg)
+    return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
 def train_chunk(apply_fn, start: Callable[[], dict], fresh, until, state: dict, labels, train_mask, val_mask,
@@ -380,6 +403,18 @@ def fit_to_deadline(build: Callable, opts: dict, key: jax.Array, data: tuple, la
     blank = blank_state(_step_start, key, data, labels, train_mask, val_mask, key=key, **static)
     return fit_in_chunks(lambda state, fresh, until: _step_chunk(state, fresh, until, key, data, labels, train_mask,
                                                                  val_mask, **static), blank, cfg, deadline)
+
+
+def fit_splits_to_deadline(build: Callable, opts: dict, keys: jax.Array, data: tuple, labels, train_masks,
+                           val_masks, cfg: TrainConfig, deadline: float | None):
+    """:func:`fit_to_deadline` vmapped over S splits in one program: ``keys`` (S,), masks (S, n), ``labels`` (n,)
+    shared or (S, n) per split, ``data`` shared; the chunks and the stop as :func:`fit_in_chunks` (it stops early
+    where every split did). Returns ``(softmax (S, n, K), best parameters, TrainInfo)``, batched."""
+    static = dict(build=build, opts=tuple(sorted(opts.items())), cfg=cfg)
+    blank = blank_state(_splits_start, keys, data, labels, train_masks, val_masks, key=keys, **static)
+    return fit_in_chunks(lambda state, fresh, until: _splits_chunk(state, fresh, until, keys, data, labels,
+                                                                   train_masks, val_masks, **static),
+                         blank, cfg, deadline)
 
 
 def stopped_at(infos, cfg: TrainConfig) -> int | None:
