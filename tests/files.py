@@ -105,10 +105,12 @@ def compiled_programs():
     for lg in loggers:
         lg.addHandler(handler)
         lg.setLevel(logging.DEBUG)
+    before = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)  # every thread's (jax.log_compiles sets its own thread's only)
     try:
-        with jax.log_compiles(True):
-            yield names
+        yield names
     finally:
+        jax.config.update("jax_log_compiles", before)
         for lg, level in zip(loggers, levels):
             lg.removeHandler(handler)
             lg.setLevel(level)

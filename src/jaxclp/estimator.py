@@ -15,6 +15,7 @@ from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compatibility import initial_beliefs
 from jaxclp.datasets.splits import holdout_split
 from jaxclp.explain import explain
+from jaxclp.fit_threads import fit_threads
 from jaxclp.features import as_features
 from jaxclp.graph import Graph
 from jaxclp.metrics import check_metric
@@ -389,7 +390,7 @@ class CLP:
             fitted_by[i] = res
             return jax.block_until_ready(res.prior), res.stopped_at
 
-        search.fit_priors(sources, fit, clocked=DEADLINE_PRIORS)
+        search.fit_priors(sources, fit, clocked=DEADLINE_PRIORS, threads=fit_threads(n))
         fits = [fitted_by[i] for i in sorted(fitted_by)]
         self.skipped_priors_ = search.skipped
         # scored exactly as CLP's configurations are below (same function and dtype), so "CLP beats its prior"

@@ -23,12 +23,15 @@ never reorders or changes what is computed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
 import jax
 import numpy as np
+
+from jaxclp.fit_threads import run_each
 
 __all__ = ["CLP_PRIOR_CANDIDATES", "Decisions", "GRID_COST", "GRID_KIND_NAMES", "MLP_DEPTHS", "MLP_TIME_SHARE",
            "PRIOR_COST", "Search", "SearchPlan", "check_time_limit", "estimate_unit_seconds"]
@@ -361,7 +364,7 @@ class Search:
             self.unit = max(self.unit or 0.0, float(seconds) / prior_cost(name))
 
     def fit_priors(self, names: Sequence, fit: Callable, *, free: Callable = lambda name, epochs: False,
-                   clocked: Iterable[str] = (), fitted_before: Mapping | None = None) -> dict:
+                   clocked: Iterable[str] = (), fitted_before: Mapping | None = None, threads: int = 1) -> dict:
         """Fits the base predictors ``names`` in order while the budget allows.
 
         Args:
@@ -376,6 +379,9 @@ class Search:
             clocked: the predictors whose fit takes a deadline (:data:`jaxclp.priors.DEADLINE_PRIORS`).
             fitted_before: ``{name: (prior, seconds)}`` fitted before the search (the runner's MLP prior): used as
                 they are, their seconds count as the first measurement of the unit.
+            threads: fits run at once where no clock decides (no limit, or the first split's decisions given):
+                :func:`jaxclp.fit_threads.fit_threads`; the first split under a limit fits one at a time, as
+                its budget measures each fit.
 
         Returns:
             ``{i: prior}`` of the predictors fitted (``i`` the position in ``names``), in order.
@@ -383,6 +389,8 @@ class Search:
         out, clocked = {}, set(clocked)
         fitted_before = dict(fitted_before or {})
         given = self.given
+        timed = self.limited and given is None  # this split's clock decides what is fitted, one fit at a time
+        steps = []  # in order: (name, None) for a predictor left out, (name, (i, cap, is_free, deadline)) for a fit
         for i, name in enumerate(names):
             named = isinstance(name, str)
             if named and name in fitted_before:
@@ -392,28 +400,48 @@ class Search:
             cap = given.epochs.get(name) if given is not None and named else None
             is_free = named and bool(free(name, cap))
             if (named and name in given.left_out) if given is not None else (not is_free and not self.allows(name)):
-                self._left_out.append(name)
-                self._skip(name, f"base predictor {name} skipped: it would not fit in the time limit "
-                                 f"({self._limit_words()})")
-                continue
-            deadline = None
-            if self.limited and named and name in clocked and not is_free:
-                # the first split: training stops where the split's time runs out; the later ones train the
-                # epochs it reached with no clock, on the same compiled (chunked) programs
-                deadline = self.deadline if given is None else math.inf
-            t0 = self._clock()
-            prior, stopped_at = fit(i, deadline, cap)
-            if prior is None:
-                continue
-            if given is None and stopped_at is not None and deadline is not None:
-                self._epochs[name] = cap = int(stopped_at)
-            out[i] = prior
-            if cap is not None:
-                self._skip(f"{name} epochs after {cap}",
-                           f"base predictor {name} stopped after epoch {cap} for the time limit "
-                           f"({self._limit_words()})")
-            self.spent(name, 0.0 if is_free else self._clock() - t0)
-        return out
+                steps.append((name, None))
+            else:
+                deadline = None
+                if self.limited and named and name in clocked and not is_free:
+                    # the first split: training stops where the split's time runs out; the later ones train the
+                    # epochs it reached with no clock, on the same compiled (chunked) programs
+                    deadline = self.deadline if given is None else math.inf
+                steps.append((name, (i, cap, is_free, deadline)))
+            if timed:
+                self._step(out, fit, *steps.pop())
+        fits = [step for _, step in steps if step is not None]
+        done = iter(run_each([functools.partial(self._fit_timed, fit, i, deadline, cap)
+                              for i, cap, _, deadline in fits], threads))
+        for name, step in steps:
+            self._step(out, fit, name, step, None if step is None else next(done))
+        return dict(sorted(out.items()))
+
+    def _fit_timed(self, fit: Callable, i: int, deadline, cap) -> tuple:
+        t0 = self._clock()
+        prior, stopped_at = fit(i, deadline, cap)
+        return prior, stopped_at, self._clock() - t0
+
+    def _step(self, out: dict, fit: Callable, name, step, result=None) -> None:
+        """One step of :meth:`fit_priors`: ``name`` left out (``step`` None), or fitted (``step`` = ``(i, cap,
+        is_free, deadline)``; ``result`` its :meth:`_fit_timed` where already made) and its bookkeeping."""
+        if step is None:
+            self._left_out.append(name)
+            self._skip(name, f"base predictor {name} skipped: it would not fit in the time limit "
+                             f"({self._limit_words()})")
+            return
+        i, cap, is_free, deadline = step
+        prior, stopped_at, seconds = self._fit_timed(fit, i, deadline, cap) if result is None else result
+        if prior is None:
+            return
+        if self.given is None and stopped_at is not None and deadline is not None:
+            self._epochs[name] = cap = int(stopped_at)
+        out[i] = prior
+        if cap is not None:
+            self._skip(f"{name} epochs after {cap}",
+                       f"base predictor {name} stopped after epoch {cap} for the time limit "
+                       f"({self._limit_words()})")
+        self.spent(name, 0.0 if is_free else seconds)
 
     # ------------------------------------------------------------------ CLP's candidates on one predictor
     def grid(self, prior: str, groups: Sequence[tuple[str, str, Callable[[], dict]]]) -> dict:

@@ -339,10 +339,18 @@ def train_chunk(apply_fn, start: Callable[[], dict], fresh, until, state: dict, 
                        train_mask, val_mask, validation_metric(cfg.metric))
 
 
+@functools.lru_cache(maxsize=64)
+def _shapes_of(start: Callable, static: tuple[str, ...]) -> Callable:
+    """``start`` jitted with its keyword arguments ``static``: its ``eval_shape`` traces once per input shapes and
+    static values (as a call would compile once), where ``jax.eval_shape`` of a new partial traces every time."""
+    return jax.jit(start, static_argnames=static)
+
+
 def blank_state(start: Callable, *args, key: jax.Array, **kwargs) -> dict:
     """Host zeros shaped as the state ``start(*args, **kwargs)`` makes (traced abstractly, nothing computed), its
-    PRNG key leaves ``key`` (of their shape): the ``state`` of a first :func:`train_chunk`, which ignores it."""
-    shapes = jax.eval_shape(functools.partial(start, **kwargs), *args)
+    PRNG key leaves ``key`` (of their shape): the ``state`` of a first :func:`train_chunk`, which ignores it.
+    ``kwargs`` are static (hashable: the chunk program's own static arguments)."""
+    shapes = _shapes_of(start, tuple(sorted(kwargs))).eval_shape(*args, **kwargs)
     return jax.tree_util.tree_map(
         lambda s: key if jnp.issubdtype(s.dtype, jax.dtypes.prng_key) else np.zeros(s.shape, s.dtype), shapes)
 

@@ -86,6 +86,38 @@ def test_later_splits_follow_the_first_splits_decisions_as_a_value(clock):
     assert [s[0] for s in seen] == list(names)
 
 
+def test_fits_no_clock_decides_run_side_by_side_with_the_bookkeeping_in_order():
+    """Without a limit, and on a later split following given decisions, fit_priors runs its fits in ``threads``
+    threads (two fits that wait for each other finish), and returns and records them in the names' order, as one
+    at a time does; the first split under a limit fits one at a time (its budget measures each fit)."""
+    import threading
+
+    names = ("link", "gcn", "h2gcn", "gcn_tuned")
+    made = S.Decisions(("h2gcn",), {"gcn": 25}, {}, {})
+
+    def run(limit, decisions, threads, barrier=None):
+        seen = []
+
+        def fit(i, deadline, epochs):
+            if barrier is not None and names[i] in ("gcn", "gcn_tuned"):
+                barrier.wait()
+            seen.append(names[i])
+            return np.full(1, i), None
+
+        search = S.Search(limit, decisions)
+        out = search.fit_priors(names, fit, clocked=("gcn", "gcn_tuned"), threads=threads)
+        return out, search.skipped, seen
+
+    for limit, decisions in ((None, None), (3.0, made)):
+        out, skipped, _ = run(limit, decisions, 2, threading.Barrier(2, timeout=30))
+        ref_out, ref_skipped, ref_seen = run(limit, decisions, 1)
+        assert list(out) == list(ref_out) and skipped == ref_skipped
+        assert all(np.array_equal(out[i], ref_out[i]) for i in out)
+    assert ref_skipped == ["gcn epochs after 25", "h2gcn"] and ref_seen == ["link", "gcn", "gcn_tuned"]
+    with pytest.raises(threading.BrokenBarrierError):  # the first split under a limit: one fit at a time
+        run(1e9, None, 2, threading.Barrier(2, timeout=1))
+
+
 def test_the_plan_says_before_running_what_the_search_leaves_out(clock):
     """SearchPlan.left_out applies the search's rules to expected seconds: with fits taking exactly the expected
     seconds (cost x unit), the search leaves out the predictors the plan named."""

@@ -26,6 +26,7 @@ from jaxclp.buckets import node_count
 from jaxclp.clp import DEFAULT_ALPHAS
 from jaxclp.compatibility import masked_labels
 from jaxclp.end_to_end import DEFAULT_CONFIG, fit_end_to_end
+from jaxclp.fit_threads import fit_threads
 from jaxclp.graph import cpu_resident
 from jaxclp.gnn import fit_gnn_grid, tuned_grid, tuned_train_config
 from jaxclp.gnn import TUNED_DEPTHS as GNN_DEPTHS
@@ -401,7 +402,8 @@ def fit_base_priors(ctx: Context, names=CLP_PRIOR_CANDIDATES, search: Search | N
     # fitted before, for every split at once: free here, but its seconds say what a fit costs here (a unit from
     # LINK alone, mostly compilation, made GCN look 6x cheaper than it was at 169k nodes)
     before = {"mlp": (ctx.prior, float(ctx.mlp_fit_seconds))} if "mlp" in names else {}
-    fitted = search.fit_priors(names, fit, free=free, clocked=DEADLINE_PRIORS, fitted_before=before)
+    fitted = search.fit_priors(names, fit, free=free, clocked=DEADLINE_PRIORS, fitted_before=before,
+                               threads=fit_threads(ctx.graph.num_nodes))
     return {names[i]: prior for i, prior in fitted.items()}
 
 

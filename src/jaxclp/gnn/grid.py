@@ -16,6 +16,7 @@ import numpy as np
 
 from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures
+from jaxclp.fit_threads import fit_threads, run_each
 from jaxclp.gnn.fit import _TUNED_STATIC, GNNResult, _tuned_input, _validate
 from jaxclp.gnn.layers import GATConv, GCNConv, GCNSepConv, SAGEConv
 from jaxclp.gnn.models import GNNSpec, _check_spec, _model, tuned_gnn_graph
@@ -244,8 +245,10 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
     def advance(i, until):
         states[i], outs[i] = _grid_chunk_jit(states[i], np.bool_(outs[i] is None), np.int32(until), key, *data[i], y,
                                              tm, vm, flags[i], **static[i])
+        return states[i]
 
     going = list(range(len(specs)))
+    threads = fit_threads(graph.num_nodes)  # the specs of a round side by side on the CPU's cores
     done, rate, t = 0, None, time.perf_counter()
     while True:
         until = min([r for r in rungs if r > done] + [cfg.epochs])
@@ -254,8 +257,7 @@ def fit_gnn_grid(key: jax.Array, graph: Graph, features, labels, train_mask, val
             if chunk == 0:
                 break
             until = min(until, done + chunk)
-        for i in going:
-            advance(i, until)
+        run_each([functools.partial(advance, i, until) for i in going], threads)
         if until == cfg.epochs:
             break
         going = [i for i in going if not bool(train_stopped(states[i], cfg.patience))]  # waits for the round
