@@ -335,6 +335,25 @@ def log(*args):
     print(f"[{time.strftime('%H:%M:%S')}]", *args, file=sys.stderr, flush=True)
 
 
+def src_arguments(argv, doc: str, quick: str):
+    """The ``--src DIR`` / ``--quick`` arguments of a benchmark that measures a checkout's ``src`` folder:
+    ``(args, src, checkout)``, ``checkout`` the source tree's last commit (hash and subject, 100 characters)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--src", default=str(REPO / "src"), help="the src folder of the checkout to measure")
+    p.add_argument("--quick", action="store_true", help=quick)
+    args = p.parse_args(argv)
+    src = Path(args.src).resolve()
+    return args, src, checkout_of(src)
+
+
+def checkout_of(src: Path) -> str:
+    """The last commit (short hash and subject, 100 characters) of the git tree holding ``src``."""
+    return subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
+                          text=True).stdout.strip()[:100]
+
+
 def git_describe(repo: Path) -> str | None:
     try:
         return subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -11,7 +11,6 @@ minimum seconds; the process's peak resident memory is read at its end. The prio
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -123,19 +122,13 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--src", default=str(C.REPO / "src"), help="the src folder of the checkout to measure")
-    p.add_argument("--quick", action="store_true", help="one small graph, MLP and GCN, 5 epochs (a smoke run)")
-    a = p.parse_args(argv)
-    src = Path(a.src).resolve()
+    a, src, checkout = C.src_arguments(argv, __doc__, "one small graph, MLP and GCN, 5 epochs (a smoke run)")
     if a.quick:
         rows = measure(src, sizes=(130,), names=("mlp", "gcn"), epochs=5, repeats=1)
         epochs, repeats = 5, 1
     else:
         rows = measure(src)
         epochs, repeats = EPOCHS, REPEATS
-    checkout = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
-                              text=True).stdout.strip()[:100]
     payload = dict(command="python -m benchmarks.bucket_overhead " + " ".join(argv or sys.argv[1:]),
                    checkout=checkout, machine=C.machine_info(), epochs=epochs, repeats=repeats, rows=rows)
     if a.quick:

@@ -125,7 +125,9 @@ def markdown(payload: dict) -> str:
              f"Checkout: {payload['checkout']}", "", C.machine_header_md(payload["machine"]), "",
              "One fresh process per row (module docstring): `programs` = programs compiled or read from the persistent "
              "cache (the compile log), `cache hits` = those read from the cache, `#XLA` = those XLA compiled, `compile s` = JAX's trace + lower + backend "
-             "seconds (a cache read counts as backend seconds), `wall s` = the command's seconds.", ""]
+             "seconds (a cache read counts as backend seconds), `wall s` = the command's seconds. `compile s` sums "
+             "every program's seconds, those compiled at the same time in `jaxclp.fit_threads`' threads included "
+             "(each slower while two share the cores): it can exceed the wall seconds they took.", ""]
     if payload.get("compare"):
         lines += [comparison(payload), ""]
     rows = [[r["case"], r["nodes"], " ".join(r["args"][2:]), f"{r['wall']:.1f}", f"{r['compile_s']:.1f}",
@@ -184,8 +186,7 @@ def main(argv=None) -> int:
         return 0
     src = Path(a.src).resolve()
     rows = census(src, quick=a.quick, extra=a.args.split())
-    checkout = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
-                              text=True).stdout.strip()[:100]
+    checkout = C.checkout_of(src)
     payload = dict(tag=a.tag, command="python -m benchmarks.compile_census " + " ".join(argv or sys.argv[1:]),
                    checkout=checkout, machine=C.machine_info(), rows=rows)
     C.save_report(f"compile_census_{a.tag}", payload, markdown(payload))

@@ -13,7 +13,6 @@ ratio is paired within one process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -129,14 +128,8 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--src", default=str(C.REPO / "src"), help="the src folder of the checkout to measure")
-    p.add_argument("--quick", action="store_true", help="one small graph, one pair (a smoke run; prints only)")
-    a = p.parse_args(argv)
-    src = Path(a.src).resolve()
+    a, src, checkout = C.src_arguments(argv, __doc__, "one small graph, one pair (a smoke run; prints only)")
     sizes, repeats = ((200,), 1) if a.quick else (SIZES, REPEATS)
-    checkout = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,
-                              text=True).stdout.strip()[:100]
     payload = dict(command="python -m benchmarks.fit_threads " + " ".join(argv if argv is not None else sys.argv[1:]),
                    checkout=checkout, machine=C.machine_info(), repeats=repeats, **measure(src, sizes, repeats))
     if a.quick:

@@ -492,16 +492,17 @@ def test_clp_time_limit_fits_cheap_priors_first_and_names_the_skipped_ones(monke
     fitted.clear()
     again = M.method_clp_prior(dataclasses.replace(ctx, time_limit=20.0, cache={},
                                                    decisions=cands.search.decisions()), priors=names, **small)
-    assert fitted == ["link", "linkx", "gcn", "h2gcn"] and again.skipped == ["gcn_tuned", "sage_tuned"]
+    # (a later split fits side by side, jaxclp.fit_threads: the order of the calls is the threads')
+    assert sorted(fitted) == sorted(["link", "linkx", "gcn", "h2gcn"]) and again.skipped == ["gcn_tuned", "sage_tuned"]
     for s in seconds:
         seconds[s] *= 100
     # without a limit everything is fitted; ctx.base_priors names the predictors when priors= is not given
     fitted.clear()
     assert not M.method_clp_prior(dataclasses.replace(ctx, cache={}), priors=names, **small).skipped
-    assert fitted == list(names[1:])
+    assert sorted(fitted) == sorted(names[1:])
     fitted.clear()
     only = M.method_clp_prior(dataclasses.replace(ctx, base_priors=("link", "gcn"), cache={}), **small)
-    assert list(only.references) == ["link", "gcn"] and fitted == ["link", "gcn"]
+    assert list(only.references) == ["link", "gcn"] and sorted(fitted) == ["gcn", "link"]
     # a spent budget still fits the first predictor, so there is a choice; cached fits are free
     fitted.clear()
     spent = dataclasses.replace(ctx, base_priors=("link", "gcn"), time_limit=0.0, cache={})

@@ -199,7 +199,7 @@ def test_clp_time_limit_skips_the_expensive_priors_of_a_list(monkeypatch):
     assert len(est.prior_val_scores_) == 3
     fitted.clear()
     assert not jaxclp.CLP(prior=("link", "gcn"), num_classes=3).fit(ds.graph, x, y, tm, vm).skipped_priors_
-    assert fitted == ["link", "gcn"]
+    assert sorted(fitted) == ["gcn", "link"]  # no limit: every prior, side by side (jaxclp.fit_threads)
     # a tuned GNN started stops training where the limit runs out: the deadline (start + limit) goes to it alone
     seen = []
 
