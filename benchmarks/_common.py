@@ -348,6 +348,21 @@ def src_arguments(argv, doc: str, quick: str):
     return args, src, checkout_of(src)
 
 
+def quick_or_report(name: str, payload: dict, markdown: Callable[[dict], str], quick: bool) -> int:
+    """The end of a benchmark's ``main``: a ``--quick`` smoke run prints its markdown; a full run writes
+    ``benchmarks/results/<name>.{json,md}``. Returns the exit status (0)."""
+    if quick:
+        print(markdown(payload))
+    else:
+        save_report(name, payload, markdown(payload))
+    return 0
+
+
+def command_line(name: str, argv) -> str:
+    """``python -m benchmarks.<name> ARGS`` as the benchmark was called (``argv`` None: the process's)."""
+    return f"python -m benchmarks.{name} " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
 def checkout_of(src: Path) -> str:
     """The last commit (short hash and subject, 100 characters) of the git tree holding ``src``."""
     return subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %s"], capture_output=True,

@@ -129,13 +129,9 @@ def main(argv=None) -> int:
     else:
         rows = measure(src)
         epochs, repeats = EPOCHS, REPEATS
-    payload = dict(command="python -m benchmarks.bucket_overhead " + " ".join(argv or sys.argv[1:]),
-                   checkout=checkout, machine=C.machine_info(), epochs=epochs, repeats=repeats, rows=rows)
-    if a.quick:
-        print(markdown(payload))
-        return 0
-    C.save_report("bucket_overhead", payload, markdown(payload))
-    return 0
+    payload = dict(command=C.command_line("bucket_overhead", argv), checkout=checkout, machine=C.machine_info(),
+                   epochs=epochs, repeats=repeats, rows=rows)
+    return C.quick_or_report("bucket_overhead", payload, markdown, a.quick)
 
 
 if __name__ == "__main__":

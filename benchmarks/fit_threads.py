@@ -130,13 +130,9 @@ def markdown(payload: dict) -> str:
 def main(argv=None) -> int:
     a, src, checkout = C.src_arguments(argv, __doc__, "one small graph, one pair (a smoke run; prints only)")
     sizes, repeats = ((200,), 1) if a.quick else (SIZES, REPEATS)
-    payload = dict(command="python -m benchmarks.fit_threads " + " ".join(argv if argv is not None else sys.argv[1:]),
-                   checkout=checkout, machine=C.machine_info(), repeats=repeats, **measure(src, sizes, repeats))
-    if a.quick:
-        print(markdown(payload))
-        return 0
-    C.save_report("fit_threads", payload, markdown(payload))
-    return 0
+    payload = dict(command=C.command_line("fit_threads", argv), checkout=checkout, machine=C.machine_info(),
+                   repeats=repeats, **measure(src, sizes, repeats))
+    return C.quick_or_report("fit_threads", payload, markdown, a.quick)
 
 
 if __name__ == "__main__":
