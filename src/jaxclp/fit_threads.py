@@ -25,6 +25,11 @@ from typing import Callable, Sequence
 
 import jax
 
+try:  # the settings JAX's context managers keep per thread (x64, default device, precision, ...)
+    from jax._src.config import trace_context as _trace_context
+except ImportError:  # pragma: no cover - a JAX without it: fits run in order
+    _trace_context = None
+
 MAX_NODES = 16384
 """The largest graph (nodes, padding included) whose fits run side by side: the gain falls with size (1.8x at
 900 nodes, 1.1x at 6000 on 2 cores) while the memory of the fits held at once grows with it."""
@@ -46,15 +51,13 @@ def cores() -> int:
 def _settings_shared() -> bool:
     """Whether a new thread traces with this thread's JAX settings (x64, default device, matmul precision, ...:
     JAX's trace context, which its context managers set per thread). False where this JAX does not say."""
-    try:
-        from jax._src.config import trace_context
-    except ImportError:  # pragma: no cover - a JAX without it: no threads
+    if _trace_context is None:
         return False
     seen = []
-    worker = threading.Thread(target=lambda: seen.append(trace_context()))
+    worker = threading.Thread(target=lambda: seen.append(_trace_context()))
     worker.start()
     worker.join()
-    return seen == [trace_context()]
+    return seen == [_trace_context()]
 
 
 def fit_threads(num_nodes: int) -> int:
