@@ -390,7 +390,7 @@ class Search:
         fitted_before = dict(fitted_before or {})
         given = self.given
         timed = self.limited and given is None  # this split's clock decides what is fitted, one fit at a time
-        steps = []  # in order: (name, None) for a predictor left out, (name, (i, cap, is_free, deadline)) for a fit
+        steps = []  # without the clock, in order: (name, None) left out, (name, (i, cap, is_free, deadline)) a fit
         for i, name in enumerate(names):
             named = isinstance(name, str)
             if named and name in fitted_before:
@@ -400,16 +400,18 @@ class Search:
             cap = given.epochs.get(name) if given is not None and named else None
             is_free = named and bool(free(name, cap))
             if (named and name in given.left_out) if given is not None else (not is_free and not self.allows(name)):
-                steps.append((name, None))
+                step = None
             else:
                 deadline = None
                 if self.limited and named and name in clocked and not is_free:
                     # the first split: training stops where the split's time runs out; the later ones train the
                     # epochs it reached with no clock, on the same compiled (chunked) programs
                     deadline = self.deadline if given is None else math.inf
-                steps.append((name, (i, cap, is_free, deadline)))
+                step = (i, cap, is_free, deadline)
             if timed:
-                self._step(out, fit, *steps.pop())
+                self._step(out, fit, name, step)
+            else:
+                steps.append((name, step))
         fits = [step for _, step in steps if step is not None]
         done = iter(run_each([functools.partial(self._fit_timed, fit, i, deadline, cap)
                               for i, cap, _, deadline in fits], threads))

@@ -37,9 +37,12 @@ def test_run_each_raises_the_first_error_in_call_order():
 
 
 def test_fit_threads_rule(monkeypatch):
-    """min(cores, MAX_THREADS) on the CPU up to MAX_NODES nodes; 1 above it, on one core and inside a worker."""
+    """min(cores, MAX_THREADS) on the CPU up to MAX_NODES nodes; 1 above it, on one core, on an accelerator and
+    inside a worker."""
     monkeypatch.setattr(F, "cores", lambda: 2)
-    assert jax.default_backend() == "cpu"
+    monkeypatch.setattr(F.jax, "default_backend", lambda: "gpu")
+    assert F.fit_threads(300) == 1
+    monkeypatch.setattr(F.jax, "default_backend", lambda: "cpu")
     assert F.fit_threads(300) == 2 and F.fit_threads(F.MAX_NODES) == 2
     assert F.fit_threads(F.MAX_NODES + 1) == 1
     assert F.run_each([lambda: F.fit_threads(300)] * 2, threads=2) == [1, 1]  # no threads inside threads
@@ -75,6 +78,7 @@ def test_no_threads_under_a_jax_setting_a_new_thread_would_not_see(monkeypatch):
     import contextvars
 
     monkeypatch.setattr(F, "cores", lambda: 2)
+    monkeypatch.setattr(F.jax, "default_backend", lambda: "cpu")
     assert F.fit_threads(300) == 2
     with jax.enable_x64(not jax.config.jax_enable_x64):
         assert F.fit_threads(300) == 1
