@@ -52,7 +52,7 @@ def run_once(src: Path, graph: str, limit: float, priors: str | None = None) -> 
                "--out", str(out), "--no-progress"] + (["--priors", priors] if priors else [])
         text, wall, peak = _timed(cmd, env)
         info = json.loads(out.with_suffix(".json").read_text())
-    return dict(wall_s=wall, peak_gib=peak, base_prior=info.get("base_prior"),
+    return dict(wall_s=wall, peak_gib=peak, nodes=info.get("num_nodes"), base_prior=info.get("base_prior"),
                 val_score=info.get("val_score"), alpha=(info.get("params") or {}).get("alpha"),
                 skipped=info.get("skipped", []))
 

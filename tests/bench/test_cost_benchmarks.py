@@ -211,6 +211,48 @@ def test_cost_targets_note_counts_the_limited_clp_runs(tmp_path):
         "std on 2 and within one std of the best method on 2 (`clp_time_limit.md`)")
 
 
+def test_compile_target_rows_read_the_census_and_say_what_is_missed(tmp_path):
+    """Issue 69's rows: compile seconds against 8 s, a second graph's share of the first's, the default runs' and
+    clp's wall against their targets, predict's left-out list (graphs up to 10k nodes only); none without the
+    census."""
+    from benchmarks import page_blocks
+
+    assert page_blocks.compile_target_rows(tmp_path) == []
+    res = tmp_path / "benchmarks" / "results"
+    res.mkdir(parents=True)
+    progs = [["jit(_grid_chunk_jit)", 2, 4.0], ["jit(_step_chunk)", 3, 2.5], ["jit(_mlp_depths_chunk)", 1, 1.0],
+             ["jit(_link_kernel)", 1, 0.5], ["jit(_solve_kernel)", 3, 0.75]]
+    row = lambda case, nodes, c, wall, hits=0, xla=10: dict(
+        case=case, nodes=nodes, compile_s=c, wall=wall, trace_s=1.0, lower_s=0.5, backend_s=c - 1.5,
+        xla_compilations=xla, cache_hits=hits, programs=progs)
+    census = {"rows": [row("first graph", 900, 7.5, 29.0), row("similar graph", 960, 2.0, 20.0, hits=8, xla=2),
+                       row("defaults", 300, 9.0, 31.0), row("defaults", 900, 9.0, 58.0)]}
+    (res / "compile_census_cpu.json").write_text(json.dumps(census))
+    (res / "fit_threads.json").write_text(json.dumps({"rows": [{"nodes": 900, "side_s": 8.25}]}))
+    listed = page_blocks.compile_target_rows(tmp_path)
+    rows = {r[0].split(" (")[0].split(",")[0]: r for r in listed}
+    first = rows["`clp` on a first graph"]
+    assert first[2:4] == ["7.5 s (10 programs; trace + lowering 1.5 s, XLA 6.0 s)", "met"]
+    assert "tuned GNN grids 4.0 s of XLA, the other trained priors' loops 4.0 s" in first[4]
+    similar = rows["a second graph of 960 nodes after the first"]
+    assert similar[2:4] == ["2.0 s, 27 % (8 programs read from the cache)", "**missed**"]  # 2 / 7.5 > 1/4
+    assert "3 of them CLP's solve" in similar[4]
+    defaults = [r for r in listed if r[0].startswith("`jaxclp run --graph`")]
+    assert [r[1:4] for r in defaults] == [["≤ 30 s", "31 s", "**missed**"], ["≤ 60 s", "58 s", "met"]]
+    assert "8.2 s per split" in rows["`jaxclp run --methods clp --runs 3 --time-limit none`"][4]
+    assert rows["`jaxclp run --methods clp --runs 3 --time-limit none`"][2:4] == ["29 s", "met"]
+    # predict: the 10k-node rows of this checkout only; the gap names what was left out
+    runs = [dict(graph="a", nodes=2405, checkout="after", skipped=["h2gcn", "gcn_tuned"]),
+            dict(graph="b", nodes=10_000, checkout="after", skipped=[]),
+            dict(graph="c", nodes=28_281, checkout="after", skipped=["sage_tuned"]),
+            dict(graph="a", nodes=2405, checkout="before", skipped=["x"])]
+    (res / "time_limit.json").write_text(json.dumps({"runs": runs}))
+    pred = page_blocks.compile_target_rows(tmp_path)[-1]
+    assert pred[2:5] == ["a (2405 nodes): 2 left out; b (10000 nodes): 0 left out", "**missed**",
+                         "a: h2gcn, gcn_tuned (`time_limit.md`): compiling and the first fits fill the minute on 2 "
+                         "cores"]
+
+
 def test_test_suite_reads_each_pytest_summary_line():
     """test_suite's parser: the counts and seconds of each pytest run's last line, in order (as .ci/run prints)."""
     from benchmarks import test_suite
