@@ -284,3 +284,67 @@ def test_predict_passes_priors_and_time_limit_to_the_context(tmp_path, monkeypat
     assert seen == [(None, None), (("link", "mlp"), 12.0)]
     with pytest.raises(ValueError, match=r"unknown base predictor\(s\) \['mpl'\]"):
         predict(ds, "lp", priors="mpl")
+
+
+def _clp_record(dataset, data, base_prior, run, method="clp"):
+    """A result record as a run writes it, with only what :func:`previous_priors` reads."""
+    return {"type": "result", "method": method, "dataset": dataset, "run": run, "config": {"data": data},
+            "params": {"base_prior": base_prior, "alpha": 0.5}}
+
+
+def test_previous_priors_counts_the_choices_of_clp_on_the_same_data(tmp_path):
+    """A run's clp choices of the same data, counted per base predictor in the search's order (cheap first);
+    other data, other methods, records without a choice and a torn last line are not counted; no file or no
+    matching record: an error naming the folder and the way out."""
+    from jaxclp.experiments.predict import previous_priors
+
+    mine, other = {"arrays_sha256": "aa"}, {"arrays_sha256": "bb"}
+    recs = [_clp_record("g", mine, "gcn_tuned", 0), _clp_record("g", mine, "link", 1),
+            _clp_record("g", mine, "gcn_tuned", 2), _clp_record("h", other, "mlp", 0),
+            _clp_record("g", mine, "mlp", 3, method="clp_mlp"), _clp_record("g", mine, None, 4),
+            {"type": "header", "argv": ["jaxclp", "run"]}]
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"type": "res')
+    assert previous_priors(out, mine) == {"link": 1, "gcn_tuned": 2}
+    assert list(previous_priors(out / "results.jsonl", mine)) == ["link", "gcn_tuned"]  # the file itself
+    assert previous_priors(out, other) == {"mlp": 1}
+    with pytest.raises(ValueError, match=r"no clp record of this graph .*other data: g, h\); run `jaxclp run`"):
+        previous_priors(out, {"arrays_sha256": "cc"})
+    with pytest.raises(ValueError, match=r"--previous .*nowhere: no results.jsonl there; name the --out folder"):
+        previous_priors(tmp_path / "nowhere", mine)
+
+
+def test_cli_predict_previous_fits_the_priors_the_run_chose(tmp_path, monkeypatch, capsys):
+    """`jaxclp predict --previous DIR` after `jaxclp run --out DIR` on the same graph file: clp tries the base
+    predictors that run's clp chose (the records' data identity is the one predict computes for the file);
+    --previous with another method, with --priors, or for another graph: one-line errors."""
+    from files import platonov_npz
+
+    from jaxclp.experiments import methods
+
+    graph = platonov_npz(tmp_path / "g.npz", n=60, classes=2)
+    run = tmp_path / "run"
+    assert cli.main(["run", "--graph", str(graph), "--methods", "clp", "--runs", "2", "--priors", "mlp,link",
+                     "--time-limit", "none", "--out", str(run), "--no-progress"]) == 0
+    chosen = [r["params"]["base_prior"] for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())
+              if r.get("method") == "clp"]
+    assert len(chosen) == 2 and set(chosen) <= {"mlp", "link"}
+    capsys.readouterr()
+    seen = []
+    clp = methods.METHODS["clp"]
+    monkeypatch.setitem(methods.METHODS, "clp", lambda ctx, *a, **k: seen.append(ctx.base_priors) or clp(ctx, *a, **k))
+    out = tmp_path / "pred.csv"
+    assert cli.main(["predict", "--graph", str(graph), "--previous", str(run), "--out", str(out)]) == 0
+    want = tuple(p for p in ("mlp", "link") if p in chosen)
+    assert seen == [want]
+    counts = ", ".join(f"{p} ({chosen.count(p)} of 2 splits)" for p in want)
+    assert f"clp: base predictors from {run}'s records (chosen there on validation): {counts}" in capsys.readouterr().err
+    for extra, message in ((["--method", "lp"], "--previous reads the base predictors clp chose; it applies to "
+                                                 "--method clp, not lp"),
+                           (["--priors", "mlp"], "--previous and --priors both name clp's base predictors")):
+        assert cli.main(["predict", "--graph", str(graph), "--previous", str(run), "--out", str(out)] + extra) == 2
+        assert message in capsys.readouterr().err
+    other = platonov_npz(tmp_path / "other.npz", n=60, classes=2, seed=1)
+    assert cli.main(["predict", "--graph", str(other), "--previous", str(run), "--out", str(out)]) == 2
+    assert "no clp record of this graph" in capsys.readouterr().err

@@ -34,7 +34,8 @@ from jaxclp.experiments.chance_rebuild import for_records
 from jaxclp.experiments.methods import METHODS, clp_plan
 from jaxclp.experiments import explanations
 from jaxclp.experiments.explanations import explain_nodes, fit_model
-from jaxclp.experiments.predict import predict, write_predictions
+from jaxclp.experiments.identity import data_identity
+from jaxclp.experiments.predict import predict, previous_priors, write_predictions
 from jaxclp.priors import PRIORS
 from jaxclp.search import CLP_PRIOR_CANDIDATES
 from jaxclp.experiments.progress import active_output, job, summary_target
@@ -326,6 +327,10 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--data-root", default=None, help=_DATA_ROOT_HELP)
     pr.add_argument("--no-progress", action="store_true",
                     help="no line per base predictor while clp fits them (default: shown)")
+    pr.add_argument("--previous", metavar="DIR", default=None,
+                    help="the --out folder of an earlier `jaxclp run` on this graph: clp tries only the base "
+                         "predictors that run's clp chose on its validation nodes (instead of --priors; default: "
+                         "search them all)")
     pr.add_argument("--no-refit", action="store_true",
                     help="keep the chosen configuration's scores propagated from the training nodes (default: clp, "
                          "cs and lp propagate again from every labelled node, validation included, after the choice)")
@@ -886,12 +891,22 @@ def _predict(a, argv) -> int:
 
     priors, time_limit = check_priors(a.priors), check_time_limit(a.time_limit)
     _warn_unused_cost_options(a, [a.method])
+    if a.previous is not None and a.method != "clp":
+        raise UserError(f"--previous reads the base predictors clp chose; it applies to --method clp, not {a.method}")
+    if a.previous is not None and priors is not None:
+        raise UserError("--previous and --priors both name clp's base predictors; give one of them")
     check_out_file(a.out, "--out")
-    dataset = _graph_source(a)
-    if isinstance(dataset, str):
-        dataset = load(dataset, root=a.data_root).with_metric(a.metric)
+    source = _graph_source(a)
+    if isinstance(source, str):
+        dataset = load(source, root=a.data_root).with_metric(a.metric)
     else:
-        dataset = _user_graph_metric(dataset, a.metric)
+        dataset = _user_graph_metric(source, a.metric)
+    if a.previous is not None:
+        chosen = previous_priors(a.previous, data_identity(source, dataset, a.data_root))
+        priors = tuple(chosen)
+        print(f"jaxclp: clp: base predictors from {a.previous}'s records (chosen there on validation): "
+              + ", ".join(f"{p} ({n} of {sum(chosen.values())} splits)" for p, n in chosen.items()),
+              file=sys.stderr, flush=True)
     n_lab = int((dataset.labels >= 0).sum())
     print(f"jaxclp: fitting {a.method} on {dataset.name} ({dataset.num_nodes} nodes, {n_lab} labelled, "
           f"{a.val_fraction:g} of them for validation, metric {dataset.metric})...", file=sys.stderr, flush=True)

@@ -28,14 +28,16 @@ import numpy as np
 from jaxclp.datasets import Dataset
 from jaxclp.metrics import evaluate
 from jaxclp.datasets.splits import Splits, holdout_split
+from jaxclp.search import CLP_PRIOR_CANDIDATES
 from jaxclp.train import TrainConfig
 
 from jaxclp.experiments import runner
 from jaxclp.experiments.chance import chance_label, chance_score
 from jaxclp.experiments.methods import METHODS, NEEDS_PRIOR
+from jaxclp.experiments.records import RESULTS_FILE, read_records
 from jaxclp.experiments.refit import REFIT_METHODS, Refit, refit_candidate
 
-__all__ = ["Prediction", "predict", "write_predictions"]
+__all__ = ["Prediction", "predict", "previous_priors", "write_predictions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +207,42 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
                       base_prior=base if base_score is not None else None, prior_val_score=base_score,
                       skipped=tuple(skipped), refit=refitted.scores is not None,
                       refit_refused=refitted.refused, chance=chance_score(ds.metric, labels, train, val))
+
+
+def previous_priors(path, data: dict) -> dict[str, int]:
+    """The base predictors ``clp`` chose in an earlier run's records of the same data (``jaxclp run --out DIR``):
+    ``name -> the number of its splits that chose it``, in :data:`jaxclp.search.CLP_PRIOR_CANDIDATES`' order (cheap
+    first, as the search fits them; other names after, alphabetically).
+
+    ``predict(..., priors=list(chosen))`` then fits only those: the run's choices, made on its validation nodes,
+    narrow the search (``jaxclp predict --previous DIR``), so a prediction after a run does not search again.
+
+    Args:
+        path: the run's ``--out`` folder or its ``results.jsonl``.
+        data: the identity of the graph to predict (:func:`jaxclp.experiments.identity.data_identity`): only
+            ``clp`` records whose configuration holds the same data count.
+
+    Raises:
+        ValueError: no records file at ``path``, or no ``clp`` record of this data in it (naming what it holds).
+    """
+    path = Path(path)
+    file = path / RESULTS_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise ValueError(f"--previous {path}: no {RESULTS_FILE} there; name the --out folder of a `jaxclp run` "
+                         f"on this graph with --methods including clp (or its {RESULTS_FILE})")
+    clp = [r for r in read_records(file) if r.get("type") == "result" and r.get("method") == "clp"]
+    same = [r for r in clp if (r.get("config") or {}).get("data") == data and (r.get("params") or {}).get("base_prior")]
+    if not same:
+        held = sorted({str(r.get("dataset")) for r in clp})
+        raise ValueError(f"--previous {path}: no clp record of this graph in {file} ("
+                         + (f"its clp records are of other data: {', '.join(held)}" if held else "it holds no clp record")
+                         + "); run `jaxclp run` with --methods including clp on this graph and labels first, or drop "
+                           "--previous")
+    counts: dict[str, int] = {}
+    for r in same:
+        counts[r["params"]["base_prior"]] = counts.get(r["params"]["base_prior"], 0) + 1
+    order = {name: i for i, name in enumerate(CLP_PRIOR_CANDIDATES)}
+    return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
 def write_predictions(pred: Prediction, path, argv=None) -> tuple[Path, Path]:
