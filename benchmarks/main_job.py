@@ -29,6 +29,8 @@ from pathlib import Path
 from benchmarks import _common as C
 
 TABLE2 = C.REPO / "results" / "table2" / "results.jsonl"
+TARGET_S = 3600.0
+"""The main job's target on 2 CPU cores: 60 min (issue 69; the project's first goal was 30)."""
 
 
 def _scores(path: Path) -> dict:
@@ -88,7 +90,7 @@ def cost_rows(seconds: dict, graphs) -> list[dict]:
     return rows
 
 
-def own_work(records: list, target_s: float = 1800.0) -> dict:
+def own_work(records: list, target_s: float = TARGET_S) -> dict:
     """The main job's records split into ``clp``'s own work and everything else, each split's MLP prior counted
     once: every method built on it records the prior's seconds too (the ``mlp`` record's seconds of that split),
     so they are subtracted from those methods.

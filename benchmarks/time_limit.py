@@ -43,13 +43,15 @@ def _timed(cmd: list[str], env: dict) -> tuple[str, float, float]:
     return text, wall, usage.ru_maxrss / 2**20
 
 
-def run_once(src: Path, graph: str, limit: float, priors: str | None = None) -> dict:
-    """One fresh ``jaxclp predict`` process of the checkout whose ``src`` folder is ``src``."""
+def run_once(src: Path, graph: str, limit: float, priors: str | None = None, previous: str | None = None) -> dict:
+    """One fresh ``jaxclp predict`` process of the checkout whose ``src`` folder is ``src`` (``previous``: its
+    ``--previous`` records folder)."""
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=str(src), JAXCLP_XLA_CACHE=str(Path(tmp) / "xla"))
         out = Path(tmp) / "pred.csv"
         cmd = [sys.executable, "-m", "jaxclp", "predict", "--dataset", graph, "--time-limit", f"{limit:g}",
-               "--out", str(out), "--no-progress"] + (["--priors", priors] if priors else [])
+               "--out", str(out), "--no-progress"] + (["--priors", priors] if priors else []) + (
+                   ["--previous", str(previous)] if previous else [])
         text, wall, peak = _timed(cmd, env)
         info = json.loads(out.with_suffix(".json").read_text())
     return dict(wall_s=wall, peak_gib=peak, nodes=info.get("num_nodes"), base_prior=info.get("base_prior"),
@@ -125,6 +127,9 @@ def main(argv=None) -> int:
     p.add_argument("--graphs", default="wiki,minesweeper")
     p.add_argument("--limit", type=float, default=60.0)
     p.add_argument("--priors", default=None, help="predict's --priors (default: clp's own list)")
+    p.add_argument("--previous", default=None, metavar="DIR",
+                   help="also run this checkout with predict's --previous DIR (a run's records of these graphs, "
+                        "e.g. results/table2), as the row 'NAME --previous'")
     p.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                    help="another checkout to run beside this one (its src/ on PYTHONPATH)")
     p.add_argument("--name", default="after", help="this checkout's name in the table")
@@ -144,15 +149,18 @@ def main(argv=None) -> int:
     if a.run_sizes:
         return main_run(a, info, checkouts, cmd)
     rows, recs = [], []
+    arms = [(name, src, None) for name, src in checkouts] + (
+        [(f"{a.name} --previous", HERE, Path(a.previous).resolve())] if a.previous else [])
     for graph in a.graphs.split(","):
-        for name, src in checkouts:
-            r = dict(graph=graph, checkout=name, limit_s=a.limit, **run_once(src, graph, a.limit, a.priors))
+        for name, src, previous in arms:
+            r = dict(graph=graph, checkout=name, limit_s=a.limit,
+                     **run_once(src, graph, a.limit, a.priors, previous))
             recs.append(r)
             print(json.dumps(r), flush=True)
             tuned_cut = [s for s in r["skipped"] if " epochs after " in s and "_tuned" in s]
             rows.append([graph, name, f"{r['wall_s']:.1f}", f"{r['wall_s'] - a.limit:+.1f}", f"{r['peak_gib']:.2f}",
                          r["base_prior"], f"{r['val_score']:.4f}", f"{r['alpha']:g}",
-                         ", ".join(tuned_cut) or "-", len(r["skipped"])])
+                         ", ".join(tuned_cut) or "-", ", ".join(r["skipped"]) or "-"])
     opts = f"--time-limit {a.limit:g}" + (f" --priors {a.priors}" if a.priors else "")
     md = (f"# `jaxclp predict {opts}`: whole-process wall time against the limit\n\n"
           f"Command: `{cmd}`\n\n{machine_header_md(info)}\n\n"
@@ -160,7 +168,9 @@ def main(argv=None) -> int:
           f"`--dataset GRAPH {opts} --no-progress`; `over` = wall - limit (the limit bounds `clp`'s fit; "
           "loading the data, starting Python and writing the predictions come on top); `tuned GNN cut` = the "
           "tuned GNN priors whose training the limit stopped (`NAME epochs after E`); `left out` = everything the "
-          "predictions' JSON names as left out for time.\n\n"
+          "predictions' JSON names as left out for time"
+          + (f"; `NAME --previous` = the same with `--previous {a.previous}` (only the base predictors `clp` chose "
+             "in those records)" if a.previous else "") + ".\n\n"
           + (a.note + "\n\n" if a.note else "")
           + md_table(["graph", "checkout", "wall s", "over", "peak GiB", "chosen prior", "val score", "alpha",
                       "tuned GNN cut", "left out"], rows) + "\n")
