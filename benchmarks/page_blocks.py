@@ -197,9 +197,10 @@ BLOCKS = {"throughput_kernel": _kernel_block, "end_to_end": _end_to_end_block, "
 """Block name (``<!-- jaxclp:NAME -->``) -> ``f(root) -> markdown``."""
 
 
-def _programs_s(row: dict, names) -> float:
-    """XLA seconds of a compile-census row's programs named in ``names`` (``jit(NAME)``)."""
-    return sum(s for p, _, s in row["programs"] if p.removeprefix("jit(").removesuffix(")") in names)
+def _programs(row: dict, names) -> tuple[int, float]:
+    """``(compilations, XLA seconds)`` of a compile-census row's programs named in ``names`` (``jit(NAME)``)."""
+    picked = [(n, s) for p, n, s in row["programs"] if p.removeprefix("jit(").removesuffix(")") in names]
+    return sum(n for n, _ in picked), sum(s for _, s in picked)
 
 
 _MODEL_LOOPS = ("_step_chunk", "_mlp_depths_chunk", "_link_kernel")
@@ -228,8 +229,8 @@ def compile_target_rows(root: Path) -> list[list[str]]:
                      "seconds compiling", "≤ 8 s",
                      f"{c:.1f} s ({first['xla_compilations']} programs; trace + lowering "
                      f"{first['trace_s'] + first['lower_s']:.1f} s, XLA {first['backend_s']:.1f} s)", status(c <= 8),
-                     f"the programs the search needs: the two tuned GNN grids {_programs_s(first, ('_grid_chunk_jit',)):.1f}"
-                     f" s of XLA, the other trained priors' loops {_programs_s(first, _MODEL_LOOPS):.1f} s; XLA's own "
+                     f"the programs the search needs: the two tuned GNN grids {_programs(first, ('_grid_chunk_jit',))[1]:.1f}"
+                     f" s of XLA, the other trained priors' loops {_programs(first, _MODEL_LOOPS)[1]:.1f} s; XLA's own "
                      "flags do not move it (`xla_flags.md`); under 8 s needs fewer model families in the default "
                      "search, a recipe change (`racing.md`, `halving.md` tried the cheaper ones)"])
         for key, label in ((("similar graph", 960), "same buckets"), (("second graph", 2200), "another bucket")):
@@ -239,7 +240,7 @@ def compile_target_rows(root: Path) -> list[list[str]]:
             share = r["compile_s"] / c
             why = (f"every process traces and lowers its programs again ({r['trace_s'] + r['lower_s']:.1f} s: JAX "
                    f"keeps no traces on disk) and reads the cached ones back; {r['xla_compilations']} compiled again, "
-                   f"{_count(r, '_solve_kernel')} of them CLP's solve for another count of valid alphas (CLP's stage "
+                   f"{_programs(r, ('_solve_kernel',))[0]} of them CLP's solve for another count of valid alphas (CLP's stage "
                    "runs on the exact graph)" if label == "same buckets" else
                    "buckets serve graphs within 25 % of a size: a graph of another bucket compiles every model "
                    "program again")
@@ -273,11 +274,6 @@ def compile_target_rows(root: Path) -> list[list[str]]:
                          "; ".join(f"{r['graph']}: {', '.join(r['skipped'])}" for r in out)
                          + (" (`time_limit.md`): compiling and the first fits fill the minute on 2 cores" if out else "")])
     return rows
-
-
-def _count(row: dict, name: str) -> int:
-    """Compilations of ``jit(name)`` in a compile-census row."""
-    return sum(n for p, n, _ in row["programs"] if p == f"jit({name})")
 
 
 def _cost_targets_block(root: Path) -> str:

@@ -16,6 +16,7 @@ and a JSON sidecar (method, chosen configuration, validation score, counts, comm
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import json
@@ -238,9 +239,7 @@ def previous_priors(path, data: dict) -> dict[str, int]:
                          + (f"its clp records are of other data: {', '.join(held)}" if held else "it holds no clp record")
                          + "); run `jaxclp run` with --methods including clp on this graph and labels first, or drop "
                            "--previous")
-    counts: dict[str, int] = {}
-    for r in same:
-        counts[r["params"]["base_prior"]] = counts.get(r["params"]["base_prior"], 0) + 1
+    counts = collections.Counter(r["params"]["base_prior"] for r in same)
     order = {name: i for i, name in enumerate(CLP_PRIOR_CANDIDATES)}
     return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
