@@ -361,6 +361,19 @@ def test_chance_for_committed_records_is_a_hand_count(tmp_path):
     assert chance_rebuild.for_records(recs, datasets={ds.name: other})[0] == {}
     # ROC-AUC records need no dataset; the header's own values win over a rebuild
     assert chance_rebuild.for_records(_committed_style(ds, metric="roc_auc"))[0] == {}
+    # ROC-AUC records that carry the chosen configuration's accuracy get the same accuracy reference
+    binary = dataclasses.replace(ds, labels=(labels != 0).astype(labels.dtype), num_classes=2)
+    auc = binary.with_metric("roc_auc")
+    auc_recs = _committed_style(auc, metric="roc_auc")
+    assert auc_recs[1]["config"]["metric"] == "roc_auc"
+    assert chance_rebuild.for_records(auc_recs, datasets={ds.name: auc})[0] == {}
+    with_acc = [dict(r, test_accuracy=0.7) if r["type"] == "result" else r for r in auc_recs]
+    got = chance_rebuild.for_records(with_acc, datasets={ds.name: auc})[0][(ds.name, "medium")]
+    y = np.asarray(binary.labels)
+    for i in range(3):
+        train, test = np.asarray(sp.train[i]), np.asarray(sp.test[i])
+        top = int(y[train].mean() > 0.5)  # ties (exactly half): the lowest class, 0
+        assert got[i] == pytest.approx(float(np.mean(y[test] == top)))
     # chance.json: written, read back, used without the dataset (what the results pages do)
     chance.write_stored(tmp_path, stored)
     again, _ = chance_rebuild.for_records(recs, stored=chance.read_stored(tmp_path), compute=False)

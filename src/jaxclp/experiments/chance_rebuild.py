@@ -23,10 +23,13 @@ reference is rebuilt from the base dataset (``acm+dagger`` from ``acm``)."""
 
 
 def _runs_of(records: Iterable[Mapping]) -> dict:
-    """``{(dataset, split, config_hash): (config, {run: seed})}`` of the result records that carry a config."""
+    """``{(dataset, split, config_hash): (config, {run: seed})}`` of the result records that carry a config and
+    are scored by accuracy or also carry it (``test_accuracy``: a ROC-AUC record's chosen configuration's)."""
     out: dict = {}
     for r in records:
         if r.get("type") != "result" or not isinstance(r.get("config"), dict):
+            continue
+        if r["config"].get("metric", "accuracy") == "roc_auc" and r.get("test_accuracy") is None:
             continue
         cell = out.setdefault((r["dataset"], r["split"], r.get("config_hash")), (r["config"], {}))
         cell[1][int(r["run"])] = r.get("seed")
@@ -97,7 +100,8 @@ def rebuild(dataset: str, split: str, config: Mapping, runs: Mapping, data_root=
 
 def for_records(records: Iterable[Mapping], data_root=None, stored: Mapping | None = None,
                 compute: bool = True, datasets: Mapping | None = None) -> tuple[dict, dict]:
-    """The accuracy chance reference of every (dataset, split) of ``records``, per run: the header records' own values
+    """The accuracy chance reference of every (dataset, split) of ``records`` scored by accuracy or carrying it
+    (ROC-AUC records' ``test_accuracy``), per run: the header records' own values
     (:func:`recorded_chances`) first; for accuracy records whose headers lack it, ``stored`` (:func:`read_stored`)
     values of their configuration, else (``compute``) :func:`rebuild` from the dataset where it loads offline
     (``datasets``: name -> :class:`~jaxclp.datasets.Dataset` for records of datasets that are not registered).
@@ -111,8 +115,6 @@ def for_records(records: Iterable[Mapping], data_root=None, stored: Mapping | No
     stored = dict(stored or {})
     merged: dict = {}
     for (d, s, h), (config, runs) in _runs_of(records).items():
-        if config.get("metric", "accuracy") == "roc_auc":
-            continue
         have = chances.get((d, s), {})
         missing = {i: seed for i, seed in runs.items() if i not in have}
         if not missing:
