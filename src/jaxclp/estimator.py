@@ -322,8 +322,8 @@ class CLP:
             labels: (n,) int labels; only ``train_mask | val_mask`` entries are read (others may be -1).
             train_mask, val_mask: (n,) bool, disjoint; train nonempty, val nonempty. Both None (default): every
                 labelled node is used, ``val_fraction`` of them held out for the choices
-                (:func:`jaxclp.datasets.holdout_split` with ``seed``; every class keeps a training node, and
-                validation holds two classes wherever another class can spare a node); the
+                (:func:`jaxclp.datasets.holdout_split` with ``seed``: stratified by class, every class keeps a
+                training node, and validation holds two classes wherever another class can spare a node); the
                 masks are kept as ``train_mask_``, ``val_mask_``.
             key: PRNG key (default ``jax.random.key(seed)``).
             prior: overrides the constructor's ``prior`` for this fit (any form it accepts), e.g. an (n, K)

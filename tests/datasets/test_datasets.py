@@ -749,25 +749,24 @@ def test_random_splits_of_the_labelled_nodes():
 
 
 def test_holdout_split_uses_every_labelled_node():
-    """Labelled nodes (label != -1) permuted by default_rng(seed): the first round(f * m) validation, the rest
-    training; then a class without a training node gets its first validation node moved to training."""
-    labels = np.array([0, -1, 1, 1, -1, 0, 2, 2, 0, 1, -1, 2])
-    tr, va = D.holdout_split(labels, 0.25, seed=3)
+    """Labelled nodes (label != -1) permuted by default_rng(seed); of each class the first round(f * m_c) in that
+    order (at most m_c - 1) are validation, the rest training; then two classes on validation where possible."""
+    labels = np.array([0, -1, 1, 1, -1, 0, 2, 2, 0, 1, -1, 2, 1, 1, 0])
+    tr, va = D.holdout_split(labels, 0.4, seed=3)
     lab = labels != -1
     assert not (tr & va).any() and np.array_equal(tr | va, lab)
-    perm = np.flatnonzero(lab)[np.random.default_rng(3).permutation(9)]  # the documented procedure
-    want_val = set(perm[:2].tolist())
-    for c in np.unique(labels[lab]):  # the fix-up, by hand
-        if not any(labels[i] == c for i in perm[2:]):
-            want_val.discard(next(i for i in perm[:2] if labels[i] == c))
-    if len({labels[i] for i in want_val}) < 2:  # the second fix-up: two classes on validation
-        want_val.add(next(i for i in perm[2:] if labels[i] not in {labels[j] for j in want_val}))
-    assert set(np.flatnonzero(va)) == want_val and len(set(labels[va])) == 2
+    perm = np.flatnonzero(lab)[np.random.default_rng(3).permutation(lab.sum())]  # the documented procedure
+    want_val = set()
+    for c, m_c in ((0, 4), (1, 5), (2, 3)):  # round(1.6) = 2, round(2.0) = 2, round(1.2) = 1, by hand
+        want_val |= set([i for i in perm if labels[i] == c][:{0: 2, 1: 2, 2: 1}[c]])
+    assert set(np.flatnonzero(va)) == want_val and va.sum() == 5
     assert all(tr[labels == c].any() for c in (0, 1, 2))
-    t2, v2 = D.holdout_split(labels, 0.25, seed=3)
+    t2, v2 = D.holdout_split(labels, 0.4, seed=3)
     assert np.array_equal(t2, tr) and np.array_equal(v2, va)
-    _, v1 = D.holdout_split(labels, 0.01, 0)   # round(0.09) = 0 -> one validation node, and one of another class
+    _, v1 = D.holdout_split(labels, 0.01, 0)   # round(0.04) = 0 per class -> the first two of two classes
     assert v1.sum() == 2 and len(set(labels[v1])) == 2
+    first = next(i for i in np.flatnonzero(lab)[np.random.default_rng(0).permutation(lab.sum())])
+    assert v1[first]
     # a singleton class goes to training whatever the permutation says
     y = np.array([5, 0, 0, 0, 0, 0, 0, 0, 0, 0])
     for seed in range(20):
@@ -790,20 +789,32 @@ def test_holdout_split_two_classes_on_validation():
         t, v = D.holdout_split(y, 0.2, seed)
         assert set(y[v]) == {0, 1} and set(y[t]) == {0, 1} and v.sum() in (2, 3)
         assert np.array_equal(t | v, y != -1) and not (t & v).any()
-    # hand case: permutation of default_rng(0) over 6 nodes, first is validation; by hand the node moved is the
-    # first training node (in permutation order) of another class
+    # hand case: 0.1 of each class rounds to none; the nodes moved are, in the permutation order of
+    # default_rng(0), the first of a class that keeps two training nodes, then the first of another such class
     y = np.array([0, 0, 0, 1, 1, 2])
     perm = np.random.default_rng(0).permutation(6)
     t, v = D.holdout_split(y, 0.1, 0)
-    first_val = perm[0]
-    moved = next(i for i in perm[1:] if y[i] != y[first_val] and (y[perm[1:]] == y[i]).sum() >= 2)
-    assert set(np.flatnonzero(v)) == {first_val, moved}
+    first = next(i for i in perm if y[i] in (0, 1))  # class 2 has one node: it trains
+    second = next(i for i in perm if y[i] in (0, 1) and y[i] != y[first])
+    assert set(np.flatnonzero(v)) == {first, second} and set(y[t]) == {0, 1, 2}
     # labels are any integers (a user's codes), not only 0..C-1
     t, v = D.holdout_split(np.array([10**9, 10**9, 10**9, 7, 7, -1]), 0.2, 0)
     assert set(np.array([10**9, 10**9, 10**9, 7, 7, -1])[v]) == {10**9, 7}
     # impossible: the other classes have one labelled node each, which must train; validation stays one class
     t, v = D.holdout_split(np.array([0, 0, 0, 1, 2]), 0.2, 0)
     assert set(np.array([0, 0, 0, 1, 2])[v]) == {0} and t[3] and t[4]
+
+
+def test_holdout_split_is_stratified_whatever_the_permutation():
+    """Labels laid out as the permutation of the same seed orders them (minesweeper's mines are exactly
+    default_rng(0).permutation(10000)[:2000]): an unstratified hold-out would put every node of class 1 on
+    validation; stratified, each class gives round(0.2 * m_c) nodes to validation."""
+    n = 1000
+    y = np.zeros(n, int)
+    y[np.random.default_rng(0).permutation(n)[:200]] = 1
+    t, v = D.holdout_split(y, 0.2, 0)
+    assert (y[v] == 1).sum() == 40 and (y[v] == 0).sum() == 160
+    assert (y[t] == 1).sum() == 160 and (y[t] == 0).sum() == 640
 
 
 def test_random_splits_not_class_balanced():
