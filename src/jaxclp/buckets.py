@@ -21,6 +21,7 @@ Feature width and classes are not padded: a layer's initialisation depends on it
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -141,6 +142,25 @@ def pad_graph(graph: Graph, num_nodes: int | None = None, num_edges: int | None 
                  indptr=None if graph.indptr is None else put(pointers(graph.indptr)),
                  transpose_perm=None if perm is None else put(perm),
                  transpose_indptr=None if graph.transpose_indptr is None else put(pointers(graph.transpose_indptr)))
+
+
+def propagation_graph(graph: Graph) -> Graph:
+    """``graph`` padded to its buckets (:func:`pad_graph`) with its padding nodes marked (:attr:`Graph.real`): the
+    graph CLP's propagation stages (compatibility, operator, solves, label propagation, C&S) run on so that graphs
+    of similar size share their programs. Its user order has the bucket's rows: pad node arrays with
+    :func:`pad_nodes` (a prior with any valid rows, e.g. :func:`pad_prior`) and take the first n rows back."""
+    padded = pad_graph(graph, node_bucket(graph.num_nodes))
+    real = np.zeros(padded.num_nodes, bool)
+    real[:graph.num_nodes] = True
+    return dataclasses.replace(padded, real=jax.device_put(real))
+
+
+def pad_prior(prior, num_nodes: int) -> jax.Array:
+    """(n, K) prior rows padded to ``num_nodes`` with uniform rows (a valid prior everywhere; the padding rows
+    of a :func:`propagation_graph` are zeroed inside the stages), on the host."""
+    host = np.asarray(prior)
+    k = host.shape[1]
+    return jax.device_put(np.concatenate([host, np.full((num_nodes - host.shape[0], k), 1.0 / k, host.dtype)]))
 
 
 def _pad_axis(a, size: int, fill, axis: int = -1) -> np.ndarray:

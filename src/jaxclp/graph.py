@@ -32,7 +32,7 @@ SelfLoops = Literal["drop", "keep", "add"]
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["senders", "receivers", "weights", "indptr", "transpose_perm", "transpose_indptr"],
+    data_fields=["senders", "receivers", "weights", "indptr", "transpose_perm", "transpose_indptr", "real"],
     meta_fields=["num_nodes", "symmetric"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,11 @@ class Graph:
         transpose_indptr: (n + 1,) int32 row pointers of ``senders[transpose_perm]`` (edge counts per sender,
             cumulated), or None. Both transpose fields are set together; without them the transposed product
             falls back to a gather and an unsorted ``segment_sum``.
+        real: (n,) bool, or None (default: every node is real). A graph padded to a shape bucket
+            (:func:`jaxclp.buckets.propagation_graph`) marks its padding nodes False: they have no edge of
+            nonzero weight, and :meth:`to_internal` zeroes their rows, so the stages' operators, solves and norms
+            are those of the real nodes (as a :class:`~jaxclp.ShardedGraph`'s padding rows), compiled for the
+            bucket's sizes. The user order then has n rows, the padding ones included (any values there).
     """
 
     senders: jax.Array
@@ -68,6 +73,7 @@ class Graph:
     indptr: jax.Array | None = None
     transpose_perm: jax.Array | None = None
     transpose_indptr: jax.Array | None = None
+    real: jax.Array | None = None
 
     def __post_init__(self):
         # Node ids of a Graph built directly from concrete arrays must lie in [0, num_nodes): an id >= n
@@ -342,11 +348,28 @@ class Graph:
 
     # ------------------------------------------------------------- the graph protocol (jaxclp.protocol)
     has_edge_list = True
-    real_rows = None
+
+    @property
+    def real_rows(self) -> jax.Array | None:
+        """:attr:`real`: (n,) bool, False on padding nodes; None when every node is real."""
+        return self.real
+
+    @property
+    def real_nodes(self) -> int:
+        """The number of real nodes (on the host): ``num_nodes`` unless :attr:`real` marks padding nodes."""
+        return self.num_nodes if self.real is None else int(np.count_nonzero(np.asarray(self.real)))
 
     def to_internal(self, x: jax.Array) -> jax.Array:
-        """The internal order is the user's: ``x`` itself (:mod:`jaxclp.protocol`)."""
-        return x
+        """The internal order is the user's (:mod:`jaxclp.protocol`): ``x`` itself, with the rows of padding nodes
+        zeroed where :attr:`real` marks some (on the host for arrays on the CPU: no program of its own)."""
+        if self.real is None:
+            return x
+        if cpu_resident(x, self.real):
+            host = np.asarray(x)
+            keep = np.asarray(self.real).reshape((-1,) + (1,) * (host.ndim - 1))
+            return jax.device_put(np.where(keep, host, np.zeros((), host.dtype)))
+        keep = self.real.reshape((-1,) + (1,) * (jnp.ndim(x) - 1))
+        return jnp.where(keep, x, jnp.zeros((), jnp.result_type(x)))
 
     def from_internal(self, x: jax.Array, axis: int = 0) -> jax.Array:
         """``x`` itself (:mod:`jaxclp.protocol`)."""

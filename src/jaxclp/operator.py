@@ -90,7 +90,7 @@ def clp_operator(graph: Graph, b0: jax.Array, H: jax.Array, *,
     b0 = jnp.asarray(b0)
     if graph.has_edge_list and _checks.is_concrete(b0, H):  # one program for every normalization
         values, right = _clp_factors(graph, b0, H, normalization_code(normalization))
-        return FactoredOperator(graph, values, b0, right)
+        return FactoredOperator(graph, values, graph.to_internal(b0), right)  # padding rows of a padded graph: 0
     values = graph.edge_values(normalization).astype(b0.dtype)
     b0 = graph.to_internal(b0)
     return FactoredOperator(graph, values, b0, b0 @ jnp.asarray(H).astype(b0.dtype))
@@ -204,8 +204,8 @@ def _power(op: FactoredOperator, tol, max_iters):
     """The shifted power iteration of :func:`operator_spectral_radius` (all classes at once).
 
     ``op`` is a FactoredOperator on any graph of the protocol. An operator with a ``real_rows`` (N,) bool
-    mask (False on the padding rows of a node-sharded graph) starts from the all-ones vector on its real rows only
-    (0 on padding rows, normalized over the ``graph.num_nodes`` real ones), and its Collatz-Wielandt lower bound
+    mask (False on the padding rows of a node-sharded or bucket-padded graph) starts from the all-ones vector on its
+    real rows only (0 on padding rows, normalized over the real ones), and its Collatz-Wielandt lower bound
     reads the real rows only; norms reduce over all N rows (a row-sharded array reduces across shards).
     """
     n, k = op.left.shape
@@ -215,7 +215,7 @@ def _power(op: FactoredOperator, tol, max_iters):
     else:
         real = real[:, None]
         x0 = jnp.where(real, 1.0, 0.0).astype(op.left.dtype) * jnp.ones((1, k), op.left.dtype) / jnp.sqrt(
-            jnp.asarray(op.graph.num_nodes, op.left.dtype))
+            jnp.sum(real).astype(op.left.dtype))
 
     def cond(s):
         _, _, it, active, _ = s

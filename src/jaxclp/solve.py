@@ -482,7 +482,7 @@ def choose_method(graph: Graph, normalization: Normalization, alpha_rho_bound: f
     """
     if alpha_rho_bound is not None and alpha_rho_bound <= NEUMANN_MAX_CONTRACTION:
         return "neumann"
-    if graph.num_nodes <= DENSE_MAX_NODES and graph.has_edge_list:
+    if graph.has_edge_list and graph.real_nodes <= DENSE_MAX_NODES:  # a padded graph: its real nodes
         return "dense"
     return "cg" if cg_valid(graph, normalization) else "bicgstab"
 

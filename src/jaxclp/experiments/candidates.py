@@ -56,6 +56,12 @@ class GraphViews:
         return buckets.pad_inputs(self.graph, self.features)
 
     @functools.cached_property
+    def propagation(self) -> jaxclp.Graph:
+        """The graph CLP's propagation stages run on (:func:`jaxclp.buckets.propagation_graph`: padded to its
+        shape bucket, padding nodes marked; :func:`propagation_inputs`)."""
+        return buckets.propagation_graph(self.graph)
+
+    @functools.cached_property
     def padded_two_hop(self):
         """:attr:`two_hop` padded to the node bucket of :attr:`padded` (its edges to their own bucket)."""
         return buckets.pad_graph(self.two_hop, self.padded.graph.num_nodes)
@@ -79,6 +85,24 @@ def fit_two_hop(ctx: "Context", inputs: buckets.Padded):
     if ctx.views is None:
         return None
     return ctx.views.padded_two_hop if inputs.padded else ctx.views.two_hop
+
+
+def propagation_inputs(ctx: "Context") -> tuple["Context", int | None]:
+    """``ctx`` as CLP's propagation stages take it (``clp``'s grid, the authors' step, LP, C&S, CLP*): where the
+    run asks for shape buckets, on :attr:`GraphViews.propagation` (the graph padded to its bucket, its padding
+    nodes marked: the same operators and solves on the real nodes, to float rounding, compiled once per bucket)
+    with the prior (uniform rows), labels (-1) and masks (False) padded alike; then also the real node count n
+    whose rows the candidates keep. Otherwise ``(ctx, None)``."""
+    v = ctx.views
+    if v is None or not v.shape_buckets or v.graph is not ctx.graph:
+        return ctx, None
+    g, n = v.propagation, ctx.graph.num_nodes
+    nb = g.num_nodes
+    padded = dataclasses.replace(ctx, graph=g, labels=buckets.pad_nodes(ctx.labels, nb, -1),
+                                 train=buckets.pad_nodes(ctx.train, nb, False),
+                                 val=buckets.pad_nodes(ctx.val, nb, False),
+                                 priors={ctx.mlp_depth: buckets.pad_prior(ctx.prior, nb)}, cache={})
+    return padded, n
 
 
 def unpadded(inputs: buckets.Padded, prior):

@@ -44,7 +44,7 @@ from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.priors import DEADLINE_PRIORS, TUNED_PRIORS, fit_prior
 from jaxclp.search import CLP_PRIOR_CANDIDATES, GRID_COST, GRID_KIND_NAMES, MLP_DEPTHS, Decisions, Search, SearchPlan
 from jaxclp.experiments.candidates import (Candidates, Context, _first_best, fit_inputs, fit_two_hop,
-                                           select_prior_first, status, unpadded, with_prior)
+                                           propagation_inputs, select_prior_first, status, unpadded, with_prior)
 
 ALPHAS = DEFAULT_ALPHAS
 CS_ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -77,13 +77,16 @@ def _labels0(ctx: Context) -> jax.Array:
     return masked_labels(ctx.labels)
 
 
-def _rows(x: jax.Array) -> list:
-    """``[x[0], x[1], ...]``: the rows of a stack of candidates. On the CPU each row is read on the host and put
-    back (no program); on an accelerator each is taken by one small program with a traced index (``x[i]`` with a
-    Python int runs two eager programs; unstacking in one program compiles ~1 s for 80 rows)."""
-    if cpu_resident(x):
+def _rows(x: jax.Array, num_nodes: int | None = None) -> list:
+    """``[x[0], x[1], ...]``: the rows of a stack of candidates (A, N, K), each cut to its first ``num_nodes``
+    nodes where given (the real nodes of :func:`~jaxclp.experiments.candidates.propagation_inputs`, on the host).
+    On the CPU each row is read on the host and put back (no program); on an accelerator each is taken by one
+    small program with a traced index (``x[i]`` with a Python int runs two eager programs; unstacking in one
+    program compiles ~1 s for 80 rows)."""
+    if cpu_resident(x) or num_nodes is not None:
         host = np.asarray(x)
-        return [jax.device_put(host[i]) for i in range(x.shape[0])]
+        cut = slice(None) if num_nodes is None else slice(0, num_nodes)
+        return [jax.device_put(host[i, cut]) for i in range(x.shape[0])]
     return [_row(x, np.int32(i)) for i in range(x.shape[0])]
 
 
@@ -115,9 +118,10 @@ def method_link(ctx: Context) -> dict:
 
 
 def method_lp(ctx: Context) -> dict:
+    ctx, n = propagation_inputs(ctx)
     out = jaxclp.label_propagation(ctx.graph, _labels0(ctx), ctx.train, ctx.num_classes,
                                    alpha=_alpha_grid(ALPHAS))
-    rows = _rows(out)
+    rows = _rows(out, n)
     return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
 
@@ -125,23 +129,25 @@ def method_cs(ctx: Context) -> dict:
     """C&S on validation over autoscale (PyG's cap; alpha_correct x alpha_smooth in ``CS_ALPHAS``) and the
     fixed scales ``CS_SCALES`` ("FDiff-scale": training residuals held fixed) for ``CS_FIXED_ALPHAS``
     (alpha_correct = 1 runs ``jaxclp.baselines.ALPHA_ONE_LAYERS`` = 50 steps, as PyG's example)."""
+    ctx, n = propagation_inputs(ctx)
     y = _labels0(ctx)
     out = {}
     grid = [(a1, "auto") for a1 in CS_ALPHAS] + [(a1, s) for a1 in CS_FIXED_ALPHAS for s in CS_SCALES]
     for a1, scale in grid:
         smooth = _rows(jaxclp.correct_and_smooth(ctx.graph, ctx.prior, y, ctx.train, alpha_correct=a1,
-                                                 alpha_smooth=_alpha_grid(CS_ALPHAS), scale=scale))
+                                                 alpha_smooth=_alpha_grid(CS_ALPHAS), scale=scale), n)
         out.update({("alpha_correct", a1, "alpha_smooth", a2, "scale", scale): smooth[j]
                     for j, a2 in enumerate(CS_ALPHAS)})
     return out
 
 
 def method_clp_star(ctx: Context) -> dict:
+    ctx, n = propagation_inputs(ctx)
     y = _labels0(ctx)
     H, _ = jaxclp.estimate_compatibility(ctx.graph, ctx.prior, y, ctx.train)
     b0 = jaxclp.initial_beliefs(ctx.prior, y, ctx.train)
     out = jaxclp.clp_star(ctx.graph, ctx.prior, b0, H, alpha=_alpha_grid(ALPHAS))
-    rows = _rows(out)
+    rows = _rows(out, n)
     return {("alpha", a): rows[i] for i, a in enumerate(ALPHAS)}
 
 
@@ -151,10 +157,11 @@ def method_clp_authors(ctx: Context, _keep=None, **grid) -> dict:
     (internal: :func:`_clp_grid`'s pruning) filters each adjacency weight's group."""
     out, H = {}, None
     keep = _keep or (lambda group: group)
+    ctx, n = propagation_inputs(ctx)
     for weight in grid.pop("weights", NONLINEAR_WEIGHTS):  # one adjacency weight at a time: half the peak memory
         res = nonlinear_grid(ctx.graph, ctx.prior, ctx.labels, ctx.train, ctx.val, metric=ctx.metric,
                              weights=(weight,), H=H, **grid)
-        H, layers, rows = res.H, np.asarray(res.layer), _rows(res.beliefs)
+        H, layers, rows = res.H, np.asarray(res.layer), _rows(res.beliefs, n)
         out.update(keep({("normalization", f"authors-{w}", "l1", "authors", "prior", start, "alpha", a, "post",
                           post, "echo", bool(echo), "layer", int(layers[i])): rows[i]
                          for i, (start, a, post, echo, w) in enumerate(res.configs)}))
@@ -211,21 +218,22 @@ def _group_best(ctx: Context, group: dict) -> dict:
 
 def _clp_grid(ctx: Context, variants, authors: bool, spectral: bool, search: Search | None = None,
               prior: str = "mlp") -> dict:
-    y = _labels0(ctx)
     lean = _grid_bytes(ctx, variants, authors, spectral) > GRID_MAX_BYTES
     keep = functools.partial(_group_best, ctx) if lean else (lambda group: group)
+    pc, n = propagation_inputs(ctx)  # the candidates' rows: ctx's nodes (keep and the choice read ctx)
+    y = _labels0(pc)
 
     def variant(norm, l1, src):
-        res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization=norm,
+        res = jaxclp.clp_beliefs(pc.graph, pc.prior, y, pc.train, alphas=ALPHAS, normalization=norm,
                                  l1_normalize=l1, prior_source=src, spectrum=False)
-        rows = _rows(res.beliefs)
+        rows = _rows(res.beliefs, n)
         return keep({("normalization", norm, "l1", l1, "prior", src, "alpha", a): rows[i]
                      for i, a in enumerate(ALPHAS) if res.valid[i]})
 
     def spectral_variant(norm, src):
-        res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
+        res = jaxclp.clp_beliefs(pc.graph, pc.prior, y, pc.train, alphas=SPECTRAL_ALPHAS, normalization=norm,
                                  prior_source=src, spectrum=False, spectral_scale=True)
-        rows = _rows(res.beliefs)
+        rows = _rows(res.beliefs, n)
         return keep({("normalization", f"{norm}/rho", "l1", False, "prior", src, "alpha", a): rows[i]
                      for i, a in enumerate(SPECTRAL_ALPHAS) if res.valid[i]})
 
@@ -248,10 +256,11 @@ def method_clp_paper(ctx: Context) -> dict:
 def method_clp_refined(ctx: Context) -> dict:
     """``clp_paper`` with the compatibility re-estimated once from the propagated beliefs
     (``jaxclp.clp_beliefs(..., compat="refined")``): sym-normalized, linear, MLP prior, alpha on validation."""
+    ctx, n = propagation_inputs(ctx)
     y = _labels0(ctx)
     res = jaxclp.clp_beliefs(ctx.graph, ctx.prior, y, ctx.train, alphas=ALPHAS, normalization="sym",
                              prior_source="mlp", spectrum=False, compat="refined")
-    rows = _rows(res.beliefs)
+    rows = _rows(res.beliefs, n)
     return {("normalization", "sym", "l1", False, "prior", "mlp", "compat", "refined", "alpha", a): rows[i]
             for i, a in enumerate(ALPHAS) if res.valid[i]}
 
