@@ -239,9 +239,8 @@ def compile_target_rows(root: Path) -> list[list[str]]:
                 continue
             share = r["compile_s"] / c
             why = (f"every process traces and lowers its programs again ({r['trace_s'] + r['lower_s']:.1f} s: JAX "
-                   f"keeps no traces on disk) and reads the cached ones back; {r['xla_compilations']} compiled again, "
-                   f"{_programs(r, ('_solve_kernel',))[0]} of them CLP's solve for another count of valid alphas (CLP's stage "
-                   "runs on the exact graph)" if label == "same buckets" else
+                   f"keeps no traces on disk) and reads the {r['cache_hits']} cached ones back "
+                   f"({r['backend_s']:.1f} s); {r['xla_compilations']} compiled again" if label == "same buckets" else
                    "buckets serve graphs within 25 % of a size: a graph of another bucket compiles every model "
                    "program again")
             rows.append([f"a second graph of {r['nodes']} nodes after the first ({label})",

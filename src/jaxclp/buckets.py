@@ -17,6 +17,11 @@ programs: the nodes to ``bucket(n + 1)`` (at least one padding node), the edges 
 Feature width and classes are not padded: a layer's initialisation depends on its width.
 :func:`pad_inputs` pads a prior's inputs and :func:`unpad_nodes` takes the first n rows back, on the host
 (slicing on the device would compile a program per n).
+
+CLP's propagation stages (compatibility, operator, solves; label propagation, C&S) run on
+:func:`propagation_graph`: the padded graph with its padding nodes marked (:attr:`jaxclp.Graph.real`), whose
+internal order zeroes their rows, so every operator, solve and norm is the real nodes' (up to the rounding of sums
+over more zeros), compiled for the bucket (tests/core/test_padded_propagation.py).
 """
 
 from __future__ import annotations

@@ -98,10 +98,10 @@ def propagation_inputs(ctx: "Context") -> tuple["Context", int | None]:
         return ctx, None
     g, n = v.propagation, ctx.graph.num_nodes
     nb = g.num_nodes
+    priors = {d: buckets.pad_prior(p, nb) for d, p in ctx.priors.items() if d == ctx.mlp_depth}  # none: LP alone
     padded = dataclasses.replace(ctx, graph=g, labels=buckets.pad_nodes(ctx.labels, nb, -1),
                                  train=buckets.pad_nodes(ctx.train, nb, False),
-                                 val=buckets.pad_nodes(ctx.val, nb, False),
-                                 priors={ctx.mlp_depth: buckets.pad_prior(ctx.prior, nb)}, cache={})
+                                 val=buckets.pad_nodes(ctx.val, nb, False), priors=priors, cache={})
     return padded, n
 
 
