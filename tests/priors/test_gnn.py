@@ -978,7 +978,8 @@ def _grid_problem(n=30, seed=0):
 
 
 @pytest.mark.parametrize("conv,sep", [("gcn", False), pytest.param("sage", False, marks=pytest.mark.slow),
-                                      ("gat", True)])  # sage: 20 s of compiling; gat covers a second conv + sep
+                                      pytest.param("gat", True, marks=pytest.mark.slow)])
+# sage: 20 s of compiling, gat (a second conv + sep, not in clp's search) 17 s: kept by benchmarks/slow_tests.py
 def test_fit_gnn_grid_trains_each_spec_as_fit_gnn(conv, sep):
     """Without dropout, the one-program grid is fit_gnn spec by spec: the same initial parameters (the union
     model's blocks are initialized by name), the same steps, the same early stop (float rounding apart); the
