@@ -85,7 +85,7 @@ class Graph:
         if (self.transpose_perm is None) != (self.transpose_indptr is None):
             raise ValueError("transpose_perm and transpose_indptr must be given together (or both None)")
         for name, arr, shape in (("transpose_perm", self.transpose_perm, np.shape(self.senders)),
-                                 ("transpose_indptr", self.transpose_indptr, (n + 1,))):
+                                 ("transpose_indptr", self.transpose_indptr, (n + 1,)), ("real", self.real, (n,))):
             if isinstance(arr, (np.ndarray, jax.Array)) and arr.shape != tuple(shape):
                 raise ValueError(f"{name} must have shape {tuple(shape)}; got {arr.shape}")
         if getattr(_TRUSTED, "on", False):  # built by a constructor below: ids already checked on the host

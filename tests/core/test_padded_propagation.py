@@ -2,6 +2,8 @@
 marked, their rows zeroed inside the stages) give the unpadded graph's numbers on the real rows, to float rounding,
 and a graph of another size in the same bucket reuses the compiled programs."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,6 +36,8 @@ def test_propagation_graph_marks_the_padding():
     np.testing.assert_array_equal(traced, out)
     a = x[:300]
     assert g.real_nodes == 300 and g.real_rows is None and g.to_internal(a) is a
+    with pytest.raises(ValueError, match=r"real must have shape \(320,\)"):
+        dataclasses.replace(pg, real=jnp.ones(300, bool))
 
 
 @pytest.mark.parametrize("n,normalization,l1,src,scaled", [  # 300 nodes: the dense solve; 330: CG / BiCGStab
