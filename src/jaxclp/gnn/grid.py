@@ -100,6 +100,7 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
     h = nn.relu(drop(first.apply({"params": p["input"]}, x), 1))
     conv = _conv_module(union, symmetric)
     layer_norm, dense = nn.LayerNorm(), nn.Dense(union.hidden)
+    out_dtype = {}  # a block's output dtype per input dtype: every block maps a dtype alike (traced once)
     for i in range(union.num_layers):
         def block(h, i=i):
             z = jnp.where(norm, layer_norm.apply({"params": p[f"norm{i}"]}, h), h) if union.norm else h
@@ -114,7 +115,9 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
                 tail = plain(z)
             return jnp.where(residual, h + tail, tail)
 
-        dtype = jax.eval_shape(block, h).dtype  # a float64 graph (x64) promotes the block's output
+        if h.dtype not in out_dtype:  # a float64 graph (x64) promotes the block's output
+            out_dtype[h.dtype] = jax.eval_shape(block, h).dtype
+        dtype = out_dtype[h.dtype]
         h = jax.lax.cond(i < depth, block, lambda h: h.astype(dtype), h)
     if union.norm:
         h = jnp.where(norm, layer_norm.apply({"params": p["norm_out"]}, h), h)
