@@ -600,3 +600,15 @@ def test_a_split_context_slices_keys_and_priors_without_a_program():
         key, priors = runner._split_row_jit((setup.keys, setup.priors), jax.device_put(np.asarray([i, j], np.int32)))
         np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(ctx.key))
         assert all(np.array_equal(np.asarray(priors[d]), np.asarray(ctx.priors[d])) for d in priors)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2 ** 31 - 1, 2 ** 31 + 5])
+def test_split_keys_are_the_eager_split_in_one_program(seed):
+    """runner.split_keys gives split(key(seed), n)'s bits; within int32's range it compiles one program."""
+    want = jax.random.key_data(jax.random.split(jax.random.key(seed), 4))
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(runner.split_keys(seed, 4))), np.asarray(want))
+    if seed < 2 ** 31:
+        jax.clear_caches()
+        with compiled_programs() as names:
+            runner.split_keys(seed, 5)
+        assert names == ["_split_keys_jit"], names

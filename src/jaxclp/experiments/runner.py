@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -505,6 +506,19 @@ def _split_row_jit(keys_and_priors, ij):
     return keys[ij[0]], {d: p[ij[1]] for d, p in priors.items()}
 
 
+@functools.partial(jax.jit, static_argnames="num")
+def _split_keys_jit(seed, num):
+    return jax.random.split(jax.random.key(seed), num)
+
+
+def split_keys(seed: int, num: int) -> jax.Array:
+    """``jax.random.split(jax.random.key(seed), num)``: the splits' keys, in one compiled program (the two eager
+    calls compile two) for seeds in int32's range; the same bits."""
+    if 0 <= int(seed) < 2 ** 31:
+        return _split_keys_jit(np.int32(seed), int(num))
+    return jax.random.split(jax.random.key(seed), num)
+
+
 def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: TrainConfig,
                    with_priors: bool, base_priors: tuple | None = None,
                    time_limit: float | None = None, shape_buckets: bool = False) -> SplitSetup:
@@ -516,7 +530,7 @@ def prepare_splits(ds: Dataset, feats, sp, nruns: int, todo, seed: int, cfg: Tra
     todo = tuple(int(i) for i in todo)
     x = as_features(feats)  # dense jax array, or SparseFeatures for a CSR (never densified)
     y = np.asarray(ds.labels)
-    keys = jax.random.split(jax.random.key(seed), nruns)
+    keys = split_keys(seed, nruns)
     tr, va, te = (np.asarray(sp.train), np.asarray(sp.val), np.asarray(sp.test))
     y_vis = np.stack([visible_labels(y, tr[i], va[i]) for i in todo])  # (S, n), test labels removed
     views = GraphViews(ds.graph, x, shape_buckets)
