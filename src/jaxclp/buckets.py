@@ -163,9 +163,7 @@ def propagation_graph(graph: Graph) -> Graph:
 def pad_prior(prior, num_nodes: int) -> jax.Array:
     """(n, K) prior rows padded to ``num_nodes`` with uniform rows (a valid prior everywhere; the padding rows
     of a :func:`propagation_graph` are zeroed inside the stages), on the host."""
-    host = np.asarray(prior)
-    k = host.shape[1]
-    return jax.device_put(np.concatenate([host, np.full((num_nodes - host.shape[0], k), 1.0 / k, host.dtype)]))
+    return jax.device_put(_pad_axis(prior, num_nodes, 1.0 / np.shape(prior)[1], axis=0))
 
 
 def _pad_axis(a, size: int, fill, axis: int = -1) -> np.ndarray:

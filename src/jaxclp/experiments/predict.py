@@ -149,8 +149,8 @@ def predict(dataset: Dataset, method: str = "clp", *, val_fraction: float = 0.2,
         method: a name from :data:`jaxclp.experiments.methods.METHODS` (default ``clp``: base predictor,
             variant and alpha chosen on the validation nodes).
         val_fraction: share of the labelled nodes held out for the choice
-            (:func:`jaxclp.datasets.holdout_split`: stratified by class, every class keeps a training node; validation holds two
-            classes wherever another class can spare a node).
+            (:func:`jaxclp.datasets.holdout_split`: stratified by class, every class keeps a training node;
+            validation holds two classes wherever another class can spare a node).
         seed: seed of the hold-out and of every fit.
         epochs: maximal training epochs of the MLP and of the base predictors.
         priors: the base predictors ``clp`` may try (names of :data:`jaxclp.priors.PRIORS` or ``"mlp"``; a comma
