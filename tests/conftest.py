@@ -6,19 +6,39 @@
 
 import os
 
-# XLA's CPU backend at LLVM -O0 for the tests: compiling dominates the suite (tiny graphs, hundreds of distinct
-# programs: training loops, solver grids), and -O0 compiles them 2-3x faster while running the few large ones
-# somewhat slower (user CPU of test_gnn -29 %, test_kernel + the MLP/estimator tests -19 %, same machine, same load).
-# The arithmetic is the same IEEE arithmetic (results can differ from -O2 builds in the last bit, like any two
-# programs); comparisons within the suite are between programs built the same way, subprocesses included (they
-# inherit XLA_FLAGS). JAXCLP_TEST_XLA_OPT=1 keeps XLA's default optimization (e.g. to test what users run).
+# XLA's CPU backend at LLVM -O0 and with its elemental IR emitter for fusions (not its newer MLIR fusion emitters)
+# for the tests: compiling dominates the suite (tiny graphs, thousands of distinct programs: training loops, solver
+# grids; ~75 % of the tests' seconds are JAX compile events), and -O0 compiles them 2-3x faster while running the
+# few large ones somewhat slower (user CPU of test_gnn -29 %, test_kernel + the MLP/estimator tests -19 %, same
+# machine, same load); at -O0 the fusion emitters off cut another ~35 % (test_baselines_programs + test_features:
+# 43-47 s -> 29-32 s, three runs each). At XLA's default -O2 the same flag saves nothing and runs slower
+# (benchmarks/results/xla_flags.md), so users keep XLA's defaults. The arithmetic is the same IEEE arithmetic
+# (results can differ from -O2 builds in the last bit, like any two programs); comparisons within the suite are
+# between programs built the same way, subprocesses included (they inherit XLA_FLAGS). JAXCLP_TEST_XLA_OPT=1
+# keeps XLA's default options (e.g. to test what users run).
+SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 if os.environ.get("JAXCLP_TEST_XLA_OPT", "").strip() in ("", "0") and \
         "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *SUITE_XLA_FLAGS]).strip()
+
+# One persistent XLA cache for the whole test run, shared by the xdist workers: the pytest process that starts
+# first (the controller, or the only process without xdist) makes a fresh folder and passes it on in the
+# environment; each worker reads back what the other already compiled (the same fixtures and configurations
+# reach both workers), instead of compiling it again. Programs under 0.1 s of compiling are not written.
+# JAXCLP_TEST_XLA_CACHE=off keeps every process on its in-memory cache only.
+TEST_XLA_CACHE = "JAXCLP_TEST_XLA_CACHE"
+_OWN_XLA_CACHE = TEST_XLA_CACHE not in os.environ
+if _OWN_XLA_CACHE:
+    import tempfile
+
+    os.environ[TEST_XLA_CACHE] = tempfile.mkdtemp(prefix="jaxclp_test_xla_")
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+if os.environ[TEST_XLA_CACHE] != "off":
+    jax.config.update("jax_compilation_cache_dir", os.environ[TEST_XLA_CACHE])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 import contextlib  # noqa: E402
 import sys  # noqa: E402
@@ -94,6 +114,12 @@ def pytest_configure(config):
     os.environ["JAXCLP_CACHE"] = tempfile.mkdtemp(prefix="jaxclp_test_cache_")
     # the CLI's persistent XLA cache stays off in-process (tests/cli/test_cli.py turns it on in a subprocess)
     os.environ["JAXCLP_XLA_CACHE"] = "off"
+
+
+def pytest_unconfigure(config):
+    if _OWN_XLA_CACHE and os.environ.get(TEST_XLA_CACHE, "off") != "off":
+        import shutil
+        shutil.rmtree(os.environ[TEST_XLA_CACHE], ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -365,7 +365,7 @@ def graph_spec(kind, *, seed=0, n=40, m=200):
 def host_devices_env(devices: int | None = None, **extra: str) -> dict:
     """The environment of a test's child process: this one's, on the CPU, with ``devices`` forced host devices.
 
-    ``XLA_FLAGS`` keeps the suite's own flags (conftest.py's LLVM -O0, which compiles 2-3x faster) and drops any
+    ``XLA_FLAGS`` keeps the suite's own flags (conftest.py's SUITE_XLA_FLAGS, which compile faster) and drops any
     host device count, which the child sets itself (its scripts append ``--xla_force_host_platform_device_count``
     to ``XLA_FLAGS`` before importing jax) or ``devices`` sets here.
     """

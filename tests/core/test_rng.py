@@ -352,7 +352,8 @@ def test_fits_compute_what_they_computed_before_the_change():
     at a7c0a97, when importing jaxclp re-registered JAX's Threefry lowering (:data:`PINNED_SHA256`)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop(_rng.ENV, None)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_backend_optimization_level" not in f]
+    flags = [f for f in env.get("XLA_FLAGS", "").split()
+             if "xla_backend_optimization_level" not in f and "xla_cpu_use_fusion_emitters" not in f]
     env["XLA_FLAGS"] = " ".join(flags)
     out = subprocess.run([sys.executable, "-c", _PINNED_PROBE, os.path.dirname(__file__)], env=env,
                          capture_output=True, text=True, timeout=600)

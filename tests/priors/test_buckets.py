@@ -150,15 +150,19 @@ def test_fit_prior_and_clp_on_shape_buckets():
         assert padded.prior.shape == (75, 3)
         np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=2e-6)
         assert padded.val_score == exact.val_score
+    # float32 training on padded and on exact shapes sums in another order: LINKX's chunked fit ends ~3e-6 apart
+    # after 30 epochs (the suite's XLA flags); a padding row reaching a loss or a normalization moves priors by 1e-2
+    tol = 1e-5
     for name, feats in (("link", None), ("linkx", x), ("h2gcn", x), ("gat", x)):  # GAT: not bucketed, exact
         padded = priors.fit_prior(name, jax.random.key(1), g, feats, labels, tm, vm, 3, cfg, shape_buckets=True)
         exact = priors.fit_prior(name, jax.random.key(1), g, feats, labels, tm, vm, 3, cfg)
-        np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=0 if name == "gat" else 2e-6)
+        np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=0 if name == "gat" else tol,
+                                   err_msg=name)
     far = time.perf_counter() + 3600  # the chunked fit of a time limit, on padded inputs too
     padded = priors.fit_prior("linkx", jax.random.key(1), g, x, labels, tm, vm, 3, cfg, shape_buckets=True,
                               deadline=far)
     exact = priors.fit_prior("linkx", jax.random.key(1), g, x, labels, tm, vm, 3, cfg, deadline=far)
-    np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=2e-6)
+    np.testing.assert_allclose(np.asarray(padded.prior), np.asarray(exact.prior), atol=tol)
     fast = dict(epochs=30, patience=10, alphas=(0.5, 0.9))
     a = jaxclp.CLP(**fast).fit(g, x, y, tm, vm)
     b = jaxclp.CLP(shape_buckets=True, **fast).fit(g, x, y, tm, vm)
