@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclp import _checks
+from jaxclp import _checks, buckets
 from jaxclp.nonlinear import nonlinear_grid
 from jaxclp.clp import DEFAULT_ALPHAS, CLPResult, clp_beliefs
 from jaxclp.compatibility import initial_beliefs
@@ -165,9 +165,10 @@ class CLP:
         prior_options: keyword options of a named prior (e.g. ``{"hidden": 128}`` for "linkx"), passed to
             :func:`jaxclp.priors.fit_prior`; for "mlp" they override ``hidden`` / ``dropout``.
         shape_buckets: fit the named priors of :data:`jaxclp.buckets.BUCKETED_PRIORS` on inputs padded to shape
-            buckets (:func:`jaxclp.priors.fit_prior`'s ``shape_buckets``): fits on graphs of similar size then
-            share their compiled programs (one process, or many through the compilation cache); the same
-            computation as unpadded up to rounding (:data:`jaxclp.buckets.BUCKETED_PRIORS`).
+            buckets (:func:`jaxclp.priors.fit_prior`'s ``shape_buckets``) and compute CLP's candidates on the
+            graph padded to its bucket (:func:`jaxclp.buckets.propagation_graph`; a :class:`Graph`, not a
+            ShardedGraph): fits on graphs of similar size then share their compiled programs (one process, or
+            many through the compilation cache); the same computation as unpadded up to rounding.
         alphas: grid of alphas; the closed form is solved for all of them at once.
         normalization: "sym", "row", "none", or a list of them to select from on validation.
         l1_normalize: bool, or a list (e.g. ``[False, True]``) to select from.
@@ -437,6 +438,18 @@ class CLP:
         candidate's fitted attributes. Fills ``val_scores_``."""
         self.val_scores_ = {}
         out = []
+        n, padded = graph.num_nodes, False
+        cut = lambda beliefs: beliefs  # noqa: E731
+        if self.shape_buckets and type(graph) is Graph:
+            # the propagation stages on the graph padded to its bucket (its padding nodes marked, Graph.real): the
+            # same operators and solves on the real nodes to rounding, one compiled program per bucket; padding
+            # rows hold uniform priors, no label and no mask, and every candidate keeps the first n rows
+            graph = buckets.propagation_graph(graph)
+            nb = graph.num_nodes
+            prior, y = buckets.pad_prior(prior, nb), buckets.pad_nodes(y, nb, 0)
+            tm, vm = np.asarray(buckets.pad_nodes(tm, nb, False)), np.asarray(buckets.pad_nodes(vm, nb, False))
+            cut = lambda beliefs: buckets.unpad_nodes(beliefs, n, axis=1)  # noqa: E731
+            padded = True
         combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
                                         _as_list(self.prior_source), _as_list(self.spectral_scale)))
         # spectral scaling applies to the linear update only: skip it with the per-step L1 variant in a grid
@@ -448,6 +461,8 @@ class CLP:
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
                                          spectral_scale=bool(scale))
             scores = np.where(res.valid, validation_scores(self.metric, res.beliefs, y, vm), -np.inf)
+            # spectral_ (the padded graph's bounds) is recomputed on the graph itself when read
+            res = res._replace(beliefs=cut(res.beliefs), spectral=None if padded else res.spectral)
             for i, (a, s) in enumerate(zip(self.alphas, scores)):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
@@ -458,6 +473,7 @@ class CLP:
             options = {"echo": (False,)} | (self.nonlinear if isinstance(self.nonlinear, dict) else {})
             ares = nonlinear_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
             scores = validation_scores(self.metric, ares.beliefs, y, vm)
+            ares = ares._replace(beliefs=cut(ares.beliefs))
             for j, ((start, a, post, echo, w), s) in enumerate(zip(ares.configs, scores)):
                 self.val_scores_[("nonlinear", start, a, post, bool(echo), w)] = float(s)
                 out.append((float(s), ("nonlinear", j, ares)))

@@ -302,3 +302,56 @@ def test_unfitted_estimator_raises_not_fitted_error():
         model.fit(g, None, y, tr, tr, prior=prior)
     with pytest.raises(jaxclp.NotFittedError):
         model.predict()
+
+
+CLP_STAGE_PROGRAMS = {"jit(_estimate)", "jit(_clp_factors)", "jit(norm_bounds)", "jit(_solve_kernel)", "jit(_power)",
+                      "jit(iterate)", "jit(_ops_jit)", "jit(_grid_kernel)"}
+"""The programs of CLP's candidates: compatibility, operators, bounds, solves, the L1 iteration, the nonlinear grid."""
+
+
+def test_shape_buckets_compute_clps_candidates_on_the_padded_graph():
+    """``CLP(shape_buckets=True)`` computes every candidate (variants, spectral scaling, L1, the nonlinear step) on
+    the graph padded to its bucket: the same validation scores and choice as on the graph's own shapes, beliefs to
+    float rounding, ``spectral_`` computed on the graph itself; a second graph of the same node and edge bucket
+    compiles none of the CLP stage's programs, which the same fit on exact shapes compiles again."""
+    import collections
+
+    from files import noisy_prior_problem
+
+    from jaxclp import buckets
+
+    names = collections.Counter()
+
+    def on_compile(event, secs, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names[kw.get("fun_name")] += 1
+
+    # a fixed solver: "auto" picks a solver per operator from its bounds and size, i.e. per graph
+    grid = dict(alphas=(0.3, 0.6, 0.9), normalization=["sym", "row"], l1_normalize=[False, True],
+                spectral_scale=[False, True], nonlinear=True, method="bicgstab")
+    g, y, tm, vm, prior = noisy_prior_problem(3, 306, 3)
+    exact = jaxclp.CLP(**grid).fit(g, None, y, tm, vm, prior=prior)
+    padded = jaxclp.CLP(shape_buckets=True, **grid).fit(g, None, y, tm, vm, prior=prior)
+    assert padded.val_scores_ == exact.val_scores_ and len(exact.val_scores_) > 40
+    for attr in ("alpha_", "normalization_", "l1_normalize_", "spectral_scale_", "nonlinear_", "prior_source_"):
+        assert getattr(padded, attr) == getattr(exact, attr), attr
+    assert padded.beliefs_.shape == (306, 3)
+    np.testing.assert_allclose(np.asarray(padded.beliefs_), np.asarray(exact.beliefs_), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(padded.H_), np.asarray(exact.H_), atol=1e-9)
+    for field in ("rho", "lower", "upper"):
+        np.testing.assert_allclose(np.asarray(getattr(padded.spectral_, field)),
+                                   np.asarray(getattr(exact.spectral_, field)), rtol=1e-9, err_msg=field)
+    g2, y2, tm2, vm2, prior2 = noisy_prior_problem(4, 312, 3)
+    p1, p2 = buckets.propagation_graph(g), buckets.propagation_graph(g2)
+    assert (p1.num_nodes, p1.senders.shape) == (p2.num_nodes, p2.senders.shape)  # one bucket, nodes and edges
+    jax.monitoring.register_event_duration_secs_listener(on_compile)
+    try:
+        jaxclp.CLP(shape_buckets=True, **grid).fit(g2, None, y2, tm2, vm2, prior=prior2)
+        on_buckets = set(names)
+        names.clear()
+        jaxclp.CLP(**grid).fit(g2, None, y2, tm2, vm2, prior=prior2)
+        on_exact = set(names)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_compile)
+    assert not on_buckets & CLP_STAGE_PROGRAMS, on_buckets & CLP_STAGE_PROGRAMS
+    assert on_exact >= {"jit(_estimate)", "jit(_solve_kernel)", "jit(_grid_kernel)"}, on_exact
