@@ -427,7 +427,6 @@ def test_alpha_chunks_quick(tmp_path):
 
 # the benchmark script's smoke run (slow_tests.py records it); the three paths against scipy in-process:
 # tests/core/test_kernel.py::test_gpu_product_paths_equal_scipy
-@pytest.mark.slow
 def test_gpu_spmm_quick_rows(tmp_path, monkeypatch):
     """benchmarks/gpu_spmm.py --quick on the default backend (CPU here): the three CUDA paths of the CSR product,
     called directly, agree with the segment sum, each has the compiled program's temporary bytes, and the

@@ -214,7 +214,6 @@ def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
     assert all(round(48 * v) == pytest.approx(48 * v, abs=1e-4) for v in lp.values())  # k/48: labelled test nodes
 
 
-@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 @needs_shared
 def test_cli_fills_the_persistent_xla_cache(tmp_path):
     """In a fresh process (the cache is process-global config): run writes compiled executables to
@@ -272,7 +271,6 @@ def test_cli_run_on_a_non_zero_process_writes_nothing(tmp_path, capsys, monkeypa
     assert [(r["run"], r["method"]) for r in recs] == [(0, "lp")] and (tmp_path / "p0" / "summary.md").exists()
 
 
-@pytest.mark.slow
 def test_cli_run_two_processes(tmp_path):
     """The real thing: two ``jaxclp run`` processes joined by ``--coordinator/--num-processes/--process-id``
     (jax.distributed, gloo CPU collectives) on one --out: both exit 0, the records are written once (by

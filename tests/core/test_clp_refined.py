@@ -143,7 +143,6 @@ def test_bad_inputs():
         _run(g, prior, labels, mask, compat="refined", alphas=(1.5,))
 
 
-@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_runner_method_records(tmp_path):
     from jaxclp.experiments import runner
     from jaxclp.experiments.methods import ALPHAS, METHODS, NEEDS_PRIOR

@@ -115,7 +115,6 @@ def _png_ok(path):
     return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
-@pytest.mark.slow  # 23-30 s on 2 cores (the quick Fig. 1: every method on two synthetic splits); in slow_tests
 def test_fig1_quick(tmp_path, cheap_clp_priors):
     paths = fig1(tmp_path, quick=True, progress=False)
     assert [p.name for p in paths] == ["fig1_quick.json", "fig1_quick.png"]
@@ -166,7 +165,6 @@ def test_fig6_quick_distance_decreases_with_labels(tmp_path):
         assert "clp" not in r  # Fig. 6's CLP is CLP on the MLP prior
 
 
-@pytest.mark.slow  # 36-45 s on 2 cores (three synthetic graphs x four methods x two splits); in slow_tests
 def test_fig5_quick_paired_differences(tmp_path, cheap_clp_priors):
     paths = fig5(tmp_path, quick=True, progress=False)
     assert _png_ok(paths[1])

@@ -193,7 +193,6 @@ def _pretrained_clp_val():
     return np.asarray([float(jaxclp.accuracy(b, y, va)) for b in res.beliefs])
 
 
-@pytest.mark.slow  # > 50 s on 2 loaded cores; run with -m slow
 def test_warm_start_is_never_worse_on_validation_than_the_pretrained_prior_clp():
     ds, x, y, tr, va = _synthetic()
     r = fit_end_to_end(jax.random.key(0), ds.graph, x, y, tr, va, 3, alphas=ALPHAS, cfg=CFG)
@@ -251,7 +250,6 @@ def test_runner_method_clp_e2e(monkeypatch):
     assert val >= _pretrained_clp_val().max() - 1.0 / int(jnp.sum(va)) - 1e-9
 
 
-@pytest.mark.slow
 def test_sparse_and_float64_features_give_the_dense_float32_result():
     """scipy.sparse features (never densified) and float64 features follow the same trajectory."""
     import scipy.sparse as sps

@@ -763,7 +763,6 @@ def test_tuned_gcn_symmetric_path_equals_the_gather_path():
 
 
 
-@pytest.mark.slow
 def test_fit_gnn_takes_the_symmetric_path_from_the_graph():
     """fit_gnn: GCN and GCN-sep on an undirected graph call the CSR kernel; SAGE and directed graphs do not
     (4 compiles of the training loop: slow)."""

@@ -426,7 +426,6 @@ def test_linkx_method_and_registry(monkeypatch):
     assert list(out) == [("linkx",)] and np.asarray(out[("linkx",)]).shape == (len(y), 3)
 
 
-@pytest.mark.slow
 def test_runner_records_base_prior(tmp_path, monkeypatch):
     """End to end through runner.run: the record's params name the base prior validation chose."""
     monkeypatch.setattr(M, "prior_train_config", lambda c: TINY)
