@@ -11,7 +11,7 @@ import os
 # grids; ~75 % of the tests' seconds are JAX compile events), and -O0 compiles them 2-3x faster while running the
 # few large ones somewhat slower (user CPU of test_gnn -29 %, test_kernel + the MLP/estimator tests -19 %, same
 # machine, same load); at -O0 the fusion emitters off cut another ~35 % (test_baselines_programs + test_features:
-# 43-47 s -> 29-32 s, three runs each). At XLA's default -O2 the same flag saves nothing and runs slower
+# 43-47 s -> 29-32 s, two runs each). At XLA's default -O2 the same flag saves nothing and runs slower
 # (benchmarks/results/xla_flags.md), so users keep XLA's defaults. The arithmetic is the same IEEE arithmetic
 # (results can differ from -O2 builds in the last bit, like any two programs); comparisons within the suite are
 # between programs built the same way, subprocesses included (they inherit XLA_FLAGS). JAXCLP_TEST_XLA_OPT=1
