@@ -339,7 +339,6 @@ def test_link_gcn_h2gcn_routes_are_bit_identical():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
 
 
-@pytest.mark.slow
 def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatch):
     """clp_mlp, clp, link, gcn, h2gcn in one run: with the per-split cache LINK, GCN and H2GCN are fitted once
     (not twice) and clp_mlp's grid is computed once per split (clp reuses it when validation chooses the MLP as its
