@@ -438,18 +438,16 @@ class CLP:
         candidate's fitted attributes. Fills ``val_scores_``."""
         self.val_scores_ = {}
         out = []
-        n, padded = graph.num_nodes, False
-        cut = lambda beliefs: beliefs  # noqa: E731
-        if self.shape_buckets and type(graph) is Graph:
+        n = graph.num_nodes
+        padded = self.shape_buckets and graph.has_edge_list  # a ShardedGraph has no bucket padding
+        if padded:
             # the propagation stages on the graph padded to its bucket (its padding nodes marked, Graph.real): the
             # same operators and solves on the real nodes to rounding, one compiled program per bucket; padding
             # rows hold uniform priors, no label and no mask, and every candidate keeps the first n rows
             graph = buckets.propagation_graph(graph)
             nb = graph.num_nodes
             prior, y = buckets.pad_prior(prior, nb), buckets.pad_nodes(y, nb, 0)
-            tm, vm = np.asarray(buckets.pad_nodes(tm, nb, False)), np.asarray(buckets.pad_nodes(vm, nb, False))
-            cut = lambda beliefs: buckets.unpad_nodes(beliefs, n, axis=1)  # noqa: E731
-            padded = True
+            tm, vm = buckets.pad_nodes(tm, nb, False), buckets.pad_nodes(vm, nb, False)
         combos = list(itertools.product(_as_list(self.normalization), _as_list(self.l1_normalize),
                                         _as_list(self.prior_source), _as_list(self.spectral_scale)))
         # spectral scaling applies to the linear update only: skip it with the per-step L1 variant in a grid
@@ -461,8 +459,8 @@ class CLP:
                                          num_iters=self.num_iters, method=self.method, spectrum=False,
                                          spectral_scale=bool(scale))
             scores = np.where(res.valid, validation_scores(self.metric, res.beliefs, y, vm), -np.inf)
-            # spectral_ (the padded graph's bounds) is recomputed on the graph itself when read
-            res = res._replace(beliefs=cut(res.beliefs), spectral=None if padded else res.spectral)
+            if padded:  # spectral_ (the padded graph's bounds) is recomputed on the graph itself when read
+                res = res._replace(beliefs=buckets.unpad_nodes(res.beliefs, n, axis=1), spectral=None)
             for i, (a, s) in enumerate(zip(self.alphas, scores)):
                 self.val_scores_[(norm, l1, src, bool(scale), a)] = float(s)
                 out.append((float(s), ("clp", norm, l1, src, bool(scale), i, res)))
@@ -473,7 +471,8 @@ class CLP:
             options = {"echo": (False,)} | (self.nonlinear if isinstance(self.nonlinear, dict) else {})
             ares = nonlinear_grid(graph, prior, y, jnp.asarray(tm), jnp.asarray(vm), metric=self.metric, **options)
             scores = validation_scores(self.metric, ares.beliefs, y, vm)
-            ares = ares._replace(beliefs=cut(ares.beliefs))
+            if padded:
+                ares = ares._replace(beliefs=buckets.unpad_nodes(ares.beliefs, n, axis=1))
             for j, ((start, a, post, echo, w), s) in enumerate(zip(ares.configs, scores)):
                 self.val_scores_[("nonlinear", start, a, post, bool(echo), w)] = float(s)
                 out.append((float(s), ("nonlinear", j, ares)))
