@@ -1121,3 +1121,37 @@ def test_fit_gnn_grid_params_give_its_prior_and_compile_once():
     assert depths == [15] * len(specs)
     with pytest.raises(ValueError, match="specs is empty"):
         gnn.fit_gnn_grid(jax.random.key(0), g, x, y, tm, vm, num_classes=3, specs=[])
+
+
+def test_grid_program_traces_one_block_whatever_its_depth(monkeypatch):
+    """The blocks of a grid program are one function under ``lax.cond`` (their index and parameters operands), so
+    JAX traces a block (and differentiates it) once per pass, not once per block: lowering a 4-block union calls
+    the convolution as often as lowering a 1-block one."""
+    import jaxclp.gnn.grid as grid
+
+    calls = []
+
+    class Counting:
+        def __init__(self, module):
+            self.module = module
+
+        def apply(self, *args, **kwargs):
+            calls.append(1)
+            return self.module.apply(*args, **kwargs)
+
+    real = grid._conv_module
+    monkeypatch.setattr(grid, "_conv_module", lambda spec, symmetric: Counting(real(spec, symmetric)))
+    g, x, y, tm, vm = _grid_problem()
+    x = jnp.asarray(x, jnp.result_type(float))  # the graph's dtype (float64 under x64): no block promotes its input
+    cfg = TrainConfig(lr=0.01, epochs=3, patience=0, weight_decay=0.0)
+    key = jax.random.key(0)
+    counts = {}
+    for depth in (1, 4):
+        union = grid._grid_union(tuned_grid("gcn", depths=(depth,), plain_depths=(1,), hidden=12))
+        flags = jnp.asarray([depth, 1, 1, 1], jnp.int32)
+        static = dict(num_classes=3, spec=union, cfg=cfg)
+        blank = blank_state(grid._grid_start, key, g, x, y, tm, vm, flags, key=key, **static)
+        calls.clear()
+        grid._grid_chunk_jit.lower(blank, np.bool_(True), np.int32(3), key, g, x, y, tm, vm, flags, **static)
+        counts[depth] = len(calls)
+    assert counts[1] > 0 and counts[4] == counts[1], counts

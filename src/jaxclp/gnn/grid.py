@@ -100,25 +100,32 @@ def _grid_logits(params, union: GNNSpec, flags, graph: jraph.GraphsTuple, plan, 
     h = nn.relu(drop(first.apply({"params": p["input"]}, x), 1))
     conv = _conv_module(union, symmetric)
     layer_norm, dense = nn.LayerNorm(), nn.Dense(union.hidden)
-    out_dtype = {}  # a block's output dtype per input dtype: every block maps a dtype alike (traced once)
-    for i in range(union.num_layers):
-        def block(h, i=i):
-            z = jnp.where(norm, layer_norm.apply({"params": p[f"norm{i}"]}, h), h) if union.norm else h
-            params_i = {"params": p[f"conv{i}"]}
-            z = conv.apply(params_i, z) if union.conv == "none" else conv.apply(params_i, graph, z, plan)
-            plain = lambda z: drop(nn.relu(z), 2 + 3 * i)
-            if union.ffn:
-                feed_forward = lambda z: drop(
-                    dense.apply({"params": p[f"ffn{i}"]}, nn.gelu(drop(z, 3 + 3 * i), approximate=False)), 4 + 3 * i)
-                tail = jax.lax.cond(ffn, feed_forward, plain, z)
-            else:
-                tail = plain(z)
-            return jnp.where(residual, h + tail, tail)
 
+    def block(h, i, q):
+        """Block ``i`` (an int32 operand) on ``h``, its parameters ``q`` (``conv``, ``norm``, ``ffn``) as operands: one
+        function for every block, so JAX traces it (and differentiates the ``lax.cond`` around it) once, not per
+        block; the same arithmetic and dropout bits as a block written out per ``i``."""
+        z = jnp.where(norm, layer_norm.apply({"params": q["norm"]}, h), h) if union.norm else h
+        z = conv.apply({"params": q["conv"]}, z) if union.conv == "none" else conv.apply({"params": q["conv"]},
+                                                                                          graph, z, plan)
+        plain = lambda z: drop(nn.relu(z), 2 + 3 * i)
+        if union.ffn:
+            feed_forward = lambda z: drop(
+                dense.apply({"params": q["ffn"]}, nn.gelu(drop(z, 3 + 3 * i), approximate=False)), 4 + 3 * i)
+            tail = jax.lax.cond(ffn, feed_forward, plain, z)
+        else:
+            tail = plain(z)
+        return jnp.where(residual, h + tail, tail)
+
+    out_dtype = {}  # a block's output dtype per input dtype: every block maps a dtype alike (traced once)
+    skip = lambda h, i, q: h.astype(out_dtype[h.dtype])
+    for i in range(union.num_layers):
+        q = {"conv": p[f"conv{i}"]}
+        q |= {"norm": p[f"norm{i}"]} if union.norm else {}
+        q |= {"ffn": p[f"ffn{i}"]} if union.ffn else {}
         if h.dtype not in out_dtype:  # a float64 graph (x64) promotes the block's output
-            out_dtype[h.dtype] = jax.eval_shape(block, h).dtype
-        dtype = out_dtype[h.dtype]
-        h = jax.lax.cond(i < depth, block, lambda h: h.astype(dtype), h)
+            out_dtype[h.dtype] = jax.eval_shape(block, h, jnp.int32(i), q).dtype
+        h = jax.lax.cond(i < depth, block, skip, h, jnp.int32(i), q)
     if union.norm:
         h = jnp.where(norm, layer_norm.apply({"params": p["norm_out"]}, h), h)
     return nn.Dense(num_classes).apply({"params": p["output"]}, h)
