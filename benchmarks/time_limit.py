@@ -77,11 +77,12 @@ def user_graph(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
-def run_graph_once(src: Path, graph: Path) -> dict:
+def run_graph_once(src: Path, graph: Path, cache: Path | None = None) -> dict:
     """One fresh ``jaxclp run --graph GRAPH`` process (every default: methods, 10 splits, time limit) of the
-    checkout whose ``src`` folder is ``src``: wall seconds, peak memory, the best method and ``clp``'s records."""
+    checkout whose ``src`` folder is ``src``: wall seconds, peak memory, the best method and ``clp``'s records.
+    ``cache``: the persistent XLA cache folder to use (and fill); None: a fresh, empty one."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, PYTHONPATH=str(src), JAXCLP_XLA_CACHE=str(Path(tmp) / "xla"))
+        env = dict(os.environ, PYTHONPATH=str(src), JAXCLP_XLA_CACHE=str(cache or Path(tmp) / "xla"))
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "jaxclp", "run", "--graph", str(graph), "--out", str(out), "--no-progress"]
         text, wall, peak = _timed(cmd, env)
@@ -101,16 +102,24 @@ def main_run(a, info, checkouts, cmd) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(v) for v in a.run_sizes.split(",")):
             graph = user_graph(Path(tmp) / f"user{n}.npz", n)
-            for name, src in checkouts:
-                r = dict(nodes=n, checkout=name, **run_graph_once(src, graph))
+            runs = [(name, src, None, "fresh") for name, src in checkouts]
+            if a.warm:  # each checkout twice on one cache folder: empty, then filled by the first run
+                runs = [(name, src, Path(tmp) / f"xla_{n}_{i}", state) for i, (name, src) in enumerate(checkouts)
+                        for state in ("cold", "warm")]
+            for name, src, folder, state in runs:
+                r = dict(nodes=n, checkout=name, cache=state, **run_graph_once(src, graph, folder))
                 recs.append(r)
                 print(json.dumps(r), flush=True)
-                rows.append([n, name, f"{r['wall_s']:.1f}", f"{r['peak_gib']:.2f}", f"{r['clp_median_s']:.1f}",
+                rows.append([n, name if state == "fresh" else f"{name}, {state} cache", f"{r['wall_s']:.1f}", f"{r['peak_gib']:.2f}", f"{r['clp_median_s']:.1f}",
                              f"{r['clp_seconds'][-1]:.1f}", r["clp_time_limit"] or "none",
                              ", ".join(r["clp_skipped"]) or "-", r["best"].removeprefix("best on ")])
     md = ("# `jaxclp run --graph FILE` with every default: whole-process wall time on user graphs\n\n"
           f"Command: `{cmd}`\n\n{machine_header_md(info)}\n\n"
-          "Each row is one fresh process with a fresh XLA cache: `jaxclp run --graph user<n>.npz --out DIR "
+          + ("Each checkout runs twice, on one persistent XLA cache folder: empty (`cold cache`), then filled "
+             "by that first run (`warm cache`: nothing left to compile, tracing and cache reads aside). "
+             if a.warm else "")
+          + "Each row is one fresh process" + ("" if a.warm else " with a fresh XLA cache")
+          + ": `jaxclp run --graph user<n>.npz --out DIR "
           "--no-progress` (the default methods, 10 medium splits, the default time limit of the checkout) on a "
           "synthetic user graph (`user_graph`: n nodes, max(3, n // 600) classes, average degree 10, edge "
           "homophily 0.3, 64 features). `clp s/split` = median and largest of `clp`'s records' seconds (the first "
@@ -135,6 +144,8 @@ def main(argv=None) -> int:
     p.add_argument("--name", default="after", help="this checkout's name in the table")
     p.add_argument("--tag", default="time_limit")
     p.add_argument("--note", default="", help="a paragraph saying what the checkouts are")
+    p.add_argument("--warm", action="store_true",
+                   help="with --run-sizes: run each checkout twice on one XLA cache (cold, then warm)")
     p.add_argument("--run-sizes", default=None, metavar="N,N",
                    help="time `jaxclp run --graph` on synthetic user graphs of these sizes instead of predict")
     a = p.parse_args(argv)
