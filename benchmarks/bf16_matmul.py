@@ -99,7 +99,11 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    a, _, _ = C.src_arguments(argv, __doc__, "two small shapes, 3 calls each (prints only)")
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])  # measures XLA, not a checkout: no --src
+    p.add_argument("--quick", action="store_true", help="two small shapes, 3 calls each (prints only)")
+    a = p.parse_args(argv)
     shapes, repeats = (SHAPES[:2], 3) if a.quick else (SHAPES, REPEATS)
     payload = dict(command=C.command_line("bf16_matmul", argv), machine=C.machine_info(), repeats=repeats,
                    rows=measure(shapes, repeats))

@@ -102,17 +102,17 @@ def main_run(a, info, checkouts, cmd) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(v) for v in a.run_sizes.split(",")):
             graph = user_graph(Path(tmp) / f"user{n}.npz", n)
-            runs = [(name, src, None, "fresh") for name, src in checkouts]
-            if a.warm:  # each checkout twice on one cache folder: empty, then filled by the first run
-                runs = [(name, src, Path(tmp) / f"xla_{n}_{i}", state) for i, (name, src) in enumerate(checkouts)
-                        for state in ("cold", "warm")]
-            for name, src, folder, state in runs:
-                r = dict(nodes=n, checkout=name, cache=state, **run_graph_once(src, graph, folder))
-                recs.append(r)
-                print(json.dumps(r), flush=True)
-                rows.append([n, name if state == "fresh" else f"{name}, {state} cache", f"{r['wall_s']:.1f}", f"{r['peak_gib']:.2f}", f"{r['clp_median_s']:.1f}",
-                             f"{r['clp_seconds'][-1]:.1f}", r["clp_time_limit"] or "none",
-                             ", ".join(r["clp_skipped"]) or "-", r["best"].removeprefix("best on ")])
+            for i, (name, src) in enumerate(checkouts):
+                # --warm: twice on one cache folder, empty and then filled by the first run; else a fresh one
+                folder = Path(tmp) / f"xla_{n}_{i}" if a.warm else None
+                for state in ("cold", "warm") if a.warm else ("fresh",):
+                    r = dict(nodes=n, checkout=name, cache=state, **run_graph_once(src, graph, folder))
+                    recs.append(r)
+                    print(json.dumps(r), flush=True)
+                    rows.append([n, name if state == "fresh" else f"{name}, {state} cache", f"{r['wall_s']:.1f}",
+                                 f"{r['peak_gib']:.2f}", f"{r['clp_median_s']:.1f}", f"{r['clp_seconds'][-1]:.1f}",
+                                 r["clp_time_limit"] or "none", ", ".join(r["clp_skipped"]) or "-",
+                                 r["best"].removeprefix("best on ")])
     md = ("# `jaxclp run --graph FILE` with every default: whole-process wall time on user graphs\n\n"
           f"Command: `{cmd}`\n\n{machine_header_md(info)}\n\n"
           + ("Each checkout runs twice, on one persistent XLA cache folder: empty (`cold cache`), then filled "
