@@ -27,6 +27,9 @@ if os.environ.get("JAXCLP_TEST_XLA_OPT", "").strip() in ("", "0") and \
 # reach both workers), instead of compiling it again. Programs under 0.1 s of compiling are not written.
 # JAXCLP_TEST_XLA_CACHE=off keeps every process on its in-memory cache only.
 TEST_XLA_CACHE = "JAXCLP_TEST_XLA_CACHE"
+# The lowered-program store (jaxclp.program_store) stays off: tests monkeypatch functions that programs trace and
+# clear JAX's caches to count traces; tests/core/test_program_store.py and the CLI's cache test turn it on.
+os.environ["JAXCLP_PROGRAM_STORE"] = "off"
 _OWN_XLA_CACHE = TEST_XLA_CACHE not in os.environ
 if _OWN_XLA_CACHE:
     import tempfile

@@ -36,6 +36,7 @@ from jaxclp import _checks
 from jaxclp.compatibility import masked_labels, one_hot_train
 from jaxclp.graph import Graph, Normalization, check_normalization, cpu_resident, spmm
 from jaxclp.operator import lp_operator, norm_bounds
+from jaxclp.program_store import stored_jit
 from jaxclp.solve import Method, Solution, backward_error, solve_operator, stationary_columns, system_norm
 from jaxclp.train import TrainConfig, train_full_batch
 
@@ -605,7 +606,7 @@ def _link_kernel(key, graph, labels, train_mask, val_mask, num_classes, cfg, num
     return jax.nn.softmax(apply_fn(best, None, False), axis=-1)
 
 
-_fit_link = jax.jit(_link_kernel, static_argnames=("num_classes", "cfg"))
+_fit_link = stored_jit(_link_kernel, static_argnames=("num_classes", "cfg"))
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "cfg"))

@@ -13,6 +13,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.features import SparseFeatures, as_features, matmul
+from jaxclp.program_store import stored_jit
 from jaxclp.train import (DEADLINE_EPOCHS, TrainConfig, TrainInfo, _built, _label_axis, blank_state, count_params,
                           fit_in_chunks, fit_splits_to_deadline, make_optimizer, train_chunk, train_full_batch,
                           train_outcome, train_start, validation_metric)
@@ -258,7 +259,7 @@ def _mlp_depths_one_start(key, features, labels, train_mask, val_mask, *, num_cl
                        validation_metric(cfg.metric))
 
 
-@functools.partial(jax.jit, static_argnames=("num_classes", "width", "depths", "dropout", "cfg"))
+@functools.partial(stored_jit, static_argnames=("num_classes", "width", "depths", "dropout", "cfg"))
 def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_masks, val_masks, *, num_classes,
                       width, depths, dropout, cfg):
     """A chunk of :func:`fit_mlp_splits` (``jaxclp.train``'s chunk vmapped over the splits) of the depth
@@ -275,9 +276,11 @@ def _mlp_depths_chunk(state, fresh, until, index, keys, features, labels, train_
     return jax.vmap(one, in_axes=(0, 0, _label_axis(labels), 0, 0))(state, keys, labels, train_masks, val_masks)
 
 
-def _mlp_depths_start(keys, features, labels, train_masks, val_masks, **static) -> dict:
+def _mlp_depths_start(keys, features, labels, train_masks, val_masks, *, num_classes, width, depths, dropout,
+                      cfg) -> dict:
     """:func:`_mlp_depths_one_start` vmapped over the splits (the shape of :func:`_mlp_depths_chunk`'s state)."""
-    one = functools.partial(_mlp_depths_one_start, **static)
+    one = functools.partial(_mlp_depths_one_start, num_classes=num_classes, width=width, depths=depths,
+                            dropout=dropout, cfg=cfg)
     return jax.vmap(one, in_axes=(0, None, _label_axis(labels), 0, 0))(keys, features, labels, train_masks,
                                                                          val_masks)
 

@@ -44,6 +44,7 @@ import numpy as np
 from jaxclp import _checks
 from jaxclp.graph import Graph, Normalization, check_normalization
 from jaxclp.operator import FactoredOperator, clp_operator, norm_bounds
+from jaxclp.program_store import stored_jit
 from jaxclp.propagate import check_spectrum, residual
 
 Method = Literal["auto", "dense", "cg", "bicgstab", "gmres", "jacobi", "neumann"]
@@ -453,7 +454,7 @@ def _solve_kernel(op, prior, alphas, method, tol, max_iters, bounds=None, x0=Non
     return jax.vmap(one)(alphas)
 
 
-_solve_jit = jax.jit(_solve_kernel, static_argnames=("method", "max_iters"))
+_solve_jit = stored_jit(_solve_kernel, static_argnames=("method", "max_iters"))
 
 
 # --------------------------------------------------------------------------- public API

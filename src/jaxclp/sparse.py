@@ -91,6 +91,18 @@ def kernel_available() -> bool:
     return _state["available"]
 
 
+def kernel_targets() -> frozenset:
+    """The XLA FFI custom-call names the fused kernel registered (empty where it is not loaded)."""
+    _load()
+    return _state["targets"]
+
+
+def trace_path() -> tuple:
+    """What decides, at trace time, which path a sparse product lowers to: the kernel's availability,
+    :func:`xla_path`'s override in this thread and ``JAXCLP_GPU_SPMM`` (a key of :mod:`jaxclp.program_store`)."""
+    return kernel_available(), bool(getattr(_force, "on", False)), os.environ.get(GPU_SPMM_ENV, "")
+
+
 def kernel_status() -> str:
     """One line: which paths :mod:`jaxclp.sparse` uses on CPU (and why) and on CUDA."""
     try:

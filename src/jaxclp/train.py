@@ -19,6 +19,7 @@ import optax
 from jaxclp import _checks
 from jaxclp._rng import fast_key, init_key as _init_key
 from jaxclp.metrics import masked_accuracy, roc_auc
+from jaxclp.program_store import stored_jit
 
 
 class TrainConfig(NamedTuple):
@@ -303,7 +304,7 @@ def _chunk(state, fresh, until, key, data, labels, train_mask, val_mask, build, 
     return state, (jax.nn.softmax(model.apply(best, *inputs, train=False), axis=-1), best, info)
 
 
-@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+@functools.partial(stored_jit, static_argnames=_STEP_STATIC)
 def _step_chunk(state, fresh, until, key, data, labels, train_mask, val_mask, *, build, opts, cfg):
     """:func:`_chunk` of :func:`fit_to_deadline`: one program for every chunk and for a fit without a deadline (one
     chunk)."""
@@ -321,7 +322,7 @@ def _splits_start(keys, data, labels, train_masks, val_masks, build, opts, cfg) 
     return jax.vmap(one, in_axes=(0, _label_axis(labels), 0, 0))(keys, labels, train_masks, val_masks)
 
 
-@functools.partial(jax.jit, static_argnames=_STEP_STATIC)
+@functools.partial(stored_jit, static_argnames=_STEP_STATIC)
 def _splits_chunk(state, fresh, until, keys, data, labels, train_masks, val_masks, *, build, opts, cfg):
     """:func:`_chunk` vmapped over the splits (``data`` shared) for :func:`fit_splits_to_deadline`."""
     one = lambda s, k, y, tm, vm: _chunk(s, fresh, until, k, data, y, tm, vm, build, opts, cfg)
@@ -343,7 +344,7 @@ def train_chunk(apply_fn, start: Callable[[], dict], fresh, until, state: dict, 
 def _shapes_of(start: Callable, static: tuple[str, ...]) -> Callable:
     """``start`` jitted with its keyword arguments ``static``: its ``eval_shape`` traces once per input shapes and
     static values (as a call would compile once), where ``jax.eval_shape`` of a new partial traces every time."""
-    return jax.jit(start, static_argnames=static)
+    return stored_jit(start, static_argnames=static)
 
 
 def blank_state(start: Callable, *args, key: jax.Array, **kwargs) -> dict:

@@ -216,15 +216,26 @@ def test_cli_run_on_an_edge_list_with_unlabelled_nodes(tmp_path):
 
 @needs_shared
 def test_cli_fills_the_persistent_xla_cache(tmp_path):
-    """In a fresh process (the cache is process-global config): run writes compiled executables to
-    $JAXCLP_XLA_CACHE (conftest turns the cache off for the in-process tests)."""
+    """In fresh processes (the cache is process-global config): run writes compiled executables and lowered
+    programs (jaxclp.program_store) to $JAXCLP_XLA_CACHE (conftest turns both off for the in-process tests), and a
+    second process that reads them back writes the same records."""
     env = dict(os.environ, JAXCLP_DATA=str(tmp_path / "data"), JAXCLP_DATA_URL=SHARED.as_uri(),
                JAXCLP_XLA_CACHE=str(tmp_path / "xla"), JAXCLP_CACHE=str(tmp_path / "parsed"))
-    cmd = [sys.executable, "-m", "jaxclp"] + ARGS + ["--runs", "1", "--out", str(tmp_path / "out")]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len([p for p in (tmp_path / "xla").rglob("*") if p.is_file()]) >= 1
-    assert (tmp_path / "out" / "summary.md").exists()
+    env.pop("JAXCLP_PROGRAM_STORE", None)
+    recs = []
+    for out in ("out", "again"):
+        cmd = [sys.executable, "-m", "jaxclp"] + ARGS + ["--runs", "1", "--out", str(tmp_path / out)]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (tmp_path / out / "summary.md").exists()
+        recs.append([(r["method"], r["test"], r["val"], r["params"]) for r in records.read_records(
+            tmp_path / out / records.RESULTS_FILE) if r["type"] == "result"])
+        if out == "out":
+            assert len([p for p in (tmp_path / "xla").glob("*") if p.is_file()]) >= 1
+            stored = sorted(p.name for p in (tmp_path / "xla" / "programs").iterdir())
+            assert len(stored) >= 2
+    assert recs[0] == recs[1] and len(recs[0]) == 2
+    assert sorted(p.name for p in (tmp_path / "xla" / "programs").iterdir()) == stored  # all read back
 
 
 def test_cli_distributed_flags_parse_and_are_checked(tmp_path, capsys, monkeypatch):

@@ -22,6 +22,7 @@ from jaxclp.gnn.layers import GATConv, GCNConv, GCNSepConv, SAGEConv
 from jaxclp.gnn.models import GNNSpec, _check_spec, _model, tuned_gnn_graph
 from jaxclp.graph import Graph
 from jaxclp.mlp import SparseDense
+from jaxclp.program_store import stored_jit
 from jaxclp.sparse import transpose_plan
 from jaxclp.train import (TrainConfig, blank_state, make_optimizer, next_chunk, train_chunk, train_outcome,
                           train_start, train_stopped, validation_metric)
@@ -159,7 +160,7 @@ def _grid_start(key, graph, features, labels, train_mask, val_mask, flags, *, nu
                        validation_metric(cfg.metric))
 
 
-@functools.partial(jax.jit, static_argnames=_TUNED_STATIC)
+@functools.partial(stored_jit, static_argnames=_TUNED_STATIC)
 def _grid_chunk_jit(state, fresh, until, key, graph, features, labels, train_mask, val_mask, flags, *, num_classes,
                     spec, cfg):
     """One chunk of the grid candidate ``flags``'s fit (:func:`jaxclp.train.train_chunk`) and its outcome so far:

@@ -1,0 +1,395 @@
+"""Lowered programs kept on disk, so that a new process skips tracing and lowering them: :func:`stored_jit`.
+
+JAX's persistent compilation cache (:mod:`jaxclp.compilation_cache`) keeps XLA's executables, but a process must
+trace and lower a program before it can look its executable up: on 2 CPU cores that is most of what a second graph
+of a known shape bucket pays (``benchmarks/results/compile_census_cpu.md``). :func:`stored_jit` is ``jax.jit``
+that also keeps each lowered program (StableHLO, :mod:`jax.export`) in a ``programs`` folder beside the executables;
+a process that finds one deserializes it (milliseconds) instead of running the Python function, and XLA's cache
+serves its executable. The program is the one ``jax.jit`` lowers, so its results are the same bit for bit.
+
+A stored program is keyed by everything its lowering reads: the function, its static arguments (by value; a
+function among them only by name and only from jaxclp), the shapes, dtypes and tree structure of the others, the
+bytes of every jaxclp source file, the jax and jaxlib versions, the backend, the JAX settings that tracing reads
+(``jax.config``'s trace context) and the ``JAXCLP_*`` environment variables. Anything it cannot key exactly (a
+typed PRNG key or a multi-device array among the arguments, a static value without a stable description, an output
+node it cannot describe, a call inside another trace) runs through plain ``jax.jit`` instead.
+
+The store is on where JAX's persistent cache is (``jax_compilation_cache_dir`` set, as
+:func:`jaxclp.enable_compilation_cache` and the ``jaxclp`` command do) and ``$JAXCLP_PROGRAM_STORE`` is not ``off``.
+Its files are never executed or unpickled: a JSON header (the output's tree structure) and the serialized
+StableHLO. A file that does not read back is written again.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import jaxlib
+import numpy as np
+
+from jaxclp import sparse
+
+try:  # the settings JAX's tracing reads (x64, matmul precision, PRNG, ...): part of jit's own cache key
+    from jax._src.config import trace_context as _trace_context
+except ImportError:  # pragma: no cover - a JAX without it: nothing is stored
+    _trace_context = None
+
+__all__ = ["stored_jit", "store_folder", "STORE_ENV"]
+
+STORE_ENV = "JAXCLP_PROGRAM_STORE"
+"""Environment variable: ``off`` (or ``0``, ``no``, ``false``) keeps every program on plain ``jax.jit``."""
+
+FORMAT = 1
+"""Version of the stored files' layout (part of every key)."""
+
+_SUFFIX = ".jaxexport"
+_OFF = ("0", "off", "no", "false", "none")
+_lock = threading.RLock()  # one thread exports or reads a program at a time; the others then find it
+
+
+class _Unstorable(Exception):
+    """A call that :func:`stored_jit` cannot key exactly: it runs through plain ``jax.jit``."""
+
+
+def store_folder() -> Path | None:
+    """The folder stored programs go to: ``programs`` inside JAX's persistent cache folder; None where that cache
+    is off (no ``jax_compilation_cache_dir``, or ``jax_enable_compilation_cache`` False) or
+    ``$JAXCLP_PROGRAM_STORE`` says ``off``."""
+    cache = jax.config.jax_compilation_cache_dir
+    if (not cache or not jax.config.jax_enable_compilation_cache
+            or os.environ.get(STORE_ENV, "").strip().lower() in _OFF or not _can_serialize()):
+        return None
+    return Path(cache) / "programs"
+
+
+@functools.lru_cache(maxsize=1)
+def _can_serialize() -> bool:
+    """Whether :mod:`jax.export` can write and read programs here (it needs the ``flatbuffers`` package)."""
+    try:
+        import flatbuffers  # noqa: F401  (a jaxclp dependency; the store is off without it)
+    except ImportError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """sha256 of every jaxclp source file (path and bytes): a changed line keys every program anew."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _settings() -> tuple:
+    """What tracing reads besides the arguments: JAX's trace context, jaxclp's sparse-product path and the
+    ``JAXCLP_*`` environment variables."""
+    if _trace_context is None:
+        raise _Unstorable("this JAX has no trace context")
+    ctx = []
+    for v in _trace_context():
+        if type(v).__name__ == "AxisEnv":  # the axes of an enclosing trace: a call there is not stored anyway
+            continue
+        r = repr(v)
+        if " at 0x" in r:
+            raise _Unstorable(f"a JAX setting without a stable description: {r}")
+        ctx.append(r)
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("JAXCLP_")))
+    return tuple(ctx), sparse.trace_path(), env
+
+
+def _describe(v: Any) -> str:
+    """A stable description of a static argument's value (the same in every process); raises _Unstorable."""
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (np.generic, np.dtype)):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, enum.Enum):
+        return f"{_qualified(type(v))}.{v.name}"
+    if isinstance(v, tuple) and hasattr(v, "_fields"):
+        return f"{_qualified(type(v))}(" + ",".join(f"{f}={_describe(getattr(v, f))}" for f in v._fields) + ")"
+    if isinstance(v, (tuple, list)):
+        return f"{type(v).__name__}(" + ",".join(_describe(x) for x in v) + ")"
+    if isinstance(v, (frozenset, set)):
+        return f"{type(v).__name__}(" + ",".join(sorted(_describe(x) for x in v)) + ")"
+    if isinstance(v, dict):
+        return "dict(" + ",".join(sorted(f"{_describe(k)}:{_describe(x)}" for k, x in v.items())) + ")"
+    if isinstance(v, functools.partial):
+        return (f"partial({_describe(v.func)},{_describe(v.args)},{_describe(dict(v.keywords))})")
+    if inspect.isfunction(v) or inspect.isclass(v) or inspect.isbuiltin(v):
+        return _qualified(v)
+    raise _Unstorable(f"a static argument without a stable description: {type(v).__name__}")
+
+
+def _qualified(obj) -> str:
+    """``module:qualname`` of a jaxclp function or class (another package's could change without the key)."""
+    module, name = getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")
+    if not (module == "jaxclp" or module.startswith("jaxclp.")) or "<" in name:
+        raise _Unstorable(f"{module}:{name} is not a jaxclp module-level function or class")
+    return f"{module}:{name}"
+
+
+def _aval(leaf) -> tuple:
+    """``(shape, dtype, weak_type, PRNG implementation or None)`` of an argument leaf; raises _Unstorable for what
+    the key cannot hold."""
+    if isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) != 1:
+        raise _Unstorable("an array on several devices")
+    a = jax.typeof(leaf)
+    impl = None
+    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        impl = _impl_name(leaf)
+    elif jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended):
+        raise _Unstorable(f"an argument of dtype {a.dtype}")
+    return tuple(a.shape), str(a.dtype), bool(a.weak_type), impl
+
+
+def _impl_name(key) -> str:
+    """The name of a typed PRNG key's implementation, if ``jax.random.wrap_key_data`` takes it back."""
+    name = jax.random.key_impl(key)
+    if not isinstance(name, str):
+        raise _Unstorable(f"a PRNG key of an unnamed implementation: {name!r}")
+    return name
+
+
+def _key_data(leaves, avals):
+    """The leaves with typed PRNG keys as their raw data (what the stored program takes)."""
+    return [jax.random.key_data(x) if a[3] else x for x, a in zip(leaves, avals)]
+
+
+# ------------------------------------------------------------------------ output structure as JSON (no pickle)
+def _encode(obj) -> Any:
+    """JSON of an output tree whose leaves are ``0`` (``jax.tree_util.tree_unflatten(treedef, [0] * n)``)."""
+    if obj is None:
+        return None
+    if isinstance(obj, int) and not isinstance(obj, bool) and obj == 0:
+        return 0
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        cls = type(obj)
+        module = cls.__module__
+        if module.split(".")[0] not in ("jaxclp", "optax", "flax"):
+            raise _Unstorable(f"an output of type {module}.{cls.__qualname__}")
+        return {"namedtuple": f"{module}:{cls.__qualname__}", "fields": [_encode(x) for x in obj]}
+    if type(obj) in (tuple, list):
+        return {type(obj).__name__: [_encode(x) for x in obj]}
+    if type(obj) is dict and all(isinstance(k, str) for k in obj):
+        return {"dict": [[k, _encode(obj[k])] for k in obj]}
+    raise _Unstorable(f"an output node of type {type(obj).__name__}")
+
+
+def _decode(obj) -> Any:
+    """The tree :func:`_encode` described (leaves ``0``); classes only from jaxclp, optax and flax modules."""
+    if obj is None or obj == 0:
+        return obj
+    if "namedtuple" in obj:
+        module, name = obj["namedtuple"].split(":")
+        if module.split(".")[0] not in ("jaxclp", "optax", "flax"):
+            raise ValueError(f"stored output type {module}:{name} is not allowed")
+        cls = importlib.import_module(module)
+        for part in name.split("."):
+            cls = getattr(cls, part)
+        return cls(*[_decode(x) for x in obj["fields"]])
+    if "tuple" in obj:
+        return tuple(_decode(x) for x in obj["tuple"])
+    if "list" in obj:
+        return [_decode(x) for x in obj["list"]]
+    return {k: _decode(v) for k, v in obj["dict"]}
+
+
+class _Program:
+    """A stored program: its exported form, the tree of its outputs (and which are PRNG keys, of which
+    implementation) and its in-process jitted call."""
+
+    def __init__(self, exported, out_tree, out_keys):
+        self.exported, self.out_tree, self.out_keys = exported, out_tree, out_keys
+
+        def run(*leaves):
+            return exported.call(*leaves)
+
+        run.__name__ = run.__qualname__ = exported.fun_name  # JAX's compile log names the function
+        self.call = jax.jit(run)
+
+    def __call__(self, leaves, avals):
+        out = self.call(*_key_data(leaves, avals))
+        out = [jax.random.wrap_key_data(x, impl=i) if i else x for x, i in zip(out, self.out_keys)]
+        return jax.tree_util.tree_unflatten(self.out_tree, out)
+
+    def shapes(self):
+        structs = []
+        for a, impl in zip(self.exported.out_avals, self.out_keys):
+            if impl:  # the raw data's shape less the key's own trailing axes
+                key = jax.eval_shape(lambda d: jax.random.wrap_key_data(d, impl=impl),
+                                     jax.ShapeDtypeStruct(a.shape, a.dtype))
+                structs.append(key)
+            else:
+                structs.append(jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type))
+        return jax.tree_util.tree_unflatten(self.out_tree, structs)
+
+
+def _flat_call(fun, names, tree, statics, impls, seen, *leaves):
+    """``fun`` on the dynamic arguments ``names`` rebuilt from ``leaves`` (raw data where ``impls`` names a PRNG
+    implementation) and the static ones, its outputs flattened, typed PRNG keys as raw data (the tree in
+    ``seen["out"]``, the keys' implementations in ``seen["keys"]``)."""
+    leaves = [jax.random.wrap_key_data(x, impl=i) if i else x for x, i in zip(leaves, impls)]
+    out = fun(**dict(zip(names, jax.tree_util.tree_unflatten(tree, leaves))), **statics)
+    flat, seen["out"] = jax.tree_util.tree_flatten(out)
+    seen["keys"] = [_impl_name(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else None for x in flat]
+    return [jax.random.key_data(x) if i else x for x, i in zip(flat, seen["keys"])]
+
+
+class StoredJit:
+    """``jax.jit(fun, static_argnames=...)`` whose lowered programs are kept in :func:`store_folder` (module
+    docstring). Calls, ``lower``, ``trace``, ``eval_shape`` and ``clear_cache`` as ``jax.jit``'s; ``eval_shape``
+    of a stored program reads its output shapes without tracing."""
+
+    def __init__(self, fun: Callable, static_argnames: Sequence[str] = ()):
+        self._fun = fun
+        self._jit = jax.jit(fun, static_argnames=tuple(static_argnames))
+        sig = inspect.signature(fun)
+        kinds = {p.kind for p in sig.parameters.values()}
+        if kinds - {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}:
+            raise TypeError(f"stored_jit needs named parameters only; {fun.__qualname__} has *args, **kwargs or "
+                            "positional-only ones")
+        self._sig = sig
+        self._static = tuple(n for n in sig.parameters if n in set(static_argnames))
+        self._dynamic = tuple(n for n in sig.parameters if n not in set(static_argnames))
+        self._programs: dict = {}
+        functools.update_wrapper(self, fun)
+
+    def __getattr__(self, name):  # lower, trace, clear_cache, ... of the plain jit
+        return getattr(self._jit, name)
+
+    def clear_cache(self) -> None:
+        """Forgets this process's compiled and loaded programs (the stored files stay)."""
+        self._programs.clear()
+        self._jit.clear_cache()
+
+    def _split(self, args, kwargs):
+        bound = self._sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        statics = tuple((n, bound.arguments[n]) for n in self._static)
+        leaves, tree = jax.tree_util.tree_flatten(tuple(bound.arguments[n] for n in self._dynamic))
+        return statics, leaves, tree
+
+    def _program(self, args, kwargs):
+        """``(program, leaves)`` for this call, or None where it runs through plain jit."""
+        folder = store_folder()
+        if folder is None:
+            return None
+        try:
+            statics, leaves, tree = self._split(args, kwargs)
+            if any(isinstance(x, jax.core.Tracer) for x in leaves):
+                return None
+            avals = tuple(_aval(x) for x in leaves)
+            memo = (statics, tree, avals, str(folder), _settings())
+            prog = self._programs.get(memo)
+            if prog is None:
+                with _lock:
+                    prog = self._programs.get(memo)
+                    if prog is None:
+                        prog = self._load_or_export(folder, memo, statics, tree, leaves)
+                        self._programs[memo] = prog
+        except (_Unstorable, TypeError):  # TypeError: arguments that do not bind; jit says so
+            return None
+        return (prog, leaves, avals) if prog is not None else None
+
+    def _load_or_export(self, folder: Path, memo: tuple, statics, tree, leaves) -> _Program | None:
+        statics_text = ",".join(f"{n}={_describe(v)}" for n, v in statics)
+        tree_text = str(tree)
+        if " at 0x" in tree_text:
+            raise _Unstorable("an argument's tree without a stable description")
+        key = json.dumps([FORMAT, _qualified(self._fun), statics_text, tree_text, memo[2], repr(memo[4]),
+                          _source_digest(), jax.__version__, jaxlib.__version__, jax.default_backend()])
+        path = folder / (hashlib.sha256(key.encode()).hexdigest() + _SUFFIX)
+        prog = _read(path)
+        if prog is not None:
+            return prog
+        seen: dict = {}
+        impls = [a[3] for a in memo[2]]
+        def flat(*flat_leaves):
+            return _flat_call(self._fun, self._dynamic, tree, dict(statics), impls, seen, *flat_leaves)
+
+        flat.__name__ = flat.__qualname__ = self._fun.__name__
+        exported = jax.export.export(jax.jit(flat), disabled_checks=[
+            jax.export.DisabledSafetyCheck.custom_call(t) for t in sparse.kernel_targets()])(
+            *_key_data(leaves, memo[2]))
+        out_tree = seen["out"]
+        try:
+            header = json.dumps({"out": _encode(jax.tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)),
+                                 "keys": seen["keys"]})
+            blob = exported.serialize()
+        except _Unstorable:
+            return None
+        _write(path, header.encode() + b"\n" + bytes(blob))
+        return _Program(exported, out_tree, seen["keys"])
+
+    def __call__(self, *args, **kwargs):
+        found = self._program(args, kwargs)
+        if found is None:
+            return self._jit(*args, **kwargs)
+        prog, leaves, avals = found
+        return prog(leaves, avals)
+
+    def eval_shape(self, *args, **kwargs):
+        """The outputs' ``jax.ShapeDtypeStruct``s: from the stored program where there is one (no tracing)."""
+        found = self._program(args, kwargs)
+        if found is None:
+            return self._jit.eval_shape(*args, **kwargs)
+        return found[0].shapes()
+
+
+def _read(path: Path) -> _Program | None:
+    """The program stored at ``path``; None where there is none or it does not read back."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        head, blob = data.split(b"\n", 1)
+        header = json.loads(head)
+        out_tree = jax.tree_util.tree_structure(_decode(header["out"]))
+        keys = [k if isinstance(k, str) else None for k in header["keys"]]
+        if len(keys) != out_tree.num_leaves:
+            return None
+        return _Program(jax.export.deserialize(bytearray(blob)), out_tree, keys)
+    except Exception:  # a truncated or foreign file: exported again and written over
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` atomically (a reader sees the old file or the new one); errors are ignored:
+    the program then runs from this process's export."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def stored_jit(fun: Callable | None = None, *, static_argnames: Sequence[str] = ()):
+    """``jax.jit`` whose lowered programs are kept on disk beside JAX's persistent cache (module docstring).
+
+    Args:
+        fun: the function (named parameters only). Omitted: a decorator.
+        static_argnames: as ``jax.jit``'s.
+
+    Returns:
+        a :class:`StoredJit` (callable as the jitted ``fun``).
+    """
+    if fun is None:
+        return functools.partial(stored_jit, static_argnames=static_argnames)
+    return StoredJit(fun, static_argnames)
