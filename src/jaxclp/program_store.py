@@ -163,6 +163,17 @@ def _impl_name(key) -> str:
     return name
 
 
+def _device(leaves):
+    """The device a call runs on: that of its committed array arguments, else JAX's default device."""
+    for x in leaves:
+        if isinstance(x, jax.Array) and x.committed:
+            return next(iter(x.sharding.device_set))
+    default = jax.config.jax_default_device
+    if isinstance(default, str):
+        return jax.devices(default)[0]
+    return default if default is not None else jax.devices()[0]
+
+
 def _key_data(leaves, avals):
     """The leaves with typed PRNG keys as their raw data (what the stored program takes)."""
     return [jax.random.key_data(x) if a[3] else x for x, a in zip(leaves, avals)]
@@ -221,7 +232,9 @@ class _Program:
         self.call = jax.jit(run)
 
     def __call__(self, leaves, avals):
-        out = self.call(*_key_data(leaves, avals))
+        # committed to one device: a stored program's outputs are (its shardings are explicit), and a call with
+        # uncommitted inputs (host arrays) would compile the program a second time
+        out = self.call(*jax.device_put(_key_data(leaves, avals), _device(leaves)))
         out = [jax.random.wrap_key_data(x, impl=i) if i else x for x, i in zip(out, self.out_keys)]
         return jax.tree_util.tree_unflatten(self.out_tree, out)
 

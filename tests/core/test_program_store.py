@@ -218,3 +218,26 @@ def test_output_trees_round_trip_through_json_and_foreign_types_are_refused():
         program_store._encode(collections.namedtuple("T", "a")(0))
     with pytest.raises(ValueError, match="not allowed"):
         program_store._decode({"namedtuple": "os:system", "fields": []})
+
+
+def test_a_stored_fit_in_chunks_compiles_its_program_once(tmp_path, monkeypatch):
+    """Under a deadline the chunks of a fit call its program with host arrays first and the program's own outputs
+    later: the stored program commits its inputs to one device, so both calls run one executable."""
+    import time
+
+    compiled = collections.Counter()
+
+    def listen(event, secs, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled[kw.get("fun_name", "?")] += 1
+
+    g, x, y, tm, vm = _gcn_problem()
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        with store_in(tmp_path, monkeypatch):
+            res = fit_gcn(jax.random.key(2), g, x, y, tm, vm, num_classes=3, hidden=(8,),
+                          cfg=TrainConfig(epochs=120, patience=120), deadline=time.perf_counter() + 600)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert int(res.info.epochs_run) == 120
+    assert compiled["jit(_step_chunk)"] == 1, compiled
