@@ -10,7 +10,8 @@ serves its executable. The program is the one ``jax.jit`` lowers, so its results
 A stored program is keyed by everything its lowering reads: the function, its static arguments (by value; a
 function among them only by name and only from jaxclp), the shapes, dtypes and tree structure of the others, the
 bytes of every jaxclp source file, the jax and jaxlib versions, the backend, the JAX settings that tracing reads
-(``jax.config``'s trace context) and the ``JAXCLP_*`` environment variables. Anything it cannot key exactly (a
+(``jax.config``'s trace context) and the ``JAXCLP_*`` variables read at trace time (``JAXCLP_NO_FFI``,
+``JAXCLP_GPU_SPMM``, ``JAXCLP_ROLLED_THREEFRY``). Anything it cannot key exactly (a
 typed PRNG key or a multi-device array among the arguments, a static value without a stable description, an output
 node it cannot describe, a call inside another trace) runs through plain ``jax.jit`` instead.
 
@@ -38,7 +39,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from jaxclp import sparse
+from jaxclp import _rng, sparse
 
 try:  # the settings JAX's tracing reads (x64, matmul precision, PRNG, ...): part of jit's own cache key
     from jax._src.config import trace_context as _trace_context
@@ -66,11 +67,17 @@ def store_folder() -> Path | None:
     """The folder stored programs go to: ``programs`` inside JAX's persistent cache folder; None where that cache
     is off (no ``jax_compilation_cache_dir``, or ``jax_enable_compilation_cache`` False) or
     ``$JAXCLP_PROGRAM_STORE`` says ``off``."""
+    cache = _cache_dir()
+    return None if cache is None else Path(cache) / "programs"
+
+
+def _cache_dir() -> str | None:
+    """JAX's persistent cache folder where the store is on (:func:`store_folder`), else None."""
     cache = jax.config.jax_compilation_cache_dir
     if (not cache or not jax.config.jax_enable_compilation_cache
             or os.environ.get(STORE_ENV, "").strip().lower() in _OFF or not _can_serialize()):
         return None
-    return Path(cache) / "programs"
+    return cache
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,20 +101,24 @@ def _source_digest() -> str:
 
 
 def _settings() -> tuple:
-    """What tracing reads besides the arguments: JAX's trace context, jaxclp's sparse-product path and the
-    ``JAXCLP_*`` environment variables."""
+    """What tracing reads besides the arguments: JAX's trace context (the value jit keys its own cache by),
+    jaxclp's sparse-product path and its PRNG hash switch (the ``JAXCLP_*`` variables read at trace time)."""
     if _trace_context is None:
         raise _Unstorable("this JAX has no trace context")
+    return _trace_context(), sparse.trace_path(), _rng.enabled()
+
+
+def _settings_text(settings: tuple) -> str:
+    """:func:`_settings` as text that is the same in every process; raises _Unstorable where it cannot be."""
     ctx = []
-    for v in _trace_context():
+    for v in settings[0]:
         if type(v).__name__ == "AxisEnv":  # the axes of an enclosing trace: a call there is not stored anyway
             continue
         r = repr(v)
         if " at 0x" in r:
             raise _Unstorable(f"a JAX setting without a stable description: {r}")
         ctx.append(r)
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("JAXCLP_")))
-    return tuple(ctx), sparse.trace_path(), env
+    return repr((ctx, settings[1:]))
 
 
 def _describe(v: Any) -> str:
@@ -144,15 +155,18 @@ def _qualified(obj) -> str:
 def _aval(leaf) -> tuple:
     """``(shape, dtype, weak_type, PRNG implementation or None)`` of an argument leaf; raises _Unstorable for what
     the key cannot hold."""
-    if isinstance(leaf, jax.Array) and len(leaf.sharding.device_set) != 1:
-        raise _Unstorable("an array on several devices")
-    a = jax.typeof(leaf)
+    if isinstance(leaf, jax.Array):
+        if len(leaf.sharding.device_set) != 1:
+            raise _Unstorable("an array on several devices")
+        a = leaf.aval
+    else:
+        a = jax.typeof(leaf)
     impl = None
-    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+    if jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended):
+        if not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            raise _Unstorable(f"an argument of dtype {a.dtype}")
         impl = _impl_name(leaf)
-    elif jax.dtypes.issubdtype(a.dtype, jax.dtypes.extended):
-        raise _Unstorable(f"an argument of dtype {a.dtype}")
-    return tuple(a.shape), str(a.dtype), bool(a.weak_type), impl
+    return a.shape, a.dtype, a.weak_type, impl
 
 
 def _impl_name(key) -> str:
@@ -234,7 +248,9 @@ class _Program:
     def __call__(self, leaves, avals):
         # committed to one device: a stored program's outputs are (its shardings are explicit), and a call with
         # uncommitted inputs (host arrays) would compile the program a second time
-        out = self.call(*jax.device_put(_key_data(leaves, avals), _device(leaves)))
+        device = _device(leaves)
+        out = self.call(*[x if isinstance(x, jax.Array) and x.committed else jax.device_put(x, device)
+                          for x in _key_data(leaves, avals)])
         out = [jax.random.wrap_key_data(x, impl=i) if i else x for x, i in zip(out, self.out_keys)]
         return jax.tree_util.tree_unflatten(self.out_tree, out)
 
@@ -297,24 +313,24 @@ class StoredJit:
 
     def _program(self, args, kwargs):
         """``(program, leaves)`` for this call, or None where it runs through plain jit."""
-        folder = store_folder()
-        if folder is None:
+        cache = _cache_dir()
+        if cache is None:
             return None
         try:
             statics, leaves, tree = self._split(args, kwargs)
             if any(isinstance(x, jax.core.Tracer) for x in leaves):
                 return None
             avals = tuple(_aval(x) for x in leaves)
-            memo = (statics, tree, avals, str(folder), _settings())
+            memo = (statics, tree, avals, cache, _settings())
             prog = self._programs.get(memo)
             if prog is None:
                 with _lock:
                     prog = self._programs.get(memo)
                     if prog is None:
-                        prog = self._load_or_export(folder, memo, statics, tree, leaves)
+                        prog = self._load_or_export(Path(cache) / "programs", memo, statics, tree, leaves)
                         self._programs[memo] = prog
-        except (_Unstorable, TypeError):  # TypeError: arguments that do not bind; jit says so
-            return None
+        except Exception:  # _Unstorable, or anything export or the disk refuse: plain jit (which raises a user's
+            return None    # error, e.g. arguments that do not bind, as it would without the store)
         return (prog, leaves, avals) if prog is not None else None
 
     def _load_or_export(self, folder: Path, memo: tuple, statics, tree, leaves) -> _Program | None:
@@ -322,7 +338,8 @@ class StoredJit:
         tree_text = str(tree)
         if " at 0x" in tree_text:
             raise _Unstorable("an argument's tree without a stable description")
-        key = json.dumps([FORMAT, _qualified(self._fun), statics_text, tree_text, memo[2], repr(memo[4]),
+        avals = [[list(shape), str(dtype), bool(weak), impl] for shape, dtype, weak, impl in memo[2]]
+        key = json.dumps([FORMAT, _qualified(self._fun), statics_text, tree_text, avals, _settings_text(memo[4]),
                           _source_digest(), jax.__version__, jaxlib.__version__, jax.default_backend()])
         path = folder / (hashlib.sha256(key.encode()).hexdigest() + _SUFFIX)
         prog = _read(path)

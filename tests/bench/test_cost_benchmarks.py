@@ -236,9 +236,23 @@ def test_compile_target_rows_read_the_census_and_say_what_is_missed(tmp_path):
     assert "tuned GNN grids 4.0 s of XLA, the other trained priors' loops 4.0 s" in first[4]
     similar = rows["a second graph of 960 nodes after the first"]
     assert similar[2:4] == ["2.0 s, 27 % (8 programs read from the cache)", "**missed**"]  # 2 / 7.5 > 1/4
-    assert "reads the 8 cached ones back (0.5 s); 2 compiled again" in similar[4]
+    assert "reads the 8 cached executables back (0.5 s); 2 compiled again" in similar[4]
     defaults = [r for r in listed if r[0].startswith("`jaxclp run --graph`")]
     assert [r[1:4] for r in defaults] == [["≤ 30 s", "31 s", "**missed**"], ["≤ 60 s", "58 s", "met"]]
+    assert "warm cache" not in defaults[0][4]
+    # a met share has no gap to explain; a warm run of the defaults says what is left without compiling
+    census["rows"][1] = row("similar graph", 960, 1.5, 20.0, hits=8, xla=0)
+    (res / "compile_census_cpu.json").write_text(json.dumps(census))
+    (res / "run_user_graphs_warm.json").write_text(json.dumps({"runs": [
+        dict(nodes=300, cache="cold", wall_s=50.0), dict(nodes=300, cache="warm", wall_s=40.0)]}))
+    listed = page_blocks.compile_target_rows(tmp_path)
+    rows = {r[0].split(" (")[0].split(",")[0]: r for r in listed}
+    assert rows["a second graph of 960 nodes after the first"][2:] == [
+        "1.5 s, 20 % (8 programs read from the cache)", "met", ""]
+    defaults = [r for r in listed if r[0].startswith("`jaxclp run --graph`")]
+    assert "with every program already compiled (a warm cache) 40 s" in defaults[0][4]
+    assert "warm cache" not in defaults[1][4]  # no warm run of 900 nodes
+    (res / "run_user_graphs_warm.json").unlink()
     assert "8.2 s per split" in rows["`jaxclp run --methods clp --runs 3 --time-limit none`"][4]
     assert rows["`jaxclp run --methods clp --runs 3 --time-limit none`"][2:4] == ["29 s", "met"]
     # predict: the 10k-node rows of this checkout only; the gap names what was left out

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxclp
-from jaxclp import program_store
+from jaxclp import _rng, program_store, sparse
 from jaxclp.solve import _solve_jit, solve_operator
 from jaxclp.gnn import fit_gcn
 from jaxclp.program_store import STORE_ENV, stored_jit
@@ -141,7 +141,7 @@ def test_the_key_follows_static_arguments_settings_and_source(tmp_path, monkeypa
         assert count() == 2
         fit(4)  # the TrainConfig is static: another chunk program (the start state's shapes are the same)
         assert count() == 4
-        monkeypatch.setenv("JAXCLP_SOMETHING", "1")
+        monkeypatch.setenv(_rng.ENV, "1")  # JAX's own threefry lowering: another program
         fit(4)
         assert count() == 6
         monkeypatch.setattr(program_store, "_source_digest", lambda: "another source")
@@ -241,3 +241,28 @@ def test_a_stored_fit_in_chunks_compiles_its_program_once(tmp_path, monkeypatch)
         jax.monitoring.unregister_event_duration_listener(listen)
     assert int(res.info.epochs_run) == 120
     assert compiled["jit(_step_chunk)"] == 1, compiled
+
+
+def test_the_environment_variables_read_at_trace_time_are_in_the_key():
+    """Of jaxclp's numeric modules only jaxclp.sparse and jaxclp._rng read the environment (at trace time), and the
+    store's settings hold both (a module that starts reading one must be added to program_store._settings)."""
+    import os
+    from pathlib import Path
+    root = Path(jaxclp.__file__).parent
+    readers = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                     if "os.environ" in p.read_text() and p.parts[len(root.parts)] not in ("datasets", "experiments")
+                     and p.name not in ("compilation_cache.py", "program_store.py"))
+    assert readers == ["_rng.py", "sparse.py"], readers
+    base = program_store._settings()
+    for name, value in ((_rng.ENV, "1"), (sparse.GPU_SPMM_ENV, "xla")):
+        old = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            assert program_store._settings() != base, name
+        finally:
+            if old is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = old
+    with sparse.xla_path():
+        assert program_store._settings() != base
