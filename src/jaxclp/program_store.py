@@ -5,15 +5,19 @@ trace and lower a program before it can look its executable up: on 2 CPU cores t
 of a known shape bucket pays (``benchmarks/results/compile_census_cpu.md``). :func:`stored_jit` is ``jax.jit``
 that also keeps each lowered program (StableHLO, :mod:`jax.export`) in a ``programs`` folder beside the executables;
 a process that finds one deserializes it (milliseconds) instead of running the Python function, and XLA's cache
-serves its executable. The program is the one ``jax.jit`` lowers, so its results are the same bit for bit.
+serves its executable. The program is the StableHLO ``jax.jit`` lowers, compiled inside ``jax.export``'s small
+calling wrapper: at XLA's default optimization the results are jit's bit for bit (the tests, and ``jaxclp run`` /
+``reproduce`` records compared with the store on and off); under other XLA flags (the test suite's
+``--xla_backend_optimization_level=0``) they can differ at float rounding.
 
 A stored program is keyed by everything its lowering reads: the function, its static arguments (by value; a
 function among them only by name and only from jaxclp), the shapes, dtypes and tree structure of the others, the
 bytes of every jaxclp source file, the jax and jaxlib versions, the backend, the JAX settings that tracing reads
 (``jax.config``'s trace context) and the ``JAXCLP_*`` variables read at trace time (``JAXCLP_NO_FFI``,
-``JAXCLP_GPU_SPMM``, ``JAXCLP_ROLLED_THREEFRY``). Anything it cannot key exactly (a
-typed PRNG key or a multi-device array among the arguments, a static value without a stable description, an output
-node it cannot describe, a call inside another trace) runs through plain ``jax.jit`` instead.
+``JAXCLP_GPU_SPMM``, ``JAXCLP_ROLLED_THREEFRY``). Anything it cannot key or export
+exactly (an array on several devices, a PRNG key of an unnamed implementation, a static value without a stable
+description, an output node it cannot describe, a call inside another trace) runs through plain ``jax.jit``
+instead; typed PRNG keys cross the program's boundary as their raw data.
 
 The store is on where JAX's persistent cache is (``jax_compilation_cache_dir`` set, as
 :func:`jaxclp.enable_compilation_cache` and the ``jaxclp`` command do) and ``$JAXCLP_PROGRAM_STORE`` is not ``off``.
@@ -57,6 +61,7 @@ FORMAT = 1
 _SUFFIX = ".jaxexport"
 _OFF = ("0", "off", "no", "false", "none")
 _lock = threading.RLock()  # one thread exports or reads a program at a time; the others then find it
+_MISSING = object()
 
 
 class _Unstorable(Exception):
@@ -312,7 +317,7 @@ class StoredJit:
         return statics, leaves, tree
 
     def _program(self, args, kwargs):
-        """``(program, leaves)`` for this call, or None where it runs through plain jit."""
+        """``(program, leaves, their avals)`` for this call, or None where it runs through plain jit."""
         cache = _cache_dir()
         if cache is None:
             return None
@@ -322,15 +327,18 @@ class StoredJit:
                 return None
             avals = tuple(_aval(x) for x in leaves)
             memo = (statics, tree, avals, cache, _settings())
-            prog = self._programs.get(memo)
-            if prog is None:
-                with _lock:
-                    prog = self._programs.get(memo)
-                    if prog is None:
+            prog = self._programs.get(memo, _MISSING)
+        except Exception:  # _Unstorable, or arguments that do not bind (plain jit raises the user's error)
+            return None
+        if prog is _MISSING:
+            with _lock:
+                prog = self._programs.get(memo, _MISSING)
+                if prog is _MISSING:
+                    try:
                         prog = self._load_or_export(Path(cache) / "programs", memo, statics, tree, leaves)
-                        self._programs[memo] = prog
-        except Exception:  # _Unstorable, or anything export or the disk refuse: plain jit (which raises a user's
-            return None    # error, e.g. arguments that do not bind, as it would without the store)
+                    except Exception:  # anything export or the disk refuse, remembered: this call runs plain jit
+                        prog = None
+                    self._programs[memo] = prog
         return (prog, leaves, avals) if prog is not None else None
 
     def _load_or_export(self, folder: Path, memo: tuple, statics, tree, leaves) -> _Program | None:
@@ -347,6 +355,7 @@ class StoredJit:
             return prog
         seen: dict = {}
         impls = [a[3] for a in memo[2]]
+
         def flat(*flat_leaves):
             return _flat_call(self._fun, self._dynamic, tree, dict(statics), impls, seen, *flat_leaves)
 

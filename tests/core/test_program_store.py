@@ -266,3 +266,22 @@ def test_the_environment_variables_read_at_trace_time_are_in_the_key():
                 os.environ[name] = old
     with sparse.xla_path():
         assert program_store._settings() != base
+
+
+def test_an_export_that_fails_runs_plain_jit_and_is_not_tried_again(tmp_path, monkeypatch):
+    """Where jax.export refuses a program, the call runs through plain jit (same values) and later calls with the
+    same key do not try again."""
+    from jaxclp.metrics import masked_accuracy
+    acc = stored_jit(masked_accuracy)
+    tried = []
+
+    def refuse(*args, **kwargs):
+        tried.append(1)
+        raise NotImplementedError("no export here")
+
+    scores = jnp.asarray([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    y, m = jnp.asarray([1, 0, 0]), jnp.asarray([True, True, True])
+    with store_in(tmp_path, monkeypatch) as folder:
+        monkeypatch.setattr(jax.export, "export", refuse)
+        assert [float(acc(scores, y, m)) for _ in range(3)] == [pytest.approx(2 / 3)] * 3
+        assert len(tried) == 1 and not folder.exists()
