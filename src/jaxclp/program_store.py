@@ -31,6 +31,7 @@ import enum
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -88,11 +89,7 @@ def _cache_dir() -> str | None:
 @functools.lru_cache(maxsize=1)
 def _can_serialize() -> bool:
     """Whether :mod:`jax.export` can write and read programs here (it needs the ``flatbuffers`` package)."""
-    try:
-        import flatbuffers  # noqa: F401  (a jaxclp dependency; the store is off without it)
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("flatbuffers") is not None  # a jaxclp dependency; the store is off without it
 
 
 @functools.lru_cache(maxsize=1)
