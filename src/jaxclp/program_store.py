@@ -63,6 +63,7 @@ _SUFFIX = ".jaxexport"
 _OFF = ("0", "off", "no", "false", "none")
 _lock = threading.RLock()  # one thread exports or reads a program at a time; the others then find it
 _MISSING = object()
+_OUTPUT_PACKAGES = ("jaxclp", "optax", "flax")  # the packages whose named tuples an output tree may hold
 
 
 class _Unstorable(Exception):
@@ -205,7 +206,7 @@ def _encode(obj) -> Any:
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         cls = type(obj)
         module = cls.__module__
-        if module.split(".")[0] not in ("jaxclp", "optax", "flax"):
+        if module.split(".")[0] not in _OUTPUT_PACKAGES:
             raise _Unstorable(f"an output of type {module}.{cls.__qualname__}")
         return {"namedtuple": f"{module}:{cls.__qualname__}", "fields": [_encode(x) for x in obj]}
     if type(obj) in (tuple, list):
@@ -221,7 +222,7 @@ def _decode(obj) -> Any:
         return obj
     if "namedtuple" in obj:
         module, name = obj["namedtuple"].split(":")
-        if module.split(".")[0] not in ("jaxclp", "optax", "flax"):
+        if module.split(".")[0] not in _OUTPUT_PACKAGES:
             raise ValueError(f"stored output type {module}:{name} is not allowed")
         cls = importlib.import_module(module)
         for part in name.split("."):
