@@ -378,7 +378,9 @@ def test_split_cache_fits_once_and_leaves_records_unchanged(tmp_path, monkeypatc
         # off: every method computes everything itself (no fit or grid shared through the split's cache)
         monkeypatch.setattr(M, "_cached", shared if cache else lambda ctx, key, compute: compute())
         counts.clear()
-        recs = runner.run(ds, "medium", methods, runs=1, out=tmp_path / f"{cache}{methods[0]}", progress=False)
+        # clp's base predictors: the ones shared with the table's rows (the tuned grids share nothing here)
+        recs = runner.run(ds, "medium", methods, runs=1, out=tmp_path / f"{cache}{methods[0]}", progress=False,
+                          priors=("mlp", "link", "gcn", "h2gcn"))
         out[cache, methods[0]] = (strip(recs), dict(counts))
     (on, c_on), (off, c_off), (rev, c_rev) = out[True, "clp_mlp"], out[False, "clp_mlp"], out[True, "h2gcn"]
     assert on == off == rev and len(on) == 5
