@@ -232,7 +232,8 @@ def compile_target_rows(root: Path) -> list[list[str]]:
                      f"the programs the search needs: the two tuned GNN grids {_programs(first, ('_grid_chunk_jit',))[1]:.1f}"
                      f" s of XLA, the other trained priors' loops {_programs(first, _MODEL_LOOPS)[1]:.1f} s; XLA's own "
                      "flags do not move it (`xla_flags.md`); under 8 s needs fewer model families in the default "
-                     "search, a recipe change (`racing.md`, `halving.md` tried the cheaper ones)"])
+                     "search, a recipe change (`racing.md`, `halving.md` tried the cheaper ones; leaving either tuned "
+                     "grid out fails the same validation criterion: `cheap_priors.md`)"])
         for key, label in ((("similar graph", 960), "same buckets"), (("second graph", 2200), "another bucket")):
             r = case.get(key)
             if not r:

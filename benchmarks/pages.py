@@ -144,6 +144,7 @@ FACTS: dict[str, Callable[[Sources], object]] = {
     "cheap-priors-within": lambda s: sum(w for _, w in s.once(_cheap_priors).values()),
     "cheap-priors-graphs": lambda s: len(s.once(_cheap_priors)),
     "cheap-priors-wiki-loss": lambda s: -s.once(_cheap_priors)["wiki"][0],
+    "cheap-priors-twitch-ru-loss": lambda s: -s.once(_cheap_priors)["twitch-ru"][0],
     **{f"halving-{k}": (lambda s, k=k: s.once(_halving)[k]) for k in ("saving", "worst_drop", "failing", "graphs")},
     "halving-fallback-saving": lambda s: s.once(_halving, "fallback")["saving"],
     "halving-limit": lambda s: s.once(_halving)["limit"],
