@@ -118,6 +118,28 @@ def test_fits_no_clock_decides_run_side_by_side_with_the_bookkeeping_in_order():
         run(1e9, None, 2, threading.Barrier(2, timeout=1))
 
 
+def test_side_by_side_fits_start_costliest_first_and_return_in_the_names_order(monkeypatch):
+    """With threads, the fits start in descending expected cost (ties in the names' order; a fit already made
+    costs 0), so a tuned grid never starts last; the priors come back, and are recorded, in the names' order.
+    One thread keeps the names' order."""
+    assert S.side_by_side_order([0.5, 1.0, 6.0, 2.0, 6.0], 2) == [2, 4, 3, 1, 0]
+    assert S.side_by_side_order([0.5, 1.0, 6.0], 1) == [0, 1, 2]
+    names = ("link", "linkx", "gcn", "h2gcn", "gcn_tuned", "sage_tuned")
+    started = []
+    monkeypatch.setattr(S, "run_each", lambda calls, threads: [call() for call in calls])  # in the order given
+
+    def fit(i, deadline, epochs):
+        started.append(names[i])
+        return np.full(1, i), None
+
+    out = S.Search().fit_priors(names, fit, free=lambda name, epochs: name == "sage_tuned", threads=2)
+    assert started == ["gcn_tuned", "linkx", "h2gcn", "gcn", "link", "sage_tuned"]
+    assert list(out) == list(range(len(names))) and [int(out[i][0]) for i in out] == list(range(len(names)))
+    started.clear()
+    S.Search().fit_priors(names, fit, threads=1)
+    assert started == list(names)
+
+
 def test_the_plan_says_before_running_what_the_search_leaves_out(clock):
     """SearchPlan.left_out applies the search's rules to expected seconds: with fits taking exactly the expected
     seconds (cost x unit), the search leaves out the predictors the plan named."""
