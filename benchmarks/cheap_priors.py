@@ -96,7 +96,8 @@ def leave_one_out(records_path: Path, drop: str) -> dict:
 def verdict(tables: dict) -> dict:
     """``{"failed": ["table: dataset/split", ...], "num_failed": int, "adopted": bool}``: the graphs whose validation change is below
     ``-MAX_VAL_DROP``."""
-    failed = [f"{t}: {g}" for t, rows in tables.items() for g, v in rows.items() if v["val_change"] < -MAX_VAL_DROP]
+    failed = [f"{t}: {g}" for t, rows in tables.items() for g, v in rows.items()
+              if v["val_change"] < -MAX_VAL_DROP]
     return {"failed": failed, "num_failed": len(failed), "adopted": not failed}
 
 

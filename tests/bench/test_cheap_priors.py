@@ -17,7 +17,8 @@ def _record(run, chosen, test, refs, dataset="g", split="medium"):
 
 def test_leave_one_out_replays_the_choice_without_the_grid(tmp_path):
     path = tmp_path / "results.jsonl"
-    recs = [  # split 0 chose sage_tuned: without it gcn alone (val 0.70, tied with gcn_tuned: first in the search's order)
+    # split 0 chose sage_tuned: without it gcn alone (val 0.70, tied with gcn_tuned: first in the search's order)
+    recs = [
         _record(0, "sage_tuned", 0.80, {"mlp": (0.60, 0.55), "gcn": (0.70, 0.66), "gcn_tuned": (0.70, 0.75),
                                          "sage_tuned": (0.74, 0.78)}),
         # split 1 chose the MLP: its record stands either way

@@ -224,7 +224,9 @@ def test_cli_fills_the_persistent_xla_cache(tmp_path):
     env.pop("JAXCLP_PROGRAM_STORE", None)
     recs = []
     for out in ("out", "again"):
-        cmd = [sys.executable, "-m", "jaxclp"] + ARGS + ["--runs", "1", "--out", str(tmp_path / out)]
+        # mlp and lp: trained and propagation programs both, without clp_mlp's grid to compile twice
+        cmd = [sys.executable, "-m", "jaxclp", *ARGS, "--methods", "mlp,lp", "--runs", "1",
+               "--out", str(tmp_path / out)]
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         assert (tmp_path / out / "summary.md").exists()
