@@ -358,6 +358,18 @@ def quick_or_report(name: str, payload: dict, markdown: Callable[[dict], str], q
     return 0
 
 
+def sizes_main(name: str, doc: str, argv, measure: Callable, markdown: Callable[[dict], str], full: tuple,
+               quick: tuple) -> int:
+    """``main`` of a benchmark that times a checkout's ``src`` (``--src``) over graph sizes with repeated pairs:
+    ``measure(src, sizes, repeats)`` with ``full = (sizes, repeats)``, or ``quick``'s with ``--quick`` (printed
+    only); the payload adds the command, the checkout, the machine and ``repeats``. Returns the exit status."""
+    a, src, checkout = src_arguments(argv, doc, "one small graph, one pair (a smoke run; prints only)")
+    sizes, repeats = quick if a.quick else full
+    payload = dict(command=command_line(name, argv), checkout=checkout, machine=machine_info(), repeats=repeats,
+                   **measure(src, sizes, repeats))
+    return quick_or_report(name, payload, markdown, a.quick)
+
+
 def command_line(name: str, argv) -> str:
     """``python -m benchmarks.<name> ARGS`` as the benchmark was called (``argv`` None: the process's)."""
     return f"python -m benchmarks.{name} " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -119,11 +119,7 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    a, src, checkout = C.src_arguments(argv, __doc__, "one small graph, one pair (a smoke run; prints only)")
-    sizes, repeats = ((120,), 1) if a.quick else (SIZES, REPEATS)
-    payload = dict(command=C.command_line("fit_order", argv), checkout=checkout, machine=C.machine_info(),
-                   repeats=repeats, **measure(src, sizes, repeats))
-    return C.quick_or_report("fit_order", payload, markdown, a.quick)
+    return C.sizes_main("fit_order", __doc__, argv, measure, markdown, (SIZES, REPEATS), ((120,), 1))
 
 
 if __name__ == "__main__":

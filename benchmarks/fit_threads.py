@@ -128,11 +128,7 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv=None) -> int:
-    a, src, checkout = C.src_arguments(argv, __doc__, "one small graph, one pair (a smoke run; prints only)")
-    sizes, repeats = ((200,), 1) if a.quick else (SIZES, REPEATS)
-    payload = dict(command=C.command_line("fit_threads", argv), checkout=checkout, machine=C.machine_info(),
-                   repeats=repeats, **measure(src, sizes, repeats))
-    return C.quick_or_report("fit_threads", payload, markdown, a.quick)
+    return C.sizes_main("fit_threads", __doc__, argv, measure, markdown, (SIZES, REPEATS), ((200,), 1))
 
 
 if __name__ == "__main__":
