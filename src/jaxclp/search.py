@@ -34,7 +34,7 @@ import numpy as np
 from jaxclp.fit_threads import run_each
 
 __all__ = ["CLP_PRIOR_CANDIDATES", "Decisions", "GRID_COST", "GRID_KIND_NAMES", "MLP_DEPTHS", "MLP_TIME_SHARE",
-           "PRIOR_COST", "Search", "SearchPlan", "check_time_limit", "estimate_unit_seconds"]
+           "PRIOR_COST", "Search", "SearchPlan", "check_time_limit", "estimate_unit_seconds", "side_by_side_order"]
 
 # ----------------------------------------------------------------------------------------------- the candidates
 MLP_DEPTHS = (1, 2, 3)
