@@ -20,7 +20,7 @@ from reference import host_devices_env
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "datasets"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets not found at {SHARED}")
-ARGS = ["run", "--dataset", "texas", "--methods", "mlp,clp_mlp", "--runs", "2", "--epochs", "5", "--no-progress"]
+ARGS = ["run", "--dataset", "texas", "--methods", "mlp,clp_paper", "--runs", "2", "--epochs", "5", "--no-progress"]
 
 
 def test_xla_cache_dir_resolution(tmp_path):
@@ -39,10 +39,10 @@ def test_cli_run_equals_runner_and_writes_summary(tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().out.strip().splitlines()[-2:] == [str(summary), str(summary.with_suffix(".png"))]
     text = summary.read_text()
     assert "texas" in text and "clp" in text and "±" in text
-    runner.run("texas", "medium", ["mlp", "clp_mlp"], 2, tmp_path / "direct", epochs=5, progress=False)
+    runner.run("texas", "medium", ["mlp", "clp_paper"], 2, tmp_path / "direct", epochs=5, progress=False)
     a = last_results(tmp_path / "cli" / records.RESULTS_FILE)
     b = last_results(tmp_path / "direct" / records.RESULTS_FILE)
-    assert sorted(a) == sorted(b) == sorted(("texas", "medium", i, m) for i in (0, 1) for m in ("mlp", "clp_mlp"))
+    assert sorted(a) == sorted(b) == sorted(("texas", "medium", i, m) for i in (0, 1) for m in ("mlp", "clp_paper"))
     for k in a:
         assert (a[k]["params"], a[k]["val"], a[k]["test"]) == (b[k]["params"], b[k]["val"], b[k]["test"]), k
     header = json.loads((tmp_path / "cli" / records.RESULTS_FILE).read_text().splitlines()[0])
@@ -224,7 +224,7 @@ def test_cli_fills_the_persistent_xla_cache(tmp_path):
     env.pop("JAXCLP_PROGRAM_STORE", None)
     recs = []
     for out in ("out", "again"):
-        # mlp and lp: trained and propagation programs both, without clp_mlp's grid to compile twice
+        # mlp and lp: trained and propagation programs both, without a CLP grid to compile twice
         cmd = [sys.executable, "-m", "jaxclp", *ARGS, "--methods", "mlp,lp", "--runs", "1",
                "--out", str(tmp_path / out)]
         done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
