@@ -42,27 +42,28 @@ MAX_VAL_DROP = 0.5
 tuned grid out may cost on any graph (``benchmarks.racing``'s criterion)."""
 
 
+def _clp_records(records_path: Path) -> list:
+    recs = (json.loads(line) for line in records_path.read_text().splitlines() if line.strip())
+    return [r for r in recs if r.get("type") == "result" and r.get("method") == "clp"]
+
+
+def _best_alone(refs: dict, names: list) -> str:
+    """The predictor of ``names`` with the best validation score alone in ``refs``, the first on ties."""
+    return max(names, key=lambda n: (refs[n]["val"], -names.index(n)))
+
+
 def paired(records_path: Path = RECORDS) -> dict:
     """``dataset -> {"clp": [...], "cheap": [...], "tuned_chosen": int, "runs": int}`` over the clp records."""
     out = collections.defaultdict(lambda: {"clp": [], "cheap": [], "tuned_chosen": 0})
-    for line in records_path.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("type") != "result" or r.get("method") != "clp":
-            continue
+    for r in _clp_records(records_path):
         refs = r["references"]
-        names = [n for n in CHEAP if n in refs]
-        best = max(names, key=lambda n: (refs[n]["val"], -names.index(n)))
+        best = _best_alone(refs, [n for n in CHEAP if n in refs])
         row = out[r["dataset"]]
         row["clp"].append(float(r["test"]))
         row["cheap"].append(float(refs[best]["test"]))
         params = r["params"] if isinstance(r["params"], dict) else {}
         row["tuned_chosen"] += params.get("base_prior", "").endswith("_tuned")
     return dict(out)
-
-
-def _clp_records(records_path: Path) -> list:
-    recs = (json.loads(line) for line in records_path.read_text().splitlines() if line.strip())
-    return [r for r in recs if r.get("type") == "result" and r.get("method") == "clp"]
 
 
 def leave_one_out(records_path: Path, drop: str) -> dict:
@@ -79,8 +80,7 @@ def leave_one_out(records_path: Path, drop: str) -> dict:
         names = [n for n in ORDER if n in refs]
         if drop not in names:
             continue
-        rest = [n for n in names if n != drop]
-        best = max(rest, key=lambda n: (refs[n]["val"], -rest.index(n)))
+        best = _best_alone(refs, [n for n in names if n != drop])
         params = r["params"] if isinstance(r["params"], dict) else {}
         chose = params.get("base_prior") == drop
         row = out[f"{r['dataset']}/{r['split']}"]
@@ -94,8 +94,8 @@ def leave_one_out(records_path: Path, drop: str) -> dict:
 
 
 def verdict(tables: dict) -> dict:
-    """``{"failed": ["table: dataset/split", ...], "num_failed": int, "adopted": bool}``: the graphs whose validation change is below
-    ``-MAX_VAL_DROP``."""
+    """``{"failed": ["table: dataset/split", ...], "num_failed": int, "adopted": bool}``: the graphs whose
+    validation change is below ``-MAX_VAL_DROP``."""
     failed = [f"{t}: {g}" for t, rows in tables.items() for g, v in rows.items()
               if v["val_change"] < -MAX_VAL_DROP]
     return {"failed": failed, "num_failed": len(failed), "adopted": not failed}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,24 +50,17 @@ def once(name, tag):
     kept = [json.dumps({k: r[k] for k in ("run", "test", "val", "params", "references")}, sort_keys=True) for r in recs]
     return wall, [r["seconds"] for r in recs], kept
 once("costliest first", "compile")
-res = {"wall": {v: [] for v in orders}, "split_s": {v: [] for v in orders}, "records": {}}
+res = {"wall": {v: [] for v in orders}, "split_s": {v: [] for v in orders}, "records": {}, "stable": True}
 for i in range(repeats):
     for v in orders:
         wall, secs, kept = once(v, f"{v[0]}{i}")
         res["wall"][v].append(wall)
         res["split_s"][v] += secs
-        res["records"].setdefault(v, kept)
-        res.setdefault("stable", True)
-        res["stable"] &= kept == res["records"][v]
+        res["stable"] &= kept == res["records"].setdefault(v, kept)
 res["same_records"] = res["records"]["given"] == res["records"]["costliest first"]
 del res["records"]
 json.dump(res, open(out, "w"))
 '''
-
-
-def _median(values) -> float:
-    v = sorted(values)
-    return float(v[len(v) // 2]) if len(v) % 2 else float(v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def measure(src: Path, sizes=SIZES, repeats: int = REPEATS) -> dict:
@@ -89,10 +83,10 @@ def measure(src: Path, sizes=SIZES, repeats: int = REPEATS) -> dict:
             r = json.loads(out.read_text())
             a, b = (r["wall"][v] for v in VARIANTS)
             ratios = [y / x for x, y in zip(a, b)]
-            rows.append(dict(nodes=n, wall=r["wall"], ratios=ratios, ratio_median=_median(ratios),
+            rows.append(dict(nodes=n, wall=r["wall"], ratios=ratios, ratio_median=statistics.median(ratios),
                              min_s={v: min(r["wall"][v]) for v in VARIANTS},
-                             median_s={v: _median(r["wall"][v]) for v in VARIANTS},
-                             split_median_s={v: _median(r["split_s"][v]) for v in VARIANTS},
+                             median_s={v: statistics.median(r["wall"][v]) for v in VARIANTS},
+                             split_median_s={v: statistics.median(r["split_s"][v]) for v in VARIANTS},
                              same_records=r["same_records"] and r["stable"]))
     return dict(rows=rows)
 

@@ -6,7 +6,6 @@ from benchmarks import _common as C, fit_order as fo
 
 
 def test_fit_order_table_reads_minimum_median_ratio_and_records():
-    assert fo._median([3.0, 1.0, 2.0]) == 2.0 and fo._median([4.0, 1.0, 2.0, 3.0]) == 2.5
     row = dict(nodes=300, ratios=[0.8, 0.9], ratio_median=0.85, min_s={"given": 16.5, "costliest first": 14.0},
                median_s={"given": 17.8, "costliest first": 16.3},
                split_median_s={"given": 5.7, "costliest first": 5.3}, same_records=True)
