@@ -297,18 +297,28 @@ def _place(value, converged, idx, num):
     return beliefs, jnp.zeros((num,) + converged.shape[1:], bool).at[idx].set(converged)
 
 
-def _place_host(value, converged, idx, num):
-    """:func:`_place` in numpy for arrays on the CPU (no program per shape)."""
-    value, converged = np.asarray(value), np.asarray(converged)
-    beliefs = np.zeros((num,) + value.shape[1:], value.dtype)
-    beliefs[idx] = value
-    conv = np.zeros((num,) + converged.shape[1:], bool)
-    conv[idx] = converged
-    return jax.device_put(beliefs), jax.device_put(conv)
+def _zero_invalid(value, converged, valid):
+    """``value`` (A, n, K) and ``converged`` (A, K) with the rows where ``valid`` (A,) is False zeroed (False):
+    in numpy for arrays on the CPU (no program per shape), else one program per shape."""
+    if cpu_resident(value, converged):
+        value, converged, valid = np.asarray(value), np.asarray(converged), np.asarray(valid)
+        return (jax.device_put(np.where(valid[:, None, None], value, np.zeros((), value.dtype))),
+                jax.device_put(converged & valid[:, None]))
+    return _zero_invalid_jit(value, converged, jax.device_put(np.asarray(valid)))
+
+
+@jax.jit
+def _zero_invalid_jit(value, converged, valid):
+    """:func:`_zero_invalid` on a device."""
+    return jnp.where(valid[:, None, None], value, jnp.zeros((), value.dtype)), converged & valid[:, None]
 
 
 def _solve_valid(op, d, alphas, valid, method, tol, normalization):
     """Closed form for the alphas where ``valid``; zeros (and ``converged=False``) elsewhere.
+
+    The solve runs over the whole (A,) grid, an invalid alpha replaced by the smallest valid one: its programs
+    have the grid's shape whichever alphas the data leaves valid (one program for every split and graph, not one
+    per count), for the cost of the replaced columns (the cheapest alpha's solve).
 
     Args:
         op: the operator (:class:`jaxclp.operator.FactoredOperator`, on any graph of the protocol).
@@ -320,17 +330,19 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization):
         ``(beliefs (A, n, K) in the user's order, converged (A, K), method used or "none")``.
     """
     n, k = op.graph.num_nodes, d.shape[1]
-    alphas = np.asarray(alphas)
-    idx = np.flatnonzero(valid)
-    if idx.size == 0:
+    alphas, valid = np.asarray(alphas), np.asarray(valid, bool)
+    if not valid.any():
         return (jnp.zeros((alphas.shape[0], n, k), d.dtype), jax.device_put(np.zeros((alphas.shape[0], k), bool)),
                 "none")
-    sol = solve_operator(op, d, alpha=alphas[idx], method=method, tol=tol, normalization=normalization)
+    # every alpha is solved, an invalid one at the smallest valid alpha (the cheapest solve; the method "auto"
+    # picks from the largest alpha, a valid one either way): the program's shape is the grid's, whichever alphas
+    # the data makes valid, so one program serves every split and graph
+    sol = solve_operator(op, d, alpha=np.where(valid, alphas, np.min(alphas[valid])), method=method, tol=tol,
+                         normalization=normalization)
     value = op.graph.from_internal(sol.value, axis=1)
-    if idx.size == alphas.shape[0]:  # every alpha solved: no (A, n, K) zeros and copy beside the value
+    if valid.all():  # every alpha solved: no (A, n, K) zeros and copy beside the value
         return value, sol.converged, sol.method
-    place = _place_host if cpu_resident(value, sol.converged) else _place
-    beliefs, converged = place(value, sol.converged, idx.astype(np.int32), alphas.shape[0])
+    beliefs, converged = _zero_invalid(value, sol.converged, valid)
     return beliefs, converged, sol.method
 
 

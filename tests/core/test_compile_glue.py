@@ -16,6 +16,7 @@ import pytest
 from files import compiled_programs, propagation_problem
 
 import jaxclp
+from jaxclp.clp import valid_operator
 from jaxclp.experiments.methods import _alpha_grid, _row, _rows
 from jaxclp.graph import edge_values
 from jaxclp.metrics import _evaluate_jit, evaluate
@@ -30,7 +31,7 @@ EAGER = {"broadcast_in_dim", "gather", "scatter", "scatter-add", "add", "subtrac
          "_reduce_min", "_reduce_sum", "maximum", "minimum", "sqrt", "_one_hot", "stack", "concatenate", "stage",
          "iota", "copy", "reshape", "_take", "dynamic_update_slice", "matmul"}
 # small jitted helpers whose work now runs on the host for arrays on the CPU (or inside a larger program)
-HOST_GLUE = {"_place", "_row", "_evaluate", "_scale_left", "_initial_beliefs_arrays", "_extremes"}
+HOST_GLUE = {"_place", "_zero_invalid_jit", "_row", "_evaluate", "_scale_left", "_initial_beliefs_arrays", "_extremes"}
 
 
 def test_the_probe_sees_an_eager_program():
@@ -109,6 +110,36 @@ def test_clp_grid_compiles_one_factor_program_and_no_host_glue():
                 float(evaluate("accuracy", b, y, val))
     assert not set(names) & (EAGER | HOST_GLUE | {"_edge_values"}), names
     assert names.count("_clp_factors") == 1 and names.count("norm_bounds") == 1, names
+
+
+def test_clp_solves_every_alpha_of_its_grid_whichever_the_data_leaves_valid():
+    """The "none" normalization keeps the alphas below its spectral bound, a count the data decides: the solve
+    still sees the grid's shape (an invalid alpha solved at the smallest valid one, its row zeroed after), so a
+    grid of the same length with fewer valid alphas compiles no new solver program; the valid rows are the closed
+    form of those alphas alone, the invalid ones zero and not converged."""
+    g, prior, y, train, _ = propagation_problem(n=223)
+    H, _ = jaxclp.estimate_compatibility(g, prior, y, train)
+    op = clp_operator(g, jaxclp.initial_beliefs(prior, y, train), H, normalization="none")
+    _, _, bound = valid_operator(op, np.asarray([0.99]), "none", scaled=False)
+    assert bound is not None and bound > 1.0  # the norm bound does not prove these alphas: validity is the data's
+    edge = 1.0 / bound
+    above = lambda t: edge + t * (1.0 - edge)  # an alpha in (1 / bound, 1): invalid
+    grids = [np.asarray([0.2 * edge, 0.5 * edge, 0.8 * edge, 0.98 * edge, above(0.5)]),
+             np.asarray([0.2 * edge, 0.8 * edge, 0.98 * edge, above(0.3), above(0.6)])]  # 4 valid, then 3 (same
+    # largest valid alpha: the same method)
+    results = []
+    with compiled_programs() as names:
+        for alphas in grids:
+            res = jaxclp.clp_beliefs(g, prior, y, train, normalization="none", spectrum=False, alphas=alphas)
+            results.append((alphas, jax.block_until_ready(res)))
+    assert names.count("_solve_kernel") == 1, names
+    for alphas, res in results:
+        valid = np.asarray(res.valid)
+        ref = jaxclp.solve(g, jaxclp.initial_beliefs(prior, y, train), H, prior, alpha=alphas[valid],
+                           normalization="none", throw=False)
+        np.testing.assert_allclose(np.asarray(res.beliefs)[valid], np.asarray(ref.value), rtol=1e-5, atol=1e-6)
+        assert np.all(np.asarray(res.beliefs)[~valid] == 0) and not np.asarray(res.converged)[~valid].any()
+    assert [int(np.asarray(r.valid).sum()) for _, r in results] == [4, 3]
 
 
 def test_edge_values_one_program_for_sym_and_row_bits_as_per_normalization():
