@@ -244,13 +244,15 @@ def test_compile_target_rows_read_the_census_and_say_what_is_missed(tmp_path):
     census["rows"][1] = row("similar graph", 960, 1.5, 20.0, hits=8, xla=0)
     (res / "compile_census_cpu.json").write_text(json.dumps(census))
     (res / "run_user_graphs_warm.json").write_text(json.dumps({"runs": [
-        dict(nodes=300, cache="cold", wall_s=50.0), dict(nodes=300, cache="warm", wall_s=40.0)]}))
+        dict(nodes=300, cache="cold", wall_s=50.0), dict(nodes=300, cache="warm", wall_s=40.0),
+        dict(nodes=300, checkout="before", cache="cold", wall_s=70.0),
+        dict(nodes=300, checkout="before", cache="warm", wall_s=60.0)]}))  # another checkout's pair: not read
     listed = page_blocks.compile_target_rows(tmp_path)
     rows = {r[0].split(" (")[0].split(",")[0]: r for r in listed}
     assert rows["a second graph of 960 nodes after the first"][2:] == [
         "1.5 s, 20 % (8 programs read from the cache)", "met", ""]
     defaults = [r for r in listed if r[0].startswith("`jaxclp run --graph`")]
-    assert "with every program already compiled (a warm cache) 40 s" in defaults[0][4]
+    assert "with every program already compiled (a warm cache) 40 s against 50 s cold" in defaults[0][4]
     assert "warm cache" not in defaults[1][4]  # no warm run of 900 nodes
     (res / "run_user_graphs_warm.json").unlink()
     assert "8.2 s per split" in rows["`jaxclp run --methods clp --runs 3 --time-limit none`"][4]
