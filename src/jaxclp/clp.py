@@ -334,9 +334,8 @@ def _solve_valid(op, d, alphas, valid, method, tol, normalization):
     if not valid.any():
         return (jnp.zeros((alphas.shape[0], n, k), d.dtype), jax.device_put(np.zeros((alphas.shape[0], k), bool)),
                 "none")
-    # every alpha is solved, an invalid one at the smallest valid alpha (the cheapest solve; the method "auto"
-    # picks from the largest alpha, a valid one either way): the program's shape is the grid's, whichever alphas
-    # the data makes valid, so one program serves every split and graph
+    # an invalid alpha solved at the smallest valid one (docstring); "auto" picks its method from the largest
+    # alpha, a valid one either way
     sol = solve_operator(op, d, alpha=np.where(valid, alphas, np.min(alphas[valid])), method=method, tol=tol,
                          normalization=normalization)
     value = op.graph.from_internal(sol.value, axis=1)
