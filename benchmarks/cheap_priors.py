@@ -14,8 +14,8 @@ three split densities). A split where the record's ``clp`` chose another predict
 (the other fits are the same computations under their own keys); a split where it chose the left-out grid takes the
 best remaining predictor alone. Rule and criterion, written before the replay and the same as
 ``benchmarks.racing``'s: leave a grid out of the default search (one compiled program fewer, about half of the tuned
-grids' seconds) only if the chosen predictor's validation score falls by <= :data:`MAX_VAL_DROP` points on every
-graph (mean over its splits), table2 and held out. Test: read after, decides nothing.
+grids' seconds) only if the chosen predictor's validation score falls by <= ``MAX_VAL_DROP`` points
+(:mod:`benchmarks.halving`'s) on every graph (mean over its splits), table2 and held out. Test: read after, decides nothing.
 
 Results: ``benchmarks/results/cheap_priors.{json,md}``.
 """
@@ -30,16 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import _common as C
+from benchmarks.racing import CHEAP, MAX_VAL_DROP, TUNED, best_on_validation
 
-CHEAP = ("mlp", "link", "linkx", "gcn", "h2gcn")
-TUNED = ("gcn_tuned", "sage_tuned")
 ORDER = CHEAP + TUNED
 """The default search's base predictors in its order (ties on validation go to the first)."""
 RECORDS = C.REPO / "results" / "table2" / "results.jsonl"
 HELD_OUT = C.REPO / "results" / "table_homophily" / "results.jsonl"
-MAX_VAL_DROP = 0.5
-"""Largest fall of the chosen predictor's validation score (points, mean over a graph's splits) that leaving a
-tuned grid out may cost on any graph (``benchmarks.racing``'s criterion)."""
 
 
 def _clp_records(records_path: Path) -> list:
@@ -47,17 +43,12 @@ def _clp_records(records_path: Path) -> list:
     return [r for r in recs if r.get("type") == "result" and r.get("method") == "clp"]
 
 
-def _best_alone(refs: dict, names: list) -> str:
-    """The predictor of ``names`` with the best validation score alone in ``refs``, the first on ties."""
-    return max(names, key=lambda n: (refs[n]["val"], -names.index(n)))
-
-
 def paired(records_path: Path = RECORDS) -> dict:
     """``dataset -> {"clp": [...], "cheap": [...], "tuned_chosen": int, "runs": int}`` over the clp records."""
     out = collections.defaultdict(lambda: {"clp": [], "cheap": [], "tuned_chosen": 0})
     for r in _clp_records(records_path):
         refs = r["references"]
-        best = _best_alone(refs, [n for n in CHEAP if n in refs])
+        best = best_on_validation(refs, [n for n in CHEAP if n in refs])
         row = out[r["dataset"]]
         row["clp"].append(float(r["test"]))
         row["cheap"].append(float(refs[best]["test"]))
@@ -80,7 +71,7 @@ def leave_one_out(records_path: Path, drop: str) -> dict:
         names = [n for n in ORDER if n in refs]
         if drop not in names:
             continue
-        best = _best_alone(refs, [n for n in names if n != drop])
+        best = best_on_validation(refs, [n for n in names if n != drop])
         params = r["params"] if isinstance(r["params"], dict) else {}
         chose = params.get("base_prior") == drop
         row = out[f"{r['dataset']}/{r['split']}"]
